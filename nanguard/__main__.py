@@ -1,0 +1,3 @@
+from nanguard.cli import main
+
+raise SystemExit(main())

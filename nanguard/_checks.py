@@ -1,0 +1,102 @@
+"""Argument checks shared by the public API: fail early, in words a user understands."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import torch
+
+Dim = Union[int, Sequence[int], None]
+
+
+def check_tensor(x: object, name: str, op: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"nanguard.{op}: `{name}` must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def check_floating(x: object, name: str, op: str) -> torch.Tensor:
+    """A real floating-point tensor; integer, bool and complex tensors are refused."""
+    x = check_tensor(x, name, op)
+    if not x.dtype.is_floating_point:
+        raise TypeError(
+            f"nanguard.{op}: `{name}` must be a floating-point tensor "
+            f"(float16, bfloat16, float32 or float64), got dtype {x.dtype}; "
+            f"convert it first, e.g. `{name}.float()`"
+        )
+    return x
+
+
+def as_floating(x: object, like: torch.Tensor, name: str, op: str) -> torch.Tensor:
+    """A tensor or Python number in the dtype and device of `like` (for the second operand)."""
+    if isinstance(x, torch.Tensor):
+        return check_floating(x, name, op)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"nanguard.{op}: `{name}` must be a tensor or a real number, got {type(x).__name__}")
+    return torch.tensor(float(x), dtype=like.dtype, device=like.device)
+
+
+def check_number(value: object, name: str, op: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"nanguard.{op}: `{name}` must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"nanguard.{op}: `{name}` must be finite, got {value}")
+    if positive and value <= 0:
+        raise ValueError(f"nanguard.{op}: `{name}` must be > 0, got {value}")
+    return value
+
+
+def check_dim(x: torch.Tensor, dim: Dim, op: str, *, allow_none: bool = True) -> Optional[tuple[int, ...]]:
+    """Normalise `dim` to a tuple of non-negative axes (None = all axes, when allowed)."""
+    if dim is None:
+        if not allow_none:
+            raise TypeError(f"nanguard.{op}: `dim` is required")
+        return None
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    ndim = max(x.dim(), 1)  # a 0-d tensor accepts dim 0 / -1, as torch reductions do
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError(f"nanguard.{op}: `dim` must be an int or a sequence of ints, got {dim!r}")
+        if not -ndim <= d < ndim:
+            raise ValueError(
+                f"nanguard.{op}: dim {d} is out of range for a tensor with {x.dim()} dimension(s) "
+                f"(shape {tuple(x.shape)}); valid dims are {-ndim}..{ndim - 1}"
+            )
+        out.append(d % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"nanguard.{op}: `dim` repeats an axis: {dim!r}")
+    return tuple(out)
+
+
+def check_mask(mask: object, x: torch.Tensor, op: str) -> torch.Tensor:
+    """A boolean mask (True = keep) that broadcasts to `x` without changing x's shape."""
+    mask = check_tensor(mask, "mask", op)
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"nanguard.{op}: `mask` must be a bool tensor (True = keep), got dtype {mask.dtype}; "
+            f"use e.g. `mask != 0`"
+        )
+    try:
+        shape = torch.broadcast_shapes(mask.shape, x.shape)
+    except RuntimeError:
+        shape = None
+    if shape != x.shape:
+        raise ValueError(
+            f"nanguard.{op}: `mask` of shape {tuple(mask.shape)} does not broadcast to the input's "
+            f"shape {tuple(x.shape)}"
+        )
+    if mask.device != x.device:
+        raise ValueError(f"nanguard.{op}: `mask` is on {mask.device} but the input is on {x.device}")
+    return mask
+
+
+def broadcast_pair(a: torch.Tensor, b: torch.Tensor, op: str, names: tuple[str, str] = ("a", "b")) -> None:
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise ValueError(
+            f"nanguard.{op}: shapes {tuple(a.shape)} (`{names[0]}`) and {tuple(b.shape)} (`{names[1]}`) "
+            f"do not broadcast"
+        ) from None

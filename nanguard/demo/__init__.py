@@ -1,0 +1,68 @@
+"""`nanguard demo`: the seed stories replayed, one section per pillar.
+
+Every section runs real code: it shows the naive program producing NaN/Inf and the
+nanguard way producing finite values and the right gradients. SECTIONS lists modules
+that each define `run(show: Show) -> None`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import TextIO
+
+SECTIONS: list[str] = [
+    "nanguard.demo.prevent",
+    # one module per pillar, in the order a user meets them
+]
+
+
+class Show:
+    """Tiny printer for the demo: headings, code lines and results, coloured on a terminal."""
+
+    def __init__(self, stream: TextIO = sys.stdout) -> None:
+        self.stream = stream
+        self.colour = hasattr(stream, "isatty") and stream.isatty()
+
+    def _paint(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.colour else text
+
+    def title(self, text: str) -> None:
+        bar = "=" * len(text)
+        print(f"\n{self._paint(bar, '1')}\n{self._paint(text, '1')}\n{self._paint(bar, '1')}", file=self.stream)
+
+    def story(self, text: str) -> None:
+        print(f"\n{self._paint('▸ ' + text, '1;36')}", file=self.stream)
+
+    def code(self, text: str) -> None:
+        for line in text.strip("\n").splitlines():
+            print(f"    {self._paint(line, '2')}", file=self.stream)
+
+    def bad(self, label: str, value: object) -> None:
+        print(f"  {self._paint('✗', '31')} {label}: {value}", file=self.stream)
+
+    def good(self, label: str, value: object) -> None:
+        print(f"  {self._paint('✓', '32')} {label}: {value}", file=self.stream)
+
+    def note(self, text: str) -> None:
+        print(f"    {text}", file=self.stream)
+
+
+def run_demo(sections: list[str] | None = None, stream: TextIO = sys.stdout) -> int:
+    show = Show(stream)
+    for name in sections or SECTIONS:
+        importlib.import_module(name).run(show)
+    print("\nAll demo sections finished.", file=stream)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("demo", help="replay the seed NaN stories and their fixes")
+    parser.add_argument(
+        "--section", action="append", choices=[s.rsplit(".", 1)[1] for s in SECTIONS],
+        help="run only this section (repeatable)",
+    )
+    parser.set_defaults(func=lambda args: run_demo(
+        [s for s in SECTIONS if args.section is None or s.rsplit(".", 1)[1] in args.section]
+    ))
