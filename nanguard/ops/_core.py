@@ -1,0 +1,117 @@
+"""Internals shared by the safe ops: the autograd.Function base, dtype constants, rescue paths.
+
+Two kinds of backward formula live in every op:
+
+* the *fast* one, used when no graph of the gradient is being built
+  (``torch.is_grad_enabled()`` is False inside ``backward``): plain arithmetic, no boolean
+  tensors (on CPU a comparison or ``where`` costs 3-5x a multiply), in-place where possible;
+* the *differentiable* one, used under ``create_graph=True`` and ``torch.func``: built from the
+  double-where pattern or from other safe ops, so that second and higher derivatives are
+  finite at the singular points too.
+
+Both compute the same values; tests check that they agree.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+_SMALLEST_SUBNORMAL = {
+    torch.float16: 2.0**-24,
+    torch.bfloat16: 2.0**-133,
+    torch.float32: 2.0**-149,
+    torch.float64: 2.0**-1074,
+}
+
+
+def smallest_normal(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).tiny
+
+
+def smallest_subnormal(dtype: torch.dtype) -> float:
+    return _SMALLEST_SUBNORMAL[dtype]
+
+
+def lowest(dtype: torch.dtype) -> float:
+    """The most negative finite value: stands in for -inf where -inf - (-inf) would give NaN."""
+    return torch.finfo(dtype).min
+
+
+def can_branch_on_data(t: torch.Tensor) -> bool:
+    """True in plain eager CPU code, where looking at values to pick a fast path is cheap.
+
+    Under ``torch.compile``, ``torch.func`` transforms and on accelerators (where reading a
+    value forces a device sync) the ops take their branch-free path instead.
+    """
+    return (
+        t.device.type == "cpu"
+        and not torch.compiler.is_compiling()
+        and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+    )
+
+
+def sum_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Reduce a broadcast gradient back to an input's shape."""
+    if grad.shape == shape:
+        return grad
+    return grad.sum_to_size(shape)
+
+
+def reduced_shape_dims(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> Tuple[int, ...]:
+    return tuple(range(x.dim())) if dims is None else dims
+
+
+def unsqueeze_dims(t: torch.Tensor, dims: Optional[Sequence[int]], keepdim: bool, ndim: int) -> torch.Tensor:
+    """Re-insert reduced dims (non-negative; None = all) so a reduction broadcasts to its input."""
+    if keepdim or t.dim() == ndim:
+        return t
+    if dims is None:
+        return t.reshape([1] * ndim)
+    for d in sorted(dims):
+        t = t.unsqueeze(d)
+    return t
+
+
+def numel_over(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> int:
+    if dims is None:
+        return x.numel()
+    n = 1
+    for d in dims:
+        n *= x.shape[d] if x.dim() else 1
+    return n
+
+
+def pow2_scale(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> torch.Tensor:
+    """A power of two close to max|x| over `dims` (keepdim), 1 where the slice is all zero.
+
+    Dividing by a power of two is exact, so a computation on ``x / scale`` neither overflows
+    nor underflows and loses nothing; this is how the rescue paths of norm-like ops work.
+    """
+    if dims is None:
+        amax = x.abs().amax().reshape([1] * x.dim())
+    else:
+        amax = x.abs().amax(dim=dims, keepdim=True)
+    _, exponent = torch.frexp(amax)
+    scale = torch.ldexp(torch.ones_like(amax), exponent)
+    ok = (amax > 0) & torch.isfinite(amax)
+    return torch.where(ok, scale, torch.ones_like(scale))
+
+
+class SafeFunction(torch.autograd.Function):
+    """Base for the safe ops: ``setup_context`` style so torch.func and vmap work."""
+
+    generate_vmap_rule = True
+
+
+def nonzero_indicator(x: torch.Tensor) -> torch.Tensor:
+    """1.0 where x != 0, else 0.0, in x's dtype (NaN counts as nonzero).
+
+    On eager CPU a comparison written into a float tensor is vectorised and ~5x faster
+    than producing a bool tensor and converting it.
+    """
+    if can_branch_on_data(x):
+        out = torch.empty_like(x)
+        return torch.ne(x, 0, out=out)
+    return (x != 0).to(x.dtype)

@@ -1,0 +1,113 @@
+"""Inverse trigonometry with finite gradients at ±1: ``acos``, ``asin``."""
+
+from __future__ import annotations
+
+import torch
+
+from nanguard._checks import check_floating
+from nanguard.ops._core import SafeFunction, smallest_normal
+
+# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
+# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
+_ROUNDING_ULPS = 4
+
+
+def rounding_tolerance(dtype: torch.dtype) -> float:
+    return _ROUNDING_ULPS * torch.finfo(dtype).eps
+
+
+def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
+    """Move inputs at most `tol` outside [-1, 1] onto ±1 (exactly); leave the rest alone.
+
+    Without comparisons: subtract the overshoot, but never more than tol, so an input
+    further out stays outside and gives NaN like the textbook op.
+    """
+    tol = rounding_tolerance(x.dtype)
+    overshoot = torch.sub(x, torch.clamp(x, -1.0, 1.0))
+    return torch.sub(x, overshoot.clamp_(-tol, tol))
+
+
+def _sqrt_one_minus_square(x: torch.Tensor) -> torch.Tensor:
+    # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1
+    return torch.mul(torch.rsub(x, 1.0), torch.add(x, 1.0)).clamp_min_(0).sqrt_()
+
+
+class _InverseSine(SafeFunction):
+    """asin (sign=+1) and acos (sign=-1) share the derivative ±1/sqrt(1 - x²)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, sign: float) -> torch.Tensor:
+        inside = _pull_into_range(x)
+        return torch.asin(inside) if sign > 0 else torch.acos(inside)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.sign = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            inside = torch.clamp(x, -1.0, 1.0)
+            room = (1 - inside) * (1 + inside)
+            open_interval = room > 0
+            safe_room = torch.where(open_interval, room, torch.ones_like(room))
+            local = torch.where(open_interval, torch.rsqrt(safe_room), torch.zeros_like(room))
+            return ctx.sign * grad * local, None
+        root = _sqrt_one_minus_square(torch.clamp(x, -1.0, 1.0))
+        # root is 0 at ±1 and >= sqrt(eps) elsewhere, so sign() is an exact 0/1 indicator and
+        # the clamp only replaces the zeros.
+        local = torch.sign(root).mul_(grad).div_(root.clamp_min_(smallest_normal(root.dtype)))
+        return (local if ctx.sign > 0 else local.neg_()), None
+
+
+def asin(x: torch.Tensor) -> torch.Tensor:
+    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
+
+    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
+              \quad (|x| < 1)
+
+    ``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
+    a dot product of unit vectors easily produces.
+
+    Singular points:
+        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
+          derivative is +inf), second derivative 0.
+        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
+          ±1 exactly, gradient 0.
+        * ``|x| > 1 + 4·eps``: NaN, as in torch; such an input is a bug, not rounding.
+
+    Example:
+        >>> x = torch.tensor([1.0, 0.5], requires_grad=True)
+        >>> nanguard.asin(x).sum().backward(); x.grad
+        tensor([0.0000, 1.1547])
+    """
+    check_floating(x, "x", "asin")
+    return _InverseSine.apply(x, 1.0)
+
+
+def acos(x: torch.Tensor) -> torch.Tensor:
+    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
+
+    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
+              \quad (|x| < 1)
+
+    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    gradient for parallel vectors and is NaN when rounding pushes the cosine to
+    ``1.0000001``.
+
+    Singular points:
+        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
+          derivative 0.
+        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
+          ±1 exactly, gradient 0.
+        * ``|x| > 1 + 4·eps``: NaN, as in torch.
+
+    Example:
+        >>> x = torch.tensor([1.0000001, 0.0], requires_grad=True)
+        >>> nanguard.acos(x)
+        tensor([0.0000, 1.5708], grad_fn=<_InverseSineBackward>)
+    """
+    check_floating(x, "x", "acos")
+    return _InverseSine.apply(x, -1.0)
