@@ -84,7 +84,7 @@ def numel_over(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> int:
 
 
 def pow2_scale(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> torch.Tensor:
-    """A power of two close to max|x| over `dims` (keepdim), 1 where the slice is all zero.
+    """A power of two in (max|x| / 2, max|x|] over `dims` (keepdim), 1 for all-zero slices.
 
     Dividing by a power of two is exact, so a computation on ``x / scale`` neither overflows
     nor underflows and loses nothing; this is how the rescue paths of norm-like ops work.
@@ -93,8 +93,9 @@ def pow2_scale(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> torch.Tensor
         amax = x.abs().amax().reshape([1] * x.dim())
     else:
         amax = x.abs().amax(dim=dims, keepdim=True)
-    _, exponent = torch.frexp(amax)
-    scale = torch.ldexp(torch.ones_like(amax), exponent)
+    _, exponent = torch.frexp(amax)  # amax = m * 2**exponent with 0.5 <= m < 1
+    # 2**(exponent - 1) <= amax, so the scale itself cannot overflow (2**128 would in float32)
+    scale = torch.ldexp(torch.ones_like(amax), exponent - 1)
     ok = (amax > 0) & torch.isfinite(amax)
     return torch.where(ok, scale, torch.ones_like(scale))
 
@@ -105,13 +106,17 @@ class SafeFunction(torch.autograd.Function):
     generate_vmap_rule = True
 
 
-def nonzero_indicator(x: torch.Tensor) -> torch.Tensor:
-    """1.0 where x != 0, else 0.0, in x's dtype (NaN counts as nonzero).
+def zero_indicator(x: torch.Tensor) -> torch.Tensor:
+    """1.0 where x == 0 (either sign), else 0.0, in x's dtype; NaN counts as nonzero.
 
     On eager CPU a comparison written into a float tensor is vectorised and ~5x faster
     than producing a bool tensor and converting it.
     """
     if can_branch_on_data(x):
-        out = torch.empty_like(x)
-        return torch.ne(x, 0, out=out)
-    return (x != 0).to(x.dtype)
+        return torch.eq(x, 0, out=torch.empty_like(x))
+    return (x == 0).to(x.dtype)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Reductions over float16/bfloat16 run in float32, as torch's own kernels accumulate."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype

@@ -12,6 +12,17 @@ from nanguard.ops._core import SafeFunction, can_branch_on_data, pow2_scale
 _EXACT = "donot_use_mm_for_euclid_dist"
 
 
+def _safe_range(dtype: torch.dtype):
+    """Distances in [lo, hi] had no squared difference overflow or lose bits to underflow."""
+    finfo = torch.finfo(dtype)
+    return finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
+
+
+def _has_tiny_entries(x: torch.Tensor, y: torch.Tensor, lo: float) -> bool:
+    """Whether two entries could differ by less than lo: only entries below lo can."""
+    return bool(((x.abs() < lo) & (x != 0)).any() or ((y.abs() < lo) & (y != 0)).any())
+
+
 def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Distances from differences (x_i - y_j), never from the Gram expansion.
 
@@ -22,11 +33,13 @@ def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     on power-of-two-scaled inputs.
     """
     dist = torch.cdist(x, y, p=2.0, compute_mode=_EXACT)
-    finfo = torch.finfo(dist.dtype)
-    lo, hi = finfo.tiny**0.5 / finfo.eps, finfo.max**0.5
+    lo, hi = _safe_range(dist.dtype)
     outside = ((dist > 0) & (dist < lo)) | (dist > hi)
-    if can_branch_on_data(dist) and not bool(outside.any()):
+    if can_branch_on_data(dist) and not bool(outside.any()) and not _has_tiny_entries(x, y, lo):
         return dist
+    if dist.dtype != torch.float64:
+        # a difference of two tiny entries can square to 0: every such pair may hide there
+        outside = outside | (dist == 0)
     if dist.dtype == torch.float64:
         both = torch.cat([x.reshape(-1), y.reshape(-1)])
         scale = pow2_scale(both, None).reshape(())
@@ -58,7 +71,18 @@ class _DistanceMatrix(SafeFunction):
             grad_x = flow.sum(-2) if ctx.needs_input_grad[0] else None
             grad_y = -flow.sum(-3) if ctx.needs_input_grad[1] else None
             return grad_x, grad_y
-        # torch's kernel computes sum_j g_ij (x_i - y_j) / d_ij exactly and skips d_ij = 0
+        # torch's kernel computes sum_j g_ij (x_i - y_j) / d_ij exactly and skips d_ij = 0.
+        # It multiplies g by the difference before dividing, which overflows for huge
+        # inputs and underflows for tiny ones; the gradient is scale-free, so those run on
+        # power-of-two-scaled inputs.
+        lo, hi = _safe_range(dist.dtype)
+        wide = dist.dtype
+        if not can_branch_on_data(dist) or bool(((dist > hi) | ((dist > 0) & (dist < lo))).any()):
+            if dist.dtype == torch.float64:
+                scale = pow2_scale(torch.cat([x.reshape(-1), y.reshape(-1)]), None).reshape(())
+                x, y, dist = x / scale, y / scale, dist / scale
+            else:  # float64 holds every product of two float32 numbers
+                x, y, dist, grad = x.double(), y.double(), dist.double(), grad.double()
         grad = grad.contiguous()
         grad_x = grad_y = None
         if ctx.needs_input_grad[0]:
@@ -67,7 +91,7 @@ class _DistanceMatrix(SafeFunction):
             grad_y = torch.ops.aten._cdist_backward(
                 grad.mT.contiguous(), y, x, 2.0, dist.mT.contiguous()
             )
-        return grad_x, grad_y
+        return (None if grad_x is None else grad_x.to(wide)), (None if grad_y is None else grad_y.to(wide))
 
 
 def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -7,19 +7,13 @@ from typing import Sequence, Union
 import torch
 
 from nanguard._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.ops._core import SafeFunction, can_branch_on_data, sum_to
-
-
-def _zero_indicator(b: torch.Tensor) -> torch.Tensor:
-    if can_branch_on_data(b):
-        return torch.eq(b, 0, out=torch.empty_like(b))
-    return (b == 0).to(b.dtype)
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, sum_to, zero_indicator
 
 
 class _Div(SafeFunction):
     @staticmethod
     def forward(a: torch.Tensor, b: torch.Tensor, fill: float) -> torch.Tensor:
-        is_zero = _zero_indicator(b)
+        is_zero = zero_indicator(b)
         # b + 1 at the zeros and b + 0 = b (exactly) elsewhere: a denominator that is never 0
         quotient = torch.div(a, torch.add(b, is_zero))
         quotient = quotient.mul_(torch.sub(1, is_zero))
@@ -37,12 +31,16 @@ class _Div(SafeFunction):
             nonzero = b != 0
             safe_b = torch.where(nonzero, b, torch.ones_like(b))
             grad_a = torch.where(nonzero, grad / safe_b, torch.zeros_like(grad))
-            grad_b = -(grad_a * out)
+            grad_b = torch.where(nonzero, -(grad * out) / safe_b, torch.zeros_like(grad))
         else:
-            is_zero = _zero_indicator(b)
-            grad_a = torch.div(grad, torch.add(b, is_zero)).mul_(is_zero.neg_().add_(1))
-            # d(a/b)/db = -(a/b)/b = -grad_a * out; where b == 0 grad_a is already 0
-            grad_b = torch.mul(grad_a, out).neg_() if ctx.needs_input_grad[1] else None
+            is_zero = zero_indicator(b)
+            denominator = torch.add(b, is_zero)
+            is_nonzero = is_zero.neg_().add_(1)
+            grad_a = torch.div(grad, denominator).mul_(is_nonzero)
+            # d(a/b)/db = -(a/b)/b: divide last, so a tiny b cannot make inf * 0
+            grad_b = None
+            if ctx.needs_input_grad[1]:
+                grad_b = torch.mul(grad, out).div_(denominator).mul_(is_nonzero.neg_())
         return (
             sum_to(grad_a, a.shape) if ctx.needs_input_grad[0] else None,
             sum_to(grad_b, b.shape) if ctx.needs_input_grad[1] else None,
@@ -80,7 +78,9 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
     broadcast_pair(a, b, "div")
     fill = check_number(fill, "fill", "div")
     dtype = torch.promote_types(a.dtype, b.dtype)
-    return _Div.apply(a.to(dtype), b.to(dtype), fill)
+    a, b = a.to(dtype), b.to(dtype)
+    # torch.compile cannot trace a Function that receives one tensor twice
+    return _Div.apply(a, b.view_as(b) if b is a else b, fill)
 
 
 def masked_mean(
@@ -120,13 +120,16 @@ def masked_mean(
     check_mask(mask, x, "masked_mean")
     dims = check_dim(x, dim, "masked_mean")
     fill = check_number(fill, "fill", "masked_mean")
-    kept = torch.where(mask, x, 0.0)
-    if dims is None:
-        total = kept.sum()
-        count = mask.expand_as(x).sum()
-        if keepdim:
-            total, count = total.reshape([1] * x.dim()), count.reshape([1] * x.dim())
-    else:
-        total = kept.sum(dims, keepdim=keepdim)
-        count = mask.expand_as(x).sum(dims, keepdim=keepdim)
-    return div(total, count.to(total.dtype), fill=fill)
+    dims = tuple(range(x.dim())) if dims is None else dims
+    kept = torch.where(mask, x.to(compute_dtype(x.dtype)), 0.0)
+    count = mask.expand_as(x).sum(dims, keepdim=True).to(kept.dtype)
+    total = kept.sum(dims, keepdim=True)
+    mean = div(total, count, fill=fill)
+    if not can_branch_on_data(total) or not bool(torch.isfinite(total).all()):
+        # the sum overflowed although the mean, never larger than the largest entry, may be
+        # finite: sum pre-divided entries for those slices
+        rescued = (kept * div(torch.ones_like(count), count)).sum(dims, keepdim=True)
+        mean = torch.where(torch.isinf(total), rescued, mean)
+    if not keepdim:
+        mean = mean.squeeze(dims) if dims else mean
+    return mean.to(x.dtype)

@@ -7,7 +7,7 @@ from typing import Union
 import torch
 
 from nanguard._checks import as_floating, broadcast_pair, check_dim, check_floating
-from nanguard.ops._core import SafeFunction, lowest, nonzero_indicator, sum_to
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, lowest, sum_to, zero_indicator
 
 
 class _Xlogy(SafeFunction):
@@ -26,13 +26,17 @@ class _Xlogy(SafeFunction):
         if torch.is_grad_enabled():
             nonzero = x != 0
             if ctx.needs_input_grad[0]:
-                grad_x = grad * _Xlogy.apply(nonzero.to(x.dtype), y)
+                both_zero = (x == 0) & (y == 0)
+                grad_x = grad * torch.log(torch.where(both_zero, torch.ones_like(y), y))
             if ctx.needs_input_grad[1]:
                 safe_y = torch.where(nonzero, y, torch.ones_like(y))
                 grad_y = torch.where(nonzero, grad * x / safe_y, torch.zeros_like(grad))
         else:
             if ctx.needs_input_grad[0]:
-                grad_x = torch.xlogy(nonzero_indicator(x), y).mul_(grad)
+                # d/dx = log y; only at x = y = 0, where log y = -inf, the convention gives 0:
+                # log(y + 1) there, log(y + 0) = log y everywhere else
+                both_zero = torch.mul(zero_indicator(x), zero_indicator(y))
+                grad_x = torch.add(y, both_zero).log_().mul_(grad)
             if ctx.needs_input_grad[1]:
                 # x / y is NaN from finite inputs only at 0/0, exactly where the convention is 0
                 grad_y = torch.div(x, y).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf")).mul_(grad)
@@ -55,9 +59,9 @@ def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
     in the forward pass. This op equals ``torch.xlogy`` in value everywhere.
 
     Singular points:
-        * ``x = 0`` (any ``y >= 0``, including 0): value 0, both gradients 0. The
-          gradient in ``x`` at ``x = 0`` is 0 as in ``torch.xlogy`` (an entry with no
-          weight contributes nothing).
+        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
+        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
+          derivative; ``torch.xlogy`` reports 0 here) and 0 in ``y``.
         * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
         * ``y < 0`` or NaN: value NaN, as in torch.
 
@@ -71,7 +75,9 @@ def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
     y = as_floating(y, x, "y", "xlogy")
     broadcast_pair(x, y, "xlogy", ("x", "y"))
     dtype = torch.promote_types(x.dtype, y.dtype)
-    return _Xlogy.apply(x.to(dtype), y.to(dtype))
+    x, y = x.to(dtype), y.to(dtype)
+    # torch.compile cannot trace a Function that receives one tensor twice (xlogy(p, p))
+    return _Xlogy.apply(x, y.view_as(y) if y is x else y)
 
 
 class _Entropy(SafeFunction):
@@ -126,7 +132,8 @@ def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"nanguard.entropy: `dim` must be an int, got {dim!r}")
     (axis,) = check_dim(p, dim, "entropy")
-    return _Entropy.apply(p, axis)
+    # float16/bfloat16: terms and sum in float32, so one large term cannot overflow the sum
+    return _Entropy.apply(p.to(compute_dtype(p.dtype)), axis).to(p.dtype)
 
 
 def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -141,7 +148,9 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
 
     Singular points:
-        * ``target_i = 0``: term 0, gradients 0 (also when ``probs_i = 0``).
+        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
+          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
+          ``probs_i = 0`` too.
         * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
 
     Example:
@@ -157,4 +166,11 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
         raise TypeError(f"nanguard.cross_entropy_probs: `dim` must be an int, got {dim!r}")
     shape = torch.broadcast_shapes(target.shape, probs.shape)
     check_dim(torch.empty(shape, device="meta"), dim, "cross_entropy_probs")
-    return -xlogy(target, probs).sum(dim)
+    dtype = torch.promote_types(target.dtype, probs.dtype)
+    wide = compute_dtype(dtype)
+    loss = -xlogy(target.to(wide), probs.to(wide)).sum(dim)
+    if wide != torch.float64 and not (can_branch_on_data(loss) and bool(torch.isfinite(loss).all())):
+        # terms of opposite sign can overflow although their sum is finite: redo in float64
+        exact = -xlogy(target.double(), probs.double()).sum(dim)
+        loss = torch.where(torch.isfinite(loss), loss, exact.to(wide))
+    return loss.to(dtype)

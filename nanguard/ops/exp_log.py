@@ -56,6 +56,17 @@ def _exp_shifted(x: torch.Tensor, shift: torch.Tensor, grad: torch.Tensor) -> to
     return torch.sub(x, shift).exp_().mul_(grad)
 
 
+def _sigmoid_of_difference(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """grad * sigmoid(a - b), with 0 where a = b = -inf (their difference is NaN)."""
+    if torch.is_grad_enabled():
+        both_neg_inf = torch.isneginf(a) & torch.isneginf(b)
+        difference = torch.where(both_neg_inf, torch.zeros_like(a), a) - torch.where(both_neg_inf, torch.zeros_like(b), b)
+        return torch.where(both_neg_inf, torch.zeros_like(grad), grad * torch.sigmoid(difference))
+    # the only NaN a - b makes from non-NaN inputs is -inf - -inf (or inf - inf): weight 0
+    difference = torch.sub(a, b).nan_to_num_(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    return difference.sigmoid_().mul_(grad)
+
+
 class _LogAddExp(SafeFunction):
     @staticmethod
     def forward(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -63,16 +74,15 @@ class _LogAddExp(SafeFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
+        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        a, b, out = ctx.saved_tensors
-        # out is -inf only when both inputs are; a finite stand-in turns exp(-inf - -inf) = NaN
-        # into exp(-inf) = 0 without touching any other value.
-        shift = torch.clamp_min(out, lowest(out.dtype))
-        grad_a = sum_to(_exp_shifted(a, shift, grad), a.shape) if ctx.needs_input_grad[0] else None
-        grad_b = sum_to(_exp_shifted(b, shift, grad), b.shape) if ctx.needs_input_grad[1] else None
+        a, b = ctx.saved_tensors
+        # d/da = sigmoid(a - b): exact even when a and b are huge and close, where
+        # exp(a - logaddexp(a, b)) suffers from the rounding of the result.
+        grad_a = sum_to(_sigmoid_of_difference(a, b, grad), a.shape) if ctx.needs_input_grad[0] else None
+        grad_b = sum_to(_sigmoid_of_difference(b, a, grad), b.shape) if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
 
 
@@ -80,7 +90,7 @@ def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
     r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
 
     .. math:: \operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad
-              \frac{\partial}{\partial a} = e^{a - \operatorname{logaddexp}(a, b)}
+              \frac{\partial}{\partial a} = \sigma(a - b)
 
     ``torch.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN
     (``exp(-inf - (-inf))``). Broadcasts like ``torch.logaddexp``.
@@ -99,7 +109,9 @@ def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
     b = as_floating(b, a, "b", "logaddexp")
     broadcast_pair(a, b, "logaddexp")
     dtype = torch.promote_types(a.dtype, b.dtype)
-    return _LogAddExp.apply(a.to(dtype), b.to(dtype))
+    a, b = a.to(dtype), b.to(dtype)
+    # torch.compile cannot trace a Function that receives one tensor twice
+    return _LogAddExp.apply(a, b.view_as(b) if b is a else b)
 
 
 class _LogSumExp(SafeFunction):

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from nanguard._checks import broadcast_pair, check_dim, check_floating
-from nanguard.ops._core import SafeFunction, can_branch_on_data, pow2_scale, unsqueeze_dims
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, pow2_scale, unsqueeze_dims
 
 
 def _safe_range(dtype: torch.dtype) -> Tuple[float, float]:
@@ -42,9 +42,9 @@ def _l2_norm(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) ->
 
 
 def _all_in_safe_range(n: torch.Tensor) -> bool:
-    """Eager-only check that 1/n cannot overflow for any nonzero norm."""
-    lo, _ = _safe_range(n.dtype)
-    return can_branch_on_data(n) and bool(((n >= lo) | (n == 0)).all())
+    """Eager-only check that g / n can neither overflow nor underflow for any nonzero norm."""
+    lo, hi = _safe_range(n.dtype)
+    return can_branch_on_data(n) and bool((((n >= lo) & (n <= hi)) | (n == 0)).all())
 
 
 class _Norm(SafeFunction):
@@ -171,7 +171,7 @@ class _Cosine(SafeFunction):
         nb = _l2_norm(b, (dim,), keepdim=False)
         lo, hi = _safe_range(a.dtype)
         both = (na > 0) & (nb > 0)
-        eager_safe = a.dtype == torch.float16 or (
+        eager_safe = (
             can_branch_on_data(na) and bool((((na >= lo) & (na <= hi)) | (na == 0)).all())
             and bool((((nb >= lo) & (nb <= hi)) | (nb == 0)).all())
         )
@@ -249,4 +249,6 @@ def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.
         raise ValueError("nanguard.cosine_similarity: inputs must have at least one dimension")
     (axis,) = check_dim(torch.empty(shape, device="meta"), dim, "cosine_similarity")
     dtype = torch.promote_types(a.dtype, b.dtype)
-    return _Cosine.apply(a.to(dtype).expand(shape), b.to(dtype).expand(shape), axis)
+    # float16/bfloat16 in float32: |a||b| of two float16 vectors of length 256 overflows
+    wide = compute_dtype(dtype)
+    return _Cosine.apply(a.to(wide).expand(shape), b.to(wide).expand(shape), axis).to(dtype)

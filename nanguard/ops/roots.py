@@ -78,10 +78,15 @@ class _NonNegativePow(SafeFunction):
             positive = clamped > 0
             safe_x = torch.where(positive, clamped, torch.ones_like(clamped))
             return torch.where(positive, grad * p * torch.pow(safe_x, p - 1), torch.zeros_like(grad)), None
-        # x^(p-1) = x^p / x for x > 0; the 0/0 at x <= 0 is the only NaN this can make from
-        # finite x, and it is exactly where the convention says 0.
-        local = torch.div(result, clamped).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
-        return local.mul_(grad).mul_(p), None
+        if p > 1:
+            return torch.pow(clamped, p - 1).mul_(p).mul_(grad), None  # 0 at 0 already
+        if p == 1:
+            return torch.sign(clamped).mul_(grad), None
+        # p x^(p-1) = p x^p / x for x > 0 (multiplying by p first keeps float16 from
+        # overflowing); 0/0 at x <= 0 is the only NaN this makes from finite x, and it is
+        # exactly where the convention says 0.
+        local = torch.mul(result, p).div_(clamped).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+        return local.mul_(grad), None
 
 
 def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from nanguard._checks import check_dim, check_floating
-from nanguard.ops._core import SafeFunction, can_branch_on_data, numel_over, pow2_scale, smallest_normal, unsqueeze_dims
+from nanguard.ops._core import SafeFunction, can_branch_on_data, numel_over, pow2_scale, unsqueeze_dims
 
 Dim = Union[int, Sequence[int], None]
 
@@ -91,8 +91,8 @@ class _Std(SafeFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x, ctx.dims, correction, ctx.keepdim = inputs
-        ctx.dof = numel_over(x, ctx.dims) - correction
+        x, ctx.dims, ctx.correction, ctx.keepdim = inputs
+        ctx.dof = numel_over(x, ctx.dims) - ctx.correction
         ctx.save_for_backward(x, output)
 
     @staticmethod
@@ -101,14 +101,24 @@ class _Std(SafeFunction):
         dims = tuple(range(x.dim())) if ctx.dims is None else ctx.dims
         std = unsqueeze_dims(std, dims, ctx.keepdim, x.dim())
         grad = unsqueeze_dims(grad, dims, ctx.keepdim, x.dim())
-        centred = x - x.mean(dim=dims, keepdim=True)
-        positive = std > 0
-        # d std / d x_i = (x_i - mean) / ((N - c) std); 0 where std = 0 (constant slice)
+        # d std / d x_i = (x_i - mean) / ((N - c) std); 0 where std = 0 (constant slice).
+        # (x - mean) / std is at most sqrt(N) in size and scale-free: divide before
+        # multiplying by grad, and take it from scaled inputs when std is tiny or huge
+        # (a subnormal std may even have rounded to 0 for a slice that is not constant).
         if torch.is_grad_enabled():
+            positive = std > 0
             safe_std = torch.where(positive, std, torch.ones_like(std))
-            return torch.where(positive, grad / (safe_std * ctx.dof), torch.zeros_like(grad)) * centred, None, None, None
-        weight = grad * positive / torch.clamp_min(std, smallest_normal(std.dtype)).mul_(ctx.dof)
-        return centred.mul_(weight), None, None, None
+            ratio = (x - x.mean(dim=dims, keepdim=True)) / safe_std
+            return torch.where(positive, ratio * (grad / ctx.dof), torch.zeros_like(ratio)), None, None, None
+        finfo = torch.finfo(std.dtype)
+        lo, hi = finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
+        if not (can_branch_on_data(std) and bool(((std >= lo) & (std <= hi)).all())):
+            x = x / pow2_scale(x, dims)
+            std = torch.std(x, dim=dims, correction=ctx.correction, keepdim=True)
+        positive = std > 0
+        safe_std = torch.where(positive, std, torch.ones_like(std))
+        centred = x - x.mean(dim=dims, keepdim=True)
+        return centred.div_(safe_std).mul_(torch.where(positive, grad / ctx.dof, 0.0)), None, None, None
 
 
 def std(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:

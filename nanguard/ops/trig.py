@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from nanguard._checks import check_floating
-from nanguard.ops._core import SafeFunction, smallest_normal
+from nanguard.ops._core import SafeFunction, can_branch_on_data, smallest_normal
 
 # How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
 # of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
@@ -24,7 +24,9 @@ def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
     """
     tol = rounding_tolerance(x.dtype)
     overshoot = torch.sub(x, torch.clamp(x, -1.0, 1.0))
-    return torch.sub(x, overshoot.clamp_(-tol, tol))
+    # (out of place under vmap, which has no batching rule for clamp_)
+    overshoot = overshoot.clamp_(-tol, tol) if can_branch_on_data(x) else overshoot.clamp(-tol, tol)
+    return torch.sub(x, overshoot)
 
 
 def _sqrt_one_minus_square(x: torch.Tensor) -> torch.Tensor:
