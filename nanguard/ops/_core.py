@@ -117,6 +117,13 @@ def zero_indicator(x: torch.Tensor) -> torch.Tensor:
     return (x == 0).to(x.dtype)
 
 
+def nonzero_indicator(x: torch.Tensor) -> torch.Tensor:
+    """1.0 where x != 0 (NaN included), else 0.0, in x's dtype; see zero_indicator."""
+    if can_branch_on_data(x):
+        return torch.ne(x, 0, out=torch.empty_like(x))
+    return (x != 0).to(x.dtype)
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """Reductions over float16/bfloat16 run in float32, as torch's own kernels accumulate."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype

@@ -18,9 +18,25 @@ def _safe_range(dtype: torch.dtype):
     return finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
 
 
-def _has_tiny_entries(x: torch.Tensor, y: torch.Tensor, lo: float) -> bool:
-    """Whether two entries could differ by less than lo: only entries below lo can."""
-    return bool(((x.abs() < lo) & (x != 0)).any() or ((y.abs() < lo) & (y != 0)).any())
+def _inputs_are_tame(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Eager-only check, on the (small) inputs, that every distance lies in the safe range.
+
+    No squared difference overflows if every |entry| <= hi / (2 sqrt(d)). Two different
+    floats both at least 2·lo/eps in size (or one of them 0) differ by at least lo, so with
+    no nonzero entry below that bound every nonzero distance is >= lo.
+    """
+    if not can_branch_on_data(x):
+        return False
+    lo, hi = _safe_range(x.dtype)
+    big = hi / (2 * max(x.shape[-1], 1) ** 0.5)
+    small = 2 * lo / torch.finfo(x.dtype).eps
+    for t in (x, y):
+        if t.numel() == 0:
+            continue
+        magnitude = t.abs()
+        if bool(magnitude.amax() > big) or bool(((magnitude < small) & (t != 0)).any()):
+            return False
+    return True
 
 
 def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -33,10 +49,10 @@ def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     on power-of-two-scaled inputs.
     """
     dist = torch.cdist(x, y, p=2.0, compute_mode=_EXACT)
+    if _inputs_are_tame(x, y):
+        return dist
     lo, hi = _safe_range(dist.dtype)
     outside = ((dist > 0) & (dist < lo)) | (dist > hi)
-    if can_branch_on_data(dist) and not bool(outside.any()) and not _has_tiny_entries(x, y, lo):
-        return dist
     if dist.dtype != torch.float64:
         # a difference of two tiny entries can square to 0: every such pair may hide there
         outside = outside | (dist == 0)
@@ -75,9 +91,8 @@ class _DistanceMatrix(SafeFunction):
         # It multiplies g by the difference before dividing, which overflows for huge
         # inputs and underflows for tiny ones; the gradient is scale-free, so those run on
         # power-of-two-scaled inputs.
-        lo, hi = _safe_range(dist.dtype)
         wide = dist.dtype
-        if not can_branch_on_data(dist) or bool(((dist > hi) | ((dist > 0) & (dist < lo))).any()):
+        if not _inputs_are_tame(x, y):
             if dist.dtype == torch.float64:
                 scale = pow2_scale(torch.cat([x.reshape(-1), y.reshape(-1)]), None).reshape(())
                 x, y, dist = x / scale, y / scale, dist / scale

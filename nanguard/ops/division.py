@@ -2,45 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Sequence, Tuple, Union
 
 import torch
 
 from nanguard._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, sum_to, zero_indicator
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, nonzero_indicator, sum_to, zero_indicator
 
 
 class _Div(SafeFunction):
+    """Returns (quotient, denominator with 1 in place of 0, 1 - [b == 0]); the last two
+    are kept for the backward pass."""
+
     @staticmethod
-    def forward(a: torch.Tensor, b: torch.Tensor, fill: float) -> torch.Tensor:
-        is_zero = zero_indicator(b)
+    def forward(a: torch.Tensor, b: torch.Tensor, fill: float):
         # b + 1 at the zeros and b + 0 = b (exactly) elsewhere: a denominator that is never 0
-        quotient = torch.div(a, torch.add(b, is_zero))
-        quotient = quotient.mul_(torch.sub(1, is_zero))
-        return quotient.add_(is_zero, alpha=fill) if fill != 0.0 else quotient
+        denominator = zero_indicator(b).add_(b)
+        is_nonzero = nonzero_indicator(b)
+        quotient = torch.div(a, denominator).mul_(is_nonzero)
+        if fill != 0.0:
+            quotient = quotient.add_(torch.rsub(is_nonzero, 1), alpha=fill)
+        return quotient, denominator, is_nonzero
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
-        a, b, fill = inputs
-        ctx.save_for_backward(a, b, output)
+    def setup_context(ctx, inputs, outputs):
+        a, b, _ = inputs
+        ctx.mark_non_differentiable(outputs[1], outputs[2])
+        ctx.save_for_backward(a, b, *outputs)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        a, b, out = ctx.saved_tensors
+    def backward(ctx, grad: torch.Tensor, _denominator: torch.Tensor, _nonzero: torch.Tensor):
+        a, b, out, denominator, is_nonzero = ctx.saved_tensors
+        grad_a = grad_b = None
         if torch.is_grad_enabled():
             nonzero = b != 0
             safe_b = torch.where(nonzero, b, torch.ones_like(b))
             grad_a = torch.where(nonzero, grad / safe_b, torch.zeros_like(grad))
             grad_b = torch.where(nonzero, -(grad * out) / safe_b, torch.zeros_like(grad))
         else:
-            is_zero = zero_indicator(b)
-            denominator = torch.add(b, is_zero)
-            is_nonzero = is_zero.neg_().add_(1)
-            grad_a = torch.div(grad, denominator).mul_(is_nonzero)
-            # d(a/b)/db = -(a/b)/b: divide last, so a tiny b cannot make inf * 0
-            grad_b = None
+            if ctx.needs_input_grad[0]:
+                grad_a = torch.div(grad, denominator).mul_(is_nonzero)
             if ctx.needs_input_grad[1]:
-                grad_b = torch.mul(grad, out).div_(denominator).mul_(is_nonzero.neg_())
+                # d(a/b)/db = -(a/b)/b: divide last, so a tiny b cannot make inf * 0
+                grad_b = torch.addcdiv(grad.new_zeros(()), torch.mul(grad, out), denominator, value=-1)
+                grad_b = grad_b.mul_(is_nonzero)
         return (
             sum_to(grad_a, a.shape) if ctx.needs_input_grad[0] else None,
             sum_to(grad_b, b.shape) if ctx.needs_input_grad[1] else None,
@@ -80,7 +85,41 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
     dtype = torch.promote_types(a.dtype, b.dtype)
     a, b = a.to(dtype), b.to(dtype)
     # torch.compile cannot trace a Function that receives one tensor twice
-    return _Div.apply(a, b.view_as(b) if b is a else b, fill)
+    return _Div.apply(a, b.view_as(b) if b is a else b, fill)[0]
+
+
+class _MaskedMean(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, mask: torch.Tensor, dims: Tuple[int, ...], fill: float) -> torch.Tensor:
+        count = mask.expand_as(x).sum(dims, keepdim=True).to(x.dtype)
+        # x * mask is 4x faster than where(mask, x, 0) on CPU but lets a NaN or inf held in a
+        # masked entry through (NaN * 0); where() is the fallback when a sum is not finite.
+        total = torch.mul(x, mask).sum(dims, keepdim=True)
+        if not (can_branch_on_data(total) and bool(torch.isfinite(total).all())):
+            total = torch.where(mask, x, 0.0).sum(dims, keepdim=True)
+        mean = total / torch.clamp_min(count, 1)
+        if not (can_branch_on_data(total) and bool(torch.isfinite(total).all())):
+            # a sum of huge entries can overflow where their mean, never larger than the
+            # largest entry, does not: sum pre-divided entries for those slices
+            spread = torch.where(mask, x / torch.clamp_min(count, 1), 0.0).sum(dims, keepdim=True)
+            mean = torch.where(torch.isinf(total), spread, mean)
+        return torch.where(count > 0, mean, fill)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, mask, ctx.dims, _ = inputs
+        ctx.shape = x.shape
+        ctx.save_for_backward(mask)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (mask,) = ctx.saved_tensors
+        count = mask.expand(ctx.shape).sum(ctx.dims, keepdim=True).to(grad.dtype)
+        # each kept entry gets grad / count; masked entries and empty slices get 0
+        share = torch.where(count > 0, grad / torch.clamp_min(count, 1), 0.0)
+        if torch.is_grad_enabled():
+            return torch.where(mask, share, 0.0).expand(ctx.shape), None, None, None
+        return torch.mul(share, mask).expand(ctx.shape), None, None, None
 
 
 def masked_mean(
@@ -121,15 +160,7 @@ def masked_mean(
     dims = check_dim(x, dim, "masked_mean")
     fill = check_number(fill, "fill", "masked_mean")
     dims = tuple(range(x.dim())) if dims is None else dims
-    kept = torch.where(mask, x.to(compute_dtype(x.dtype)), 0.0)
-    count = mask.expand_as(x).sum(dims, keepdim=True).to(kept.dtype)
-    total = kept.sum(dims, keepdim=True)
-    mean = div(total, count, fill=fill)
-    if not can_branch_on_data(total) or not bool(torch.isfinite(total).all()):
-        # the sum overflowed although the mean, never larger than the largest entry, may be
-        # finite: sum pre-divided entries for those slices
-        rescued = (kept * div(torch.ones_like(count), count)).sum(dims, keepdim=True)
-        mean = torch.where(torch.isinf(total), rescued, mean)
+    mean = _MaskedMean.apply(x.to(compute_dtype(x.dtype)), mask, dims, fill)
     if not keepdim:
         mean = mean.squeeze(dims) if dims else mean
     return mean.to(x.dtype)

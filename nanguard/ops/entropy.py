@@ -81,28 +81,32 @@ def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
 
 
 class _Entropy(SafeFunction):
+    """Returns (entropy, clamped log p); the second output is kept for the backward pass."""
+
     @staticmethod
-    def forward(p: torch.Tensor, dim: int) -> torch.Tensor:
+    def forward(p: torch.Tensor, dim: int):
         # log 0 = -inf becomes the lowest finite number, so 0 * log 0 is 0 * finite = 0
         # (a clamp of p itself would break under flush-to-zero and for subnormal p).
         log_p = torch.log(p).clamp_min_(lowest(p.dtype))
-        return torch.mul(p, log_p).sum(dim).neg_()
+        return torch.mul(p, log_p).sum(dim).neg_(), log_p
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
+    def setup_context(ctx, inputs, outputs):
         p, ctx.dim = inputs
-        ctx.save_for_backward(p)
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(p, outputs[1])
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (p,) = ctx.saved_tensors
+    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
+        p, log_p = ctx.saved_tensors
         grad = grad.unsqueeze(ctx.dim) if p.dim() else grad
         if torch.is_grad_enabled():
             positive = p > 0
             safe_p = torch.where(positive, p, torch.ones_like(p))
             return torch.where(positive, -(torch.log(safe_p) + 1) * grad, torch.zeros_like(p)), None
-        local = torch.log(p).clamp_min_(lowest(p.dtype)).add_(1).mul_(torch.sign(p))
-        return local.mul_(grad).neg_(), None
+        # -(log p + 1), times sign(p) = 0 at p = 0, where log_p holds a finite stand-in
+        local = torch.add(log_p, 1).mul_(torch.sign(p))
+        return local.mul_(grad.neg()), None
 
 
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -133,7 +137,49 @@ def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
         raise TypeError(f"nanguard.entropy: `dim` must be an int, got {dim!r}")
     (axis,) = check_dim(p, dim, "entropy")
     # float16/bfloat16: terms and sum in float32, so one large term cannot overflow the sum
-    return _Entropy.apply(p.to(compute_dtype(p.dtype)), axis).to(p.dtype)
+    return _Entropy.apply(p.to(compute_dtype(p.dtype)), axis)[0].to(p.dtype)
+
+
+class _CrossEntropy(SafeFunction):
+    """Returns (-sum(t log q), log q with 1 in place of q where t = q = 0) for the backward."""
+
+    @staticmethod
+    def forward(target: torch.Tensor, probs: torch.Tensor, dim: int):
+        # log(q + 1) = 0 exactly where t = q = 0, log(q + 0) = log q everywhere else: terms
+        # with t = 0 are 0 * finite, and t > 0 with q = 0 stays the true +inf
+        both_zero = torch.mul(zero_indicator(target), zero_indicator(probs))
+        log_q = both_zero.add_(probs).log_()
+        return torch.mul(target, log_q).sum(dim).neg_(), log_q
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        target, probs, ctx.dim = inputs
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(target, probs, outputs[1])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
+        target, probs, log_q = ctx.saved_tensors
+        grad = grad.unsqueeze(ctx.dim) if log_q.dim() else grad
+        grad_t = grad_q = None
+        if torch.is_grad_enabled():
+            if ctx.needs_input_grad[0]:
+                both_zero = (target == 0) & (probs == 0)
+                grad_t = -grad * torch.log(torch.where(both_zero, torch.ones_like(probs), probs))
+            if ctx.needs_input_grad[1]:
+                weighted = target != 0
+                safe_q = torch.where(weighted, probs, torch.ones_like(probs))
+                grad_q = torch.where(weighted, -grad * target / safe_q, torch.zeros_like(safe_q))
+        else:
+            minus_grad = grad.neg()  # one value per slice: cheaper than negating a full tensor
+            if ctx.needs_input_grad[0]:
+                grad_t = torch.mul(log_q, minus_grad)
+            if ctx.needs_input_grad[1]:
+                # t / q is NaN from finite inputs only at 0/0, where the convention is 0
+                grad_q = torch.div(target, probs).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+                grad_q = grad_q.mul_(minus_grad)
+        return (None if grad_t is None else sum_to(grad_t, target.shape),
+                None if grad_q is None else sum_to(grad_q, probs.shape), None)
 
 
 def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -165,12 +211,15 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"nanguard.cross_entropy_probs: `dim` must be an int, got {dim!r}")
     shape = torch.broadcast_shapes(target.shape, probs.shape)
-    check_dim(torch.empty(shape, device="meta"), dim, "cross_entropy_probs")
+    (axis,) = check_dim(torch.empty(shape, device="meta"), dim, "cross_entropy_probs")
     dtype = torch.promote_types(target.dtype, probs.dtype)
     wide = compute_dtype(dtype)
-    loss = -xlogy(target.to(wide), probs.to(wide)).sum(dim)
-    if wide != torch.float64 and not (can_branch_on_data(loss) and bool(torch.isfinite(loss).all())):
-        # terms of opposite sign can overflow although their sum is finite: redo in float64
-        exact = -xlogy(target.double(), probs.double()).sum(dim)
-        loss = torch.where(torch.isfinite(loss), loss, exact.to(wide))
+    target, probs = target.to(wide), probs.to(wide)
+    if target is probs:
+        probs = probs.view_as(probs)  # torch.compile cannot trace one tensor passed twice
+    loss = _CrossEntropy.apply(target, probs, axis)[0]
+    if wide != torch.float64 and not (can_branch_on_data(loss) and not bool(torch.isnan(loss).any())):
+        # terms of opposite sign can overflow to inf - inf although their sum is finite
+        exact = _CrossEntropy.apply(target.double(), probs.double(), axis)[0]
+        loss = torch.where(torch.isnan(loss), exact.to(wide), loss)
     return loss.to(dtype)

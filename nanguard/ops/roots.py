@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import torch
 
+import torch.nn.functional as F
+
 from nanguard._checks import check_floating, check_number
-from nanguard.ops._core import SafeFunction, smallest_normal
+from nanguard.ops._core import SafeFunction
+
+_INF = float("inf")
 
 
 class _Sqrt(SafeFunction):
@@ -24,10 +28,8 @@ class _Sqrt(SafeFunction):
             positive = root > 0
             safe_root = torch.where(positive, root, torch.ones_like(root))
             return torch.where(positive, grad * 0.5 / safe_root, torch.zeros_like(grad))
-        # A positive float's square root is never subnormal, so clamping to the smallest
-        # normal changes nothing but the zeros; sign() is the exact 0/1 indicator.
-        twice_root = torch.clamp_min(root, smallest_normal(root.dtype)).mul_(2)
-        return torch.sign(root).mul_(grad).div_(twice_root)
+        # a root of 0 becomes +inf, so grad / (2 root) is exactly 0 there (two passes, as torch)
+        return torch.addcdiv(grad.new_zeros(()), grad, F.threshold(root, 0.0, _INF), value=0.5)
 
 
 def sqrt(x: torch.Tensor) -> torch.Tensor:

@@ -54,26 +54,45 @@ class _Softmax(SafeFunction):
 
 class _LogSoftmax(SafeFunction):
     @staticmethod
-    def forward(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        scores = _masked_scores(x, mask)
-        log_prob = _repair_dead_slices(torch.log_softmax(scores, dim), scores, dim, _NEG_INF)
-        return log_prob if mask is None else torch.where(mask, log_prob, 0.0)
+    def forward(x: torch.Tensor, dim: int) -> torch.Tensor:
+        return _repair_dead_slices(torch.log_softmax(x, dim), x, dim, _NEG_INF)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _, ctx.dim, mask = inputs
-        ctx.has_mask = mask is not None
-        ctx.save_for_backward(output, mask)
+        ctx.dim = inputs[1]
+        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        out, mask = ctx.saved_tensors
-        if ctx.has_mask:
-            # masked entries hold a placeholder 0; as log-probabilities they are -inf and
-            # they receive no gradient.
-            grad = torch.where(mask, grad, 0.0)
-            out = torch.where(mask, out, _NEG_INF)
-        return torch._log_softmax_backward_data(grad, out, ctx.dim, out.dtype), None, None
+        (log_prob,) = ctx.saved_tensors
+        # -inf entries (and all -inf slices) have exp(log_prob) = 0: g - 0 * sum(g), finite
+        return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None
+
+
+class _MaskedLogSoftmax(SafeFunction):
+    """Returns (output with 0 placeholders, log-probabilities with -inf where masked)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, dim: int, mask: torch.Tensor):
+        scores = _masked_scores(x, mask)
+        log_prob = _repair_dead_slices(torch.log_softmax(scores, dim), scores, dim, _NEG_INF)
+        return torch.where(mask, log_prob, 0.0), log_prob
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        _, ctx.dim, mask = inputs
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(outputs[0], outputs[1], mask)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
+        out, log_prob, mask = ctx.saved_tensors
+        # masked entries hold a placeholder 0; as log-probabilities they are -inf and they
+        # receive no gradient
+        grad = torch.where(mask, grad, 0.0)
+        if torch.is_grad_enabled():  # second order: a graph through the output itself
+            log_prob = torch.where(mask, out, _NEG_INF)
+        return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None, None
 
 
 def _prepare(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor], op: str) -> int:
@@ -142,4 +161,6 @@ def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) 
         tensor([[-0.1269, -2.1269,  0.0000]])
     """
     axis = _prepare(x, dim, mask, "log_softmax")
-    return _LogSoftmax.apply(x, axis, mask)
+    if mask is None:
+        return _LogSoftmax.apply(x, axis)
+    return _MaskedLogSoftmax.apply(x, axis, mask)[0]

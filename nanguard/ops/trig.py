@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from nanguard._checks import check_floating
-from nanguard.ops._core import SafeFunction, can_branch_on_data, smallest_normal
+from nanguard.ops._core import SafeFunction, can_branch_on_data
 
 # How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
 # of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
@@ -27,11 +28,6 @@ def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
     # (out of place under vmap, which has no batching rule for clamp_)
     overshoot = overshoot.clamp_(-tol, tol) if can_branch_on_data(x) else overshoot.clamp(-tol, tol)
     return torch.sub(x, overshoot)
-
-
-def _sqrt_one_minus_square(x: torch.Tensor) -> torch.Tensor:
-    # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1
-    return torch.mul(torch.rsub(x, 1.0), torch.add(x, 1.0)).clamp_min_(0).sqrt_()
 
 
 class _InverseSine(SafeFunction):
@@ -57,11 +53,11 @@ class _InverseSine(SafeFunction):
             safe_room = torch.where(open_interval, room, torch.ones_like(room))
             local = torch.where(open_interval, torch.rsqrt(safe_room), torch.zeros_like(room))
             return ctx.sign * grad * local, None
-        root = _sqrt_one_minus_square(torch.clamp(x, -1.0, 1.0))
-        # root is 0 at ±1 and >= sqrt(eps) elsewhere, so sign() is an exact 0/1 indicator and
-        # the clamp only replaces the zeros.
-        local = torch.sign(root).mul_(grad).div_(root.clamp_min_(smallest_normal(root.dtype)))
-        return (local if ctx.sign > 0 else local.neg_()), None
+        # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1. It is <= 0
+        # for |x| >= 1 (inputs pulled onto ±1 included): +inf there, so its rsqrt is 0.
+        room = torch.rsub(x, 1.0).mul_(torch.add(x, 1.0))
+        local = F.threshold(room, 0.0, float("inf")).rsqrt_()
+        return local.mul_(grad if ctx.sign > 0 else -grad), None
 
 
 def asin(x: torch.Tensor) -> torch.Tensor:
