@@ -203,7 +203,7 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
         >>> target = torch.tensor([0.0, 1.0, 0.0])
         >>> probs = torch.tensor([0.0, 0.9, 0.1], requires_grad=True)
         >>> nanguard.cross_entropy_probs(target, probs)
-        tensor(0.1054, grad_fn=<NegBackward0>)
+        tensor(0.1054, grad_fn=<_CrossEntropyBackward>)
     """
     check_floating(target, "target", "cross_entropy_probs")
     check_floating(probs, "probs", "cross_entropy_probs")
