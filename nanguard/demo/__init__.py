@@ -14,6 +14,9 @@ from typing import TextIO
 
 SECTIONS: list[str] = [
     "nanguard.demo.prevent",
+    "nanguard.demo.detect",
+    "nanguard.demo.recover",
+    "nanguard.demo.lint",
     # one module per pillar, in the order a user meets them
 ]
 

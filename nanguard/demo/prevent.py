@@ -38,7 +38,7 @@ def _train(distance, steps: int) -> List[float]:
 
 
 def run(show) -> None:
-    show.title("1. Prevent: safe ops (finite values, finite and correct gradients)")
+    show.title("Prevent: safe ops with finite values and correct gradients")
 
     show.story("log(1 + exp(x)) overflows; hiding the inf with torch.where still gives a NaN gradient")
     x = torch.tensor([0.0, 1.0, 100.0], requires_grad=True)

@@ -29,3 +29,14 @@ def test_docstring_examples_run_and_print_what_they_claim(module: str) -> None:
                              optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0, f"{result.failed} docstring example(s) in {module} failed (see output)"
+
+
+def test_package_exports_every_op_lazily_and_completely() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, nanguard; assert 'torch' not in sys.modules, 'import nanguard loaded torch'; "
+            "import nanguard.ops; assert sorted(nanguard.ops.__all__) == sorted(n for n in nanguard.__all__ "
+            "if getattr(nanguard, n).__module__.startswith('nanguard.ops')); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

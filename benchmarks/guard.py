@@ -1,0 +1,100 @@
+"""GradGuard overhead on the shared benchmark transformer (same run, interleaved, 1 thread).
+
+Three training loops over identical models and data, timed in interleaved rounds:
+
+- plain:     optimizer.zero_grad(); loss.backward(); optimizer.step()
+- guarded:   ... loss.backward(); guard.step()                    (monitoring off)
+- monitored: ... loss.backward(); guard.step()  with GradNormMonitor (per-module norms)
+
+Goals (issue 4): guarded <= 1.03x plain, monitored <= 1.08x plain. The step is also timed
+alone (optimizer.step() vs guard.step() on the same gradients, no forward/backward), which
+shows the guard's own milliseconds with less of the machine's noise.
+
+    .venv/bin/python benchmarks/guard.py [--rounds 30] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.common import compare, print_table, single_thread, transformer_step_factory  # noqa: E402
+from nanguard.guard import GradGuard, GradNormMonitor  # noqa: E402
+
+GOALS = {"guarded": 1.03, "monitored": 1.08}
+
+
+def guarded_factory(monitor: bool):
+    """The benchmark model and optimizer, with guard.step() in place of optimizer.step()."""
+    net, optimizer, _ = transformer_step_factory()
+    guard = GradGuard(optimizer, model=net, monitor=GradNormMonitor(warn=False) if monitor else False)
+    # the same data the factory's own step uses (it seeds torch with 0 and draws these next)
+    torch.manual_seed(0)
+    inputs = torch.randn(16, 32, 128)
+    target = torch.randn(16, 32, 1)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(net(inputs), target)
+        loss.backward()
+        guard.step()
+        return loss
+
+    return net, guard, step
+
+
+def step_cost(rounds: int) -> dict:
+    """The optimizer step alone vs guard.step() alone, on real transformer gradients (no
+    forward/backward, so the guard's share is not diluted by them), interleaved."""
+    net, optimizer, step = transformer_step_factory()
+    step()  # gradients and Adam state exist
+    plain_guard = GradGuard(optimizer, model=net)
+    monitor_guard = GradGuard(optimizer, model=net, monitor=GradNormMonitor(warn=False))
+    return compare({"optimizer.step()": optimizer.step, "guard.step()": plain_guard.step,
+                    "guard.step() + monitor": monitor_guard.step},
+                   baseline="optimizer.step()", rounds=rounds, inner=10)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--inner", type=int, default=3)
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args(argv)
+    single_thread()
+
+    _, _, plain = transformer_step_factory()
+    _, _, guarded = guarded_factory(monitor=False)
+    _, monitored_guard, monitored = guarded_factory(monitor=True)
+    results = compare({"plain": plain, "guarded": guarded, "monitored": monitored},
+                      baseline="plain", rounds=args.rounds, inner=args.inner)
+    rows = []
+    for name, r in results.items():
+        goal = GOALS.get(name)
+        verdict = "" if goal is None else ("ok" if r["ratio"] <= goal else "OVER")
+        rows.append([name, f"{r['seconds'] * 1e3:.2f}", f"{r['ratio']:.3f}",
+                     "" if goal is None else f"<= {goal:.2f}", verdict])
+    print("training step of the benchmark transformer (4-layer encoder, batch 16x32x128), 1 thread")
+    print_table(rows, ["loop", "ms/step", "ratio", "goal", ""])
+    assert not monitored_guard.alerts, "the healthy benchmark run must not raise an early warning"
+
+    costs = step_cost(args.rounds)
+    print()
+    print("the step alone on the same gradients (Adam, no forward/backward)")
+    print_table([[k, f"{v['seconds'] * 1e3:.3f}", f"{v['ratio']:.3f}",
+                  f"{(v['seconds'] - costs['optimizer.step()']['seconds']) * 1e3:+.3f}"]
+                 for k, v in costs.items()], ["part", "ms", "ratio", "guard ms"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"loops": results, "step_alone": costs}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

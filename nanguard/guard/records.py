@@ -1,0 +1,204 @@
+"""What the guard remembers: counters, the bad events, per-parameter totals, the summary.
+
+Counters and per-parameter totals cover the whole run; the list of individual events is
+bounded (the newest `max_events` are kept) so a run that overflows every few steps for a
+week does not grow without limit.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+# What was non-finite
+GRADIENTS = "gradients"
+LOSS = "loss"  # check_loss() saw it; the caller skips the batch
+# What the guard did about it
+SKIPPED = "skipped"  # optimizer.step() not called (for a loss: the batch is skipped)
+ZEROED = "zeroed"  # non-finite gradient elements replaced by 0, then stepped
+RAISED = "raised"  # NonFiniteError raised (policy "raise" or max_consecutive reached)
+
+
+@dataclass(frozen=True)
+class ParamIssue:
+    """Non-finite gradient elements of one parameter at one step.
+
+    ``position`` is the parameter's place in the optimizer's param groups (flattened).
+    """
+
+    name: str
+    shape: Tuple[int, ...]
+    nan: int
+    inf: int
+    position: int = 0
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class GuardEvent:
+    """One bad step (or bad loss) as the guard handled it.
+
+    ``step`` is 1-based: the n-th call of ``guard.step()``; a loss event carries the number of
+    the step it would have fed. ``ranks`` lists the data-parallel ranks whose values were
+    non-finite (``(0,)`` without torch.distributed). ``params`` is empty when the non-finite
+    values were on another rank only, or for a loss event; otherwise it is ordered from the
+    output side (last registered first), so for a model registered in forward order the
+    first entry is where the non-finite values entered the backward pass.
+    """
+
+    step: int
+    kind: str  # "gradients" or "loss"
+    action: str  # "skipped", "zeroed" or "raised"
+    params: Tuple[ParamIssue, ...] = ()
+    ranks: Tuple[int, ...] = (0,)
+    total_norm: Optional[float] = None
+    scale: Optional[float] = None  # the GradScaler's scale at that step, if any
+    loss: Optional[float] = None
+
+    def describe(self, limit: int = 5) -> str:
+        where = ", ".join(
+            f"{p.name} ({_count(p)} of {p.numel})" for p in self.params[:limit]
+        )
+        if len(self.params) > limit:
+            where += f", … {len(self.params) - limit} more"
+        if self.kind == LOSS:
+            what = f"non-finite loss ({self.loss})"
+        else:
+            what = "non-finite gradients" + (f" in {where}" if where else "")
+        ranks = f" on rank {', '.join(map(str, self.ranks))}" if self.ranks != (0,) else ""
+        scale = f" (GradScaler scale {self.scale:g})" if self.scale is not None else ""
+        return f"step {self.step}: {what}{ranks}{scale} -> {self.action}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["params"] = [dict(asdict(p), numel=p.numel) for p in self.params]
+        return d
+
+
+def _count(p: ParamIssue) -> str:
+    parts = [f"{p.nan} NaN" if p.nan else "", f"{p.inf} Inf" if p.inf else ""]
+    return " + ".join(x for x in parts if x) or "0 non-finite"
+
+
+@dataclass
+class ParamTotals:
+    shape: Tuple[int, ...]
+    position: int = 0
+    nan: int = 0
+    inf: int = 0
+    steps: int = 0
+    first: int = 0
+    last: int = 0
+
+
+@dataclass
+class GuardRecords:
+    """Everything the guard counted; ``guard.records``.
+
+    Example:
+        >>> guard.records.skipped, guard.records.bad_steps[:3]
+        (3, [17, 18, 503])
+    """
+
+    policy: str
+    max_consecutive: Optional[int]
+    max_events: int = 1000
+    steps: int = 0  # guard.step() calls = applied + skipped + zeroed + raised (gradient events)
+    applied: int = 0  # finite steps, applied as they were
+    skipped: int = 0
+    zeroed: int = 0
+    raised: int = 0
+    nonfinite_losses: int = 0
+    consecutive: int = 0  # bad steps/losses since the last applied finite step
+    longest_run: int = 0
+    events: Deque[GuardEvent] = field(default_factory=deque)
+    params: Dict[str, ParamTotals] = field(default_factory=dict)
+    growth_warnings: List[Any] = field(default_factory=list)
+    n_params: int = 0  # parameters the optimizer trains (for "12 of 50 parameters")
+
+    def __post_init__(self) -> None:
+        self.events = deque(self.events, maxlen=self.max_events)
+
+    @property
+    def bad_steps(self) -> List[int]:
+        """Step numbers whose gradients were non-finite (among the kept events)."""
+        return [e.step for e in self.events if e.kind == GRADIENTS]
+
+    def add(self, event: GuardEvent) -> None:
+        self.events.append(event)
+        if event.kind == LOSS:
+            self.nonfinite_losses += 1
+        elif event.action == SKIPPED:
+            self.skipped += 1
+        elif event.action == ZEROED:
+            self.zeroed += 1
+        elif event.action == RAISED:
+            self.raised += 1
+        for p in event.params:
+            t = self.params.setdefault(p.name, ParamTotals(p.shape, p.position, first=event.step))
+            t.nan += p.nan
+            t.inf += p.inf
+            t.steps += 1
+            t.last = event.step
+
+    def bad(self) -> int:
+        self.consecutive += 1
+        self.longest_run = max(self.longest_run, self.consecutive)
+        return self.consecutive
+
+    def to_dict(self) -> Dict[str, Any]:
+        keys = ("policy", "max_consecutive", "steps", "applied", "skipped", "zeroed", "raised",
+                "nonfinite_losses", "consecutive", "longest_run")
+        d: Dict[str, Any] = {k: getattr(self, k) for k in keys}
+        d["events"] = [e.to_dict() for e in self.events]
+        d["params"] = {n: asdict(t) for n, t in self.params.items()}
+        d["growth_warnings"] = [w.to_dict() for w in self.growth_warnings]
+        return d
+
+    def summary(self, max_rows: int = 10) -> str:
+        limit = "none" if self.max_consecutive is None else str(self.max_consecutive)
+        lines = [
+            f"nanguard GradGuard (policy {self.policy!r}): {self.steps} steps, "
+            f"{self.applied} applied, {self.skipped} skipped, {self.zeroed} zeroed"
+            + (f", {self.raised} raised" if self.raised else "")
+        ]
+        bad = self.bad_steps
+        if bad:
+            shown = ", ".join(map(str, bad[:12])) + (", …" if len(bad) > 12 else "")
+            lines.append(f"  non-finite gradients at step {shown}")
+        if self.nonfinite_losses:
+            loss_steps = [e.step for e in self.events if e.kind == LOSS]
+            shown = ", ".join(map(str, loss_steps[:12])) + (", …" if len(loss_steps) > 12 else "")
+            lines.append(f"  non-finite losses: {self.nonfinite_losses} (before step {shown})")
+        lines.append(f"  longest run of bad steps: {self.longest_run} (raises at {limit})")
+        if self.params:
+            lines.append(f"  {len(self.params)}" + (f" of {self.n_params}" if self.n_params else "")
+                         + " parameters had non-finite gradients (output side first)")
+            # most often bad first; among equals the one nearest the output, where a
+            # non-finite value enters the backward pass before spreading to earlier layers
+            rows = sorted(self.params.items(), key=lambda kv: (-kv[1].steps, -kv[1].position))
+            header = ["parameter", "shape", "NaN", "Inf", "bad steps", "first", "last"]
+            table = [[n, "×".join(map(str, t.shape)) or "scalar", str(t.nan), str(t.inf),
+                      str(t.steps), str(t.first), str(t.last)] for n, t in rows[:max_rows]]
+            widths = [max(len(r[i]) for r in table + [header]) for i in range(len(header))]
+            fmt = lambda r: "  " + "  ".join(  # noqa: E731
+                c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            lines.append("")
+            lines.append(fmt(header))
+            lines.append(fmt(["-" * w for w in widths]))
+            lines.extend(fmt(r) for r in table)
+            if len(rows) > max_rows:
+                lines.append(f"  … {len(rows) - max_rows} more parameters")
+        if self.growth_warnings:
+            lines.append("")
+            lines.append(f"  gradient-growth warnings: {len(self.growth_warnings)}")
+            for w in self.growth_warnings[-3:]:
+                lines.append(f"    {w.short()}")
+        return "\n".join(lines)

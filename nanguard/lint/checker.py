@@ -1,0 +1,132 @@
+"""Lint one source text: parse, walk once, run the enabled rules, apply `# noqa`.
+
+`check_source` is the whole linter for a single file and never raises on bad input: a file
+that does not parse (syntax error, null byte, bad encoding, absurd nesting) is one NG001
+finding.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from typing import AbstractSet, List, Optional, Union
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.model import Edit, Finding, Fix
+from nanguard.lint.names import ImportMap
+from nanguard.lint.rules import (
+    ON_CALL, ON_DIVISION, ON_POWER, PRE_PASS_OPS, RULES, SYNTAX_ERROR, mark_branches,
+)
+from nanguard.lint.source import ALL, SourceText, decode, file_noqa
+
+ALL_CODES = frozenset(RULES)
+
+
+def _active(funcs, enabled: AbstractSet[str]):
+    return [f for f in funcs if not f.codes.isdisjoint(enabled)]
+
+
+def _syntax_finding(path: str, exc: BaseException) -> Finding:
+    if isinstance(exc, SyntaxError):
+        line = exc.lineno or 1
+        col = exc.offset or 1
+        msg = f"SyntaxError: {exc.msg}"
+    elif isinstance(exc, (RecursionError, MemoryError)):
+        line, col, msg = 1, 1, "the file is nested too deeply to be parsed"
+    else:
+        line, col, msg = 1, 1, f"the file cannot be parsed: {exc}"
+    return Finding(path, line, max(col, 1), line, max(col, 1), SYNTAX_ERROR.code, msg)
+
+
+def check_source(
+    source: Union[str, bytes],
+    path: str = "<string>",
+    enabled: Optional[AbstractSet[str]] = None,
+    module: Optional[str] = None,
+    is_package: bool = False,
+) -> List[Finding]:
+    """All findings for one file, sorted by position.
+
+    `source` may be bytes (decoded as Python does: PEP 263, BOM) or text. `enabled` is the set
+    of rule codes to report (default: all). `module` is the file's dotted module name, which
+    lets relative imports resolve (`from .. import functional as F`).
+    """
+    enabled = ALL_CODES if enabled is None else frozenset(enabled)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
+            tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
+        return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
+    try:
+        ctx = Analysis(tree, ImportMap(module, is_package))
+    except RecursionError as exc:  # pragma: no cover - the walk is iterative; guards the helpers
+        return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
+    ctx.enabled = set(enabled)
+    run_rules(ctx)
+    if not ctx.raw:
+        return []
+    text = source if isinstance(source, str) else decode(source)[0]
+    return _findings(ctx, text, path)
+
+
+def run_rules(ctx: Analysis) -> None:
+    enabled = ctx.enabled
+    call_checks = {op: fs for op, fs in ((op, _active(fs, enabled)) for op, fs in ON_CALL.items()) if fs}
+    division_checks = _active(ON_DIVISION, enabled)
+    power_checks = _active(ON_POWER, enabled)
+    if not (call_checks or division_checks or power_checks):
+        return
+    triggered = []
+    for call, scope, nograd in ctx.calls:
+        oc = ctx.op(call)
+        if oc is None:
+            continue
+        if oc.op in PRE_PASS_OPS:
+            ctx.scope = scope
+            mark_branches(ctx, oc)
+        if oc.op in call_checks:
+            triggered.append((oc, scope, nograd))
+    for oc, scope, nograd in triggered:
+        ctx.scope, ctx.nograd = scope, nograd
+        for check in call_checks[oc.op]:
+            check(ctx, oc)
+    for checks_, nodes in ((division_checks, ctx.divisions), (power_checks, ctx.powers)):
+        if not checks_:
+            continue
+        for node, scope, nograd in nodes:
+            ctx.scope, ctx.nograd = scope, nograd
+            for check in checks_:
+                check(ctx, node)
+
+
+def _findings(ctx: Analysis, text: str, path: str) -> List[Finding]:
+    src = SourceText(text)
+    exempt = file_noqa(text)
+    out: List[Finding] = []
+    for raw in ctx.raw:
+        code = raw.rule.code
+        if exempt is not None and (exempt is ALL or any(code.startswith(c) for c in exempt)):
+            continue
+        node = raw.node
+        first, last = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+        if src.suppressed(code, (first,) if first == last else (first, last)):
+            continue
+        start, end = src.span(node)
+        fix = raw.fix(src) if raw.fix is not None else None
+        if fix is not None:
+            fix = Fix(fix.description, tuple(
+                Edit(e.start, e.end, e.text, src.position(e.start), src.position(e.end)) for e in fix.edits))
+        out.append(Finding(
+            path=path,
+            line=first,
+            col=src.char_col(first, node.col_offset) + 1,  # type: ignore[attr-defined]
+            end_line=last,
+            end_col=src.char_col(last, node.end_col_offset) + 1,  # type: ignore[attr-defined]
+            code=code,
+            message=raw.message,
+            fix=fix,
+            span=(start, end),
+        ))
+    out.sort(key=Finding.sort_key)
+    return out

@@ -1,0 +1,261 @@
+"""Log of a probability and exp of a logit, composed by hand (NG101-NG105).
+
+Each of these compositions has a fused, exact counterpart that never forms the
+intermediate probability or exponential, and so never underflows to 0 (-> log = -inf) or
+overflows to inf.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from nanguard.lint import fixes
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.names import OpCall
+from nanguard.lint.patterns import additive_terms, const_value, names_in, nonpositive_by_construction
+from nanguard.lint.rules.base import checks, via
+
+LOG_SOFTMAX = Rule(
+    code="NG101",
+    name="log-of-softmax",
+    summary="`log(softmax(x))`",
+    fix_hint="`log_softmax(x, dim)` (torch, F, tf.nn); autofixable",
+    hazard=VALUE,
+    autofix=True,
+    explanation="""\
+softmax(x) rounds to exactly 0 for any class whose logit is more than ~104 (float32) below
+the largest one, so log(softmax(x)) is -inf there, the loss is inf, and the gradient of
+log at 0 (1/p) is inf; one such row turns every parameter NaN after the next update.
+
+log_softmax(x) = x - logsumexp(x) computes the same values in log space and is finite
+for every finite input, with the exact gradient softmax(x) - onehot.
+
+    p = torch.softmax(logits, dim=-1)
+    loss = -(target * torch.log(p)).sum(-1)          # -inf / NaN for confident wrong rows
+->  loss = -(target * torch.log_softmax(logits, dim=-1)).sum(-1)
+    (or F.cross_entropy(logits, target) for class indices / probabilities;
+     nanguard.log_softmax(x, dim, mask=) when some classes are masked out)
+
+Autofix: `torch.log(torch.softmax(x, d))`, `F.softmax(x, d).log()`, `x.softmax(d).log()`,
+`tf.math.log(tf.nn.softmax(x))` are rewritten to the log_softmax spelling of the same
+module (same arguments). A softmax assigned to a name first is reported, not rewritten.""",
+)
+
+LOG_SIGMOID = Rule(
+    code="NG102",
+    name="log-of-sigmoid",
+    summary="`log(sigmoid(x))`",
+    fix_hint="`F.logsigmoid(x)` / `tf.math.log_sigmoid(x)`; autofixable",
+    hazard=VALUE,
+    autofix=True,
+    explanation="""\
+sigmoid(x) rounds to 0 for x below about -88 (float32; -17 in float16), so log(sigmoid(x))
+is -inf and its gradient 1 - sigmoid(x) is multiplied by an infinite 1/sigmoid(x).
+
+logsigmoid(x) = -softplus(-x) is exact and finite for every finite x.
+
+    loss = -torch.log(torch.sigmoid(score))
+->  loss = -F.logsigmoid(score)      # or F.binary_cross_entropy_with_logits
+
+Autofix: rewritten to `F.logsigmoid(x)` (torch; spelled with the file's own import of
+torch.nn.functional or torch) or `tf.math.log_sigmoid(x)`.""",
+)
+
+LOG_ONE_MINUS_SIGMOID = Rule(
+    code="NG103",
+    name="log-of-one-minus-sigmoid",
+    summary="`log(1 - sigmoid(x))`, `log1p(-sigmoid(x))`",
+    fix_hint="`F.logsigmoid(-x)`; or `binary_cross_entropy_with_logits`; autofixable",
+    hazard=VALUE,
+    autofix=True,
+    explanation="""\
+1 - sigmoid(x) cancels to exactly 0 once sigmoid(x) rounds to 1 (x above ~17 in float32),
+so log(1 - sigmoid(x)) is -inf: the negative half of a hand-written binary cross-entropy.
+
+Since 1 - sigmoid(x) = sigmoid(-x) exactly, log(1 - sigmoid(x)) = logsigmoid(-x), which is
+finite everywhere. The whole loss y*log(p) + (1-y)*log(1-p) is
+F.binary_cross_entropy_with_logits(x, y) (tf.nn.sigmoid_cross_entropy_with_logits).
+
+    loss = -(y * torch.log(torch.sigmoid(x)) + (1 - y) * torch.log(1 - torch.sigmoid(x)))
+->  loss = F.binary_cross_entropy_with_logits(x, y, reduction="none")
+
+Autofix: `log(1 - sigmoid(x))` and `log1p(-sigmoid(x))` -> `F.logsigmoid(-x)`.""",
+)
+
+SOFTPLUS = Rule(
+    code="NG104",
+    name="hand-written-softplus",
+    summary="`log1p(exp(x))`, `log(1 + exp(x))`, `x.exp().log1p()`",
+    fix_hint="`F.softplus(x)` / `nanguard.softplus(x, beta)`",
+    hazard=VALUE,
+    explanation="""\
+exp(x) overflows to inf for x > 88.7 (float32), so log(1 + exp(x)) is inf although the
+true value is ~x. Replacing the inf afterwards with torch.where does not help the
+gradient: backward still multiplies 0 by exp(x) = inf, giving NaN (the seed story
+"x.where(torch.isinf(exp), exp.log1p())").
+
+softplus(x) = max(x, 0) + log1p(exp(-|x|)) is finite for every finite x, with gradient
+sigmoid(x).
+
+    y = torch.log1p(torch.exp(x))
+->  y = F.softplus(x)            # or nanguard.softplus(x, beta), exact for large x
+
+Not autofixed: torch's softplus switches to the identity above `threshold` (20), which
+differs from log1p(exp(x)) by up to 2e-9 in float64; choose it knowingly.""",
+)
+
+LOGSUMEXP = Rule(
+    code="NG105",
+    name="hand-written-logsumexp",
+    summary="`log(sum(exp(x)))`",
+    fix_hint="`torch.logsumexp(x, dim)` / `tf.reduce_logsumexp`; autofixable",
+    hazard=VALUE,
+    autofix=True,
+    explanation="""\
+sum(exp(x)) overflows to inf as soon as one entry of x exceeds ~88 (float32), and
+underflows to 0 (log -> -inf) when every entry is below ~-103, although log-sum-exp is
+then just close to max(x).
+
+logsumexp subtracts the maximum first: logsumexp(x) = m + log(sum(exp(x - m))).
+
+    lse = torch.log(torch.sum(torch.exp(scores), dim=1))
+->  lse = torch.logsumexp(scores, dim=1)     # nanguard.logsumexp(x, dim, mask=) for masks
+
+Not reported when the exponent already has the maximum subtracted. Autofix for torch.sum
+with an explicit dim (torch.logsumexp requires one) and tf.reduce_sum.""",
+)
+
+RULES = [LOG_SOFTMAX, LOG_SIGMOID, LOG_ONE_MINUS_SIGMOID, SOFTPLUS, LOGSUMEXP]
+
+
+def _op_through_name(ctx: Analysis, expr: Optional[ast.expr]):
+    """(op call, value) for `expr` itself, or for the single value a name holds."""
+    if expr is None:
+        return None, None
+    oc = ctx.op(expr)
+    if oc is not None:
+        return oc, None
+    value = ctx.value_of(expr)
+    if value is not None:
+        return ctx.op(value), value
+    return None, None
+
+
+def _exp_can_overflow(ctx: Analysis, exp: OpCall) -> bool:
+    x = exp.input
+    return x is not None and not nonpositive_by_construction(ctx, x)
+
+
+def _guarded_by_where(ctx: Analysis, node: ast.AST, exp: OpCall) -> bool:
+    """Inside a where/masked_fill branch whose condition tests the exponent's input: the
+    value is handled (the gradient is NG501's business)."""
+    entry = ctx.in_where.get(id(node))
+    if entry is None or exp.input is None:
+        return False
+    cond = entry[1]
+    return bool(names_in(ctx, cond) & names_in(ctx, exp.input)) if cond is not None else False
+
+
+def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> Optional[OpCall]:
+    terms = additive_terms(expr)
+    if len(terms) != 2:
+        return None
+    consts = [(s, t) for s, t in terms if const_value(t) is not None]
+    others = [(s, t) for s, t in terms if const_value(t) is None]
+    if len(consts) != 1 or len(others) != 1:
+        return None
+    (cs, c), (os_, o) = consts[0], others[0]
+    if cs * const_value(c) != 1 or os_ < 0:  # type: ignore[operator]
+        return None
+    exp, _ = _op_through_name(ctx, o)
+    return exp if exp is not None and exp.op == "exp" else None
+
+
+def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
+    """(sigmoid call, direct?) for `1 - sigmoid(x)`."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(expr.left) == 1:
+        sig, value = _op_through_name(ctx, expr.right)
+        if sig is not None and sig.op == "sigmoid":
+            return sig, value is None
+    return None, False
+
+
+@checks("NG101", "NG102", "NG103", "NG104", "NG105")
+def check_log(ctx: Analysis, oc: OpCall) -> None:
+    arg = oc.input
+    if arg is None:
+        return
+    if oc.op == "log1p":
+        _check_log1p(ctx, oc, arg)
+        return
+    if oc.op != "log":
+        return
+    inner, value = _op_through_name(ctx, arg)
+    direct = value is None
+    if inner is not None:
+        if inner.op == "softmax":
+            fix = (lambda src, o=oc, i=inner: fixes.log_softmax_fix(src, o, i)) if direct else None
+            ctx.report(LOG_SOFTMAX, oc.node,
+                       "`log(softmax(x))` is -inf where a probability underflows to 0; use `log_softmax(x, dim)`"
+                       + via(ctx, arg, value), fix)
+            return
+        if inner.op == "sigmoid":
+            fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.imports, o, i, False)) \
+                if direct else None
+            ctx.report(LOG_SIGMOID, oc.node,
+                       "`log(sigmoid(x))` is -inf for large negative x; use `F.logsigmoid(x)` "
+                       "(`tf.math.log_sigmoid`)" + via(ctx, arg, value), fix)
+            return
+        if inner.op in ("sum", "mean") and inner.input is not None:
+            exp, exp_value = _op_through_name(ctx, inner.input)
+            if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
+                    and not _guarded_by_where(ctx, oc.node, exp):
+                fix = None
+                if direct and exp_value is None and inner.op == "sum":
+                    fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.imports, o, t, e))
+                what = "sum" if inner.op == "sum" else "mean"
+                ctx.report(LOGSUMEXP, oc.node,
+                           f"`log({what}(exp(x)))` overflows to inf once x exceeds ~88 (float32); "
+                           "use `logsumexp(x, dim)`" + via(ctx, arg, value or exp_value), fix)
+            return
+    for expr in (arg, ctx.value_of(arg)):
+        if expr is None:
+            continue
+        sig, sig_direct = _one_minus_sigmoid(ctx, expr)
+        if sig is not None:
+            fix = None
+            if sig_direct and expr is arg:
+                fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True))
+            ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
+                       "`log(1 - sigmoid(x))` is -inf for large positive x; use `F.logsigmoid(-x)` "
+                       "or `binary_cross_entropy_with_logits`" + via(ctx, arg, None if expr is arg else expr), fix)
+            return
+        exp = _one_plus_exp(ctx, expr)
+        if exp is not None and _exp_can_overflow(ctx, exp) and not _guarded_by_where(ctx, oc.node, exp):
+            ctx.report(SOFTPLUS, oc.node,
+                       "`log(1 + exp(x))` overflows to inf for x > 88 (float32); use `F.softplus(x)` "
+                       "or `nanguard.softplus(x)`" + via(ctx, arg, None if expr is arg else expr))
+            return
+
+
+def _check_log1p(ctx: Analysis, oc: OpCall, arg: ast.expr) -> None:
+    if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
+        sig, value = _op_through_name(ctx, arg.operand)
+        if sig is not None and sig.op == "sigmoid":
+            fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True)) \
+                if value is None else None
+            ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
+                       "`log1p(-sigmoid(x))` is -inf for large positive x; use `F.logsigmoid(-x)`"
+                       + via(ctx, arg.operand, value), fix)
+        return
+    exp, value = _op_through_name(ctx, arg)
+    if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
+            and not _guarded_by_where(ctx, oc.node, exp):
+        ctx.report(SOFTPLUS, oc.node,
+                   "`log1p(exp(x))` overflows to inf for x > 88 (float32); use `F.softplus(x)` "
+                   "or `nanguard.softplus(x)`" + via(ctx, arg, value))
+
+
+ON_CALL = {"log": [check_log], "log1p": [check_log]}

@@ -1,0 +1,279 @@
+"""Roots and inverse trigonometry at the edge of their domain (NG301-NG304)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional, Tuple
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.model import GRADIENT, VALUE, Rule
+from nanguard.lint.names import OpCall
+from nanguard.lint.patterns import (
+    additive_terms, bounded_walk, clamp_lower, const_value, gram_expansion, guarded_positive, has_tensor_op,
+    is_count_name,
+    is_eps_like, is_mask_like, square_base, strip_wrappers, sum_of_squares,
+)
+from nanguard.lint.rules.base import checks
+
+SQRT_GRAM = Rule(
+    code="NG301",
+    name="sqrt-of-gram-expansion",
+    summary="`sqrt(a² + b² - 2·a·b)` (squared distances via a Gram matrix)",
+    fix_hint="`nanguard.distance_matrix(x, y)` (or `torch.cdist`)",
+    hazard=VALUE,
+    explanation="""\
+The expansion |a - b|² = |a|² + |b|² - 2 a·b cancels catastrophically: for a == b (the
+diagonal of a distance matrix) the result is 0 or a tiny negative number such as -1e-7,
+so sqrt returns NaN; and where it is exactly 0, the gradient of sqrt, 1/(2 sqrt(d)), is
+inf (then NaN once multiplied by 0). This is the seed story
+`torch.sqrt(diag_1 + diag_2 - 2 * gram_matrix)`.
+
+    d = torch.sqrt(sq[:, None] + sq[None, :] - 2 * x @ x.T)
+->  d = nanguard.distance_matrix(x)          # exact 0 on the diagonal, gradient 0 there
+
+`clamp(min=0)` before the sqrt removes the NaN value but not the infinite gradient at 0; a
+positive clamp or `+ eps` is treated as a guard (finite, though biased). Also matched:
+`addmm(..., alpha=-2)` / `baddbmm(..., alpha=-2)` and `** 0.5`, `rsqrt`.""",
+)
+
+SQRT_SUM_SQUARES = Rule(
+    code="NG302",
+    name="sqrt-of-sum-of-squares",
+    summary="`sqrt((x**2).sum(dim))`, `sqrt(dx**2 + dy**2)` (a hand-written norm)",
+    fix_hint="`nanguard.norm(x, dim)` / `torch.linalg.vector_norm(x, dim=dim)`",
+    hazard=GRADIENT,
+    explanation="""\
+The gradient of sqrt(sum(x²)) is x / sqrt(sum(x²)): 0/0 = NaN for the zero vector (a
+padding row, identical points, a dead feature). Torch's own norms define the gradient
+there as 0 (the minimum-norm subgradient), which is what a hand-written norm loses.
+
+    n = torch.sqrt((x ** 2).sum(-1))
+->  n = torch.linalg.vector_norm(x, dim=-1)    # or nanguard.norm(x, dim=-1)
+
+A gradient hazard: not reported inside `torch.no_grad()`. With `rsqrt` or a negative
+power (1/norm) the value itself is inf for the zero vector, and it is always reported.""",
+)
+
+ACOS_COSINE = Rule(
+    code="NG303",
+    name="acos-of-cosine",
+    summary="`acos(cosine)`, `asin(dot)` where rounding can leave [-1, 1]",
+    fix_hint="`nanguard.acos(x)` / `nanguard.asin(x)`",
+    hazard=VALUE,
+    explanation="""\
+A cosine computed as a·b / (|a||b|), or by cosine_similarity, or a dot product of unit
+vectors, lands slightly outside [-1, 1] through rounding (1.0000001 for parallel vectors):
+acos/asin of it is NaN. Even clamped to exactly [-1, 1], the derivative
+-1/sqrt(1 - x²) is infinite at the bounds, so parallel vectors give inf/NaN gradients.
+
+    angle = torch.acos(F.cosine_similarity(a, b, dim=-1))
+->  angle = nanguard.acos(F.cosine_similarity(a, b, dim=-1))
+    (or the stable angle: torch.atan2(torch.linalg.cross(a, b).norm(dim=-1), (a * b).sum(-1)))
+
+Not reported when the argument is clamped strictly inside (-1, 1), e.g. `clamp(c, -1 + eps,
+1 - eps)`; reported as a gradient hazard when clamped to exactly ±1.""",
+)
+
+ROOT_OF_ZERO = Rule(
+    code="NG304",
+    name="fractional-power-at-zero",
+    summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
+    fix_hint="`nanguard.pow(x, p)` / `nanguard.sqrt(x)`; a guarded denominator for p < 0",
+    hazard=GRADIENT,
+    explanation="""\
+For 0 < p < 1 the derivative p·x^(p-1) is infinite at x = 0; for p < 0 the value itself is
+inf. Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
+constant features, norms and distances of equal points, squares, and counts (the degree of
+an isolated node in `deg ** -0.5`).
+
+    std = torch.sqrt(x.var(dim=0))          # NaN gradient for a constant feature
+->  std = nanguard.sqrt(x.var(dim=0))        # gradient 0 at 0 (or add the usual eps)
+    y = torch.abs(x) ** 0.5
+->  y = nanguard.pow(torch.abs(x), 0.5)
+
+Reported only when the base is visibly one of those zero-able values and is not guarded
+(`+ eps`, a positive clamp, a later in-place fix of the result such as
+`d_inv[d_inv == inf] = 0`). Roots of squared distances and sums of squares are NG301/NG302.""",
+)
+
+RULES = [SQRT_GRAM, SQRT_SUM_SQUARES, ACOS_COSINE, ROOT_OF_ZERO]
+
+
+def _through_zero_clamp(ctx: Analysis, expr: ast.expr) -> Tuple[ast.expr, bool]:
+    """Look through `clamp(d, min=0)`, `d.clamp_min(0)`, `relu(d)`: (inner expression, clamped?)."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None and oc.input is not None:
+        if oc.op in ("clamp", "clamp_min", "maximum"):
+            lower = clamp_lower(oc)
+            if lower is not None and const_value(lower) is not None and const_value(lower) <= 0:  # type: ignore
+                return strip_wrappers(ctx, ctx.resolve(oc.input)), True
+            if oc.op == "maximum":
+                pos = oc.positional
+                if len(pos) == 2 and const_value(pos[1]) == 0:
+                    return strip_wrappers(ctx, ctx.resolve(pos[0])), True
+        if oc.op == "relu":
+            return strip_wrappers(ctx, ctx.resolve(oc.input)), True
+    return e, False
+
+
+def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> Optional[str]:
+    """Why `expr` can be exactly 0, when that is visible; None otherwise."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None:
+        if oc.op in ("abs", "relu") and p > 0:
+            # (1/|x| is inf at 0 by definition; the silent hazard is the root's gradient.)
+            return f"`{oc.op}` output, 0 on a whole region"
+        if oc.op in ("var", "std"):
+            return "a variance, 0 for constant input"
+        if oc.op == "norm":
+            return "a norm or distance, 0 for equal points"
+        if oc.op in ("sum", "count_nonzero") and oc.input is not None and p < 0 \
+                and is_mask_like(ctx, oc.input):
+            return "a count of a mask, 0 when the mask is empty"
+    if square_base(ctx, e) is not None:
+        return "a square, 0 at 0"
+    if p < 0 and isinstance(e, (ast.Name, ast.Attribute)) and is_count_name(e):
+        return "a count, 0 for an empty set or an isolated node"
+    return None
+
+
+def _root_of(ctx: Analysis, node: ast.AST) -> Optional[Tuple[ast.expr, float, str]]:
+    """(base, exponent, spelling) of sqrt/rsqrt/pow/`**` with a constant exponent."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        p = const_value(node.right)
+        return (node.left, p, "**") if p is not None else None
+    oc = ctx.op(node)
+    if oc is None or oc.input is None:
+        return None
+    if oc.op == "sqrt":
+        return oc.input, 0.5, "sqrt"
+    if oc.op == "rsqrt":
+        return oc.input, -0.5, "rsqrt"
+    if oc.op == "pow":
+        p = const_value(oc.operand(1, "exponent", "y", "x2"))
+        return (oc.input, p, "pow") if p is not None else None
+    return None
+
+
+@checks("NG301", "NG302", "NG304")
+def check_root(ctx: Analysis, target) -> None:
+    node = target.node if isinstance(target, OpCall) else target
+    found = _root_of(ctx, node)
+    if found is None:
+        return
+    base, p, spelling = found
+    if not (0 < p < 1 or p < 0):
+        return
+    if spelling == "**" and not has_tensor_op(ctx, base):
+        return  # `(a ** 2 + b ** 2) ** 0.5` on Python floats: no autograd, no NaN
+    if guarded_positive(ctx, base) or ctx.result_fixed_up(node) or id(node) in ctx.sanitised:
+        return
+    hazard = GRADIENT if p > 0 else VALUE
+    inner, clamped = _through_zero_clamp(ctx, base)
+    if guarded_positive(ctx, inner):
+        return
+    what = spelling if spelling != "**" else f"** {p:g}"
+    if gram_expansion(ctx, inner):
+        if clamped and p > 0:
+            msg = (f"`{what}` of a clamped Gram-expansion distance: its gradient is inf where the distance "
+                   "is 0 (the diagonal); use `nanguard.distance_matrix`")
+            ctx.report(SQRT_GRAM, node, msg, hazard=GRADIENT, subject=base)
+        else:
+            msg = (f"`{what}` of `a² + b² - 2ab`: rounding makes it negative (NaN) and its gradient is inf "
+                   "at 0; use `nanguard.distance_matrix` or `torch.cdist`")
+            ctx.report(SQRT_GRAM, node, msg, hazard=VALUE, subject=base)
+        return
+    if sum_of_squares(ctx, inner):
+        if p > 0:
+            msg = (f"`{what}` of a sum of squares has a NaN gradient for the zero vector; use "
+                   "`torch.linalg.vector_norm` or `nanguard.norm`")
+        else:
+            msg = f"`{what}` of a sum of squares is inf for the zero vector; use `nanguard.normalize` / a guard"
+        ctx.report(SQRT_SUM_SQUARES, node, msg, hazard=hazard, subject=base)
+        return
+    reason = _zero_source(ctx, base, p) or _zero_source(ctx, inner, p)
+    if reason is None:
+        return
+    if p > 0:
+        msg = f"`{what}` of {reason}: infinite gradient there; use `nanguard.pow` / `nanguard.sqrt`"
+    else:
+        msg = f"`{what}` of {reason}: the value is inf there; guard it (`nanguard.div`, a clamp)"
+    ctx.report(ROOT_OF_ZERO, node, msg, hazard=hazard, subject=base)
+
+
+def _strictly_inside(ctx: Analysis, bound: Optional[ast.expr], upper: bool) -> bool:
+    """Is a clamp bound strictly inside (-1, 1): `1 - eps`, `0.9999`, `-1 + 1e-7`?"""
+    if bound is None:
+        return False
+    v = const_value(bound)
+    if v is not None:
+        return v < 1 if upper else v > -1
+    terms = additive_terms(bound)
+    const_part = sum(s * (const_value(t) or 0.0) for s, t in terms if const_value(t) is not None)
+    eps_terms = [(s, t) for s, t in terms if const_value(t) is None]
+    if len(eps_terms) == 1 and abs(abs(const_part) - 1) < 1e-12 and is_eps_like(eps_terms[0][1]):
+        s = eps_terms[0][0]
+        return s < 0 if upper else s > 0
+    return False
+
+
+_COS_WORDS = ("cos", "dot", "sim")
+
+
+def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> Optional[str]:
+    """'raw' (a cosine or dot product), 'clamped' (to exactly ±1), 'guarded', or None (not a cosine)."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None:
+        if oc.op == "clamp" and oc.input is not None:
+            lo = oc.operand(1, "min", "clip_value_min")
+            hi = oc.operand(2, "max", "clip_value_max")
+            if _strictly_inside(ctx, lo, False) and _strictly_inside(ctx, hi, True):
+                return "guarded"
+            inner = _cosine_state(ctx, oc.input, depth - 1) if depth > 0 else None
+            return "clamped" if inner in ("raw", "clamped") else inner
+        if oc.op in ("cosine_similarity", "matmul"):
+            return "raw"
+        if oc.op == "sum" and oc.input is not None:
+            s = strip_wrappers(ctx, oc.input)
+            if isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mult):
+                return "raw"
+        return None
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.MatMult):
+            return "raw"
+        if isinstance(e.op, ast.Div):
+            denominator_norm = any(
+                (ctx.op(n) is not None and ctx.op(n).op in ("norm", "sqrt"))  # type: ignore[union-attr]
+                for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
+            if denominator_norm:
+                return "raw"
+        return None
+    if isinstance(e, (ast.Name, ast.Attribute)):
+        ident = e.id if isinstance(e, ast.Name) else e.attr
+        if any(w in ident.lower() for w in _COS_WORDS):
+            return "raw"
+    return None
+
+
+@checks("NG303")
+def check_acos(ctx: Analysis, oc: OpCall) -> None:
+    if oc.input is None:
+        return
+    state = _cosine_state(ctx, oc.input)
+    name = "acos" if oc.op == "acos" else "asin"
+    if state == "raw":
+        ctx.report(ACOS_COSINE, oc.node,
+                   f"`{name}` of a cosine/dot product: rounding past ±1 gives NaN and the gradient is inf at ±1; "
+                   f"use `nanguard.{name}`", hazard=VALUE, subject=oc.input)
+    elif state == "clamped":
+        ctx.report(ACOS_COSINE, oc.node,
+                   f"`{name}` of a cosine clamped to [-1, 1]: finite value but infinite gradient at ±1; "
+                   f"use `nanguard.{name}`", hazard=GRADIENT, subject=oc.input)
+
+
+ON_CALL = {"sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],
+           "acos": [check_acos], "asin": [check_acos]}
+ON_POWER = [check_root]

@@ -1,0 +1,68 @@
+"""Sample statistics over a dimension that can have size 1 (NG801)."""
+
+from __future__ import annotations
+
+import ast
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.names import OpCall
+from nanguard.lint.patterns import const_value
+from nanguard.lint.rules.base import checks
+
+STD_OF_ONE = Rule(
+    code="NG801",
+    name="unbiased-std-over-batch",
+    summary="`x.std(0)`, `torch.var(x, dim=0)` with Bessel's correction",
+    fix_hint="`correction=0` (population statistics) or `nanguard.std` / `nanguard.var`",
+    hazard=VALUE,
+    explanation="""\
+torch.std and torch.var divide by N - 1 by default (correction=1). Over a dimension of
+size 1 that is 0/0 = NaN: dim 0 is usually the batch, and a batch of one happens (the
+last, incomplete batch of an epoch; single-sample inference; one element per group).
+
+    x = (x - x.mean(0)) / x.std(0)           # NaN for a batch of one
+->  x = (x - x.mean(0)) / nanguard.std(x, dim=0)
+    # or x.std(0, correction=0) when the population statistic is what you mean
+
+Reported for torch std/var/std_mean/var_mean over dim 0 with the default correction. (TF's
+reduce_std/reduce_variance use N and are not affected.)""",
+)
+
+RULES = [STD_OF_ONE]
+
+
+def _is_dim_zero(expr) -> bool:
+    if expr is None:
+        return False
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return len(expr.elts) == 1 and const_value(expr.elts[0]) == 0
+    return const_value(expr) == 0 and not (isinstance(expr, ast.Constant) and isinstance(expr.value, bool))
+
+
+@checks("NG801")
+def check_std(ctx: Analysis, oc: OpCall) -> None:
+    if oc.framework == "tf" or oc.qualname.startswith("keras"):
+        return
+    correction = oc.keyword("correction")
+    if correction is not None and const_value(correction) != 1:
+        return
+    unbiased = oc.keyword("unbiased")
+    if unbiased is not None and not (isinstance(unbiased, ast.Constant) and unbiased.value is True):
+        return
+    if oc.keyword("ddof") is not None:
+        return  # numpy/pandas spelling: not torch
+    dim = oc.operand(1, "dim")
+    if isinstance(dim, ast.Constant) and isinstance(dim.value, bool):
+        return  # old `x.std(False)` signature: unbiased=False
+    pos = oc.positional
+    if len(pos) >= 3 and isinstance(pos[2], ast.Constant) and pos[2].value is False:
+        return  # `torch.std(x, 0, False)`: unbiased=False
+    if not _is_dim_zero(dim):
+        return
+    ctx.report(STD_OF_ONE, oc.node,
+               f"`{oc.op}` over dim 0 with Bessel's correction is NaN when that dim has size 1 (a batch of one); "
+               "use `correction=0` or `nanguard.std`/`nanguard.var`")
+
+
+ON_CALL = {"std": [check_std], "var": [check_std], "std_mean": [check_std], "var_mean": [check_std]}

@@ -1,0 +1,135 @@
+"""Cross-entropy and entropy written out as `sum(y * log(p))` (NG201)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Tuple
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.names import OpCall
+from nanguard.lint.patterns import (
+    PROBABILITY_WORDS, additive_terms, const_value, describe, guarded_positive, mult_factors, named_like,
+)
+from nanguard.lint.rules.base import checks
+
+HAND_XENT = Rule(
+    code="NG201",
+    name="hand-written-cross-entropy",
+    summary="`-sum(y * log(p))`, `(p * p.log()).sum()`, `nll_loss(log(p), y)` on probabilities",
+    fix_hint="`F.cross_entropy(logits, y)` / `log_softmax`; `nanguard.xlogy(y, p)`, `nanguard.entropy(p)`",
+    hazard=VALUE,
+    explanation="""\
+A probability p reaches exactly 0 (a softmax that underflows, a confident classifier, a
+one-hot or sparse target distribution). Then log(p) = -inf, and
+
+* y * log(p) with y = 0 is 0 * -inf = NaN: the whole sum, the loss and, after the update,
+  every weight become NaN (the seed story `-tf.reduce_sum(y_ * tf.log(y_conv))`);
+* with y > 0 the loss is inf and the gradient y/p is inf.
+
+The fix is not `log(p + 1e-10)` or `log(clip(p, 1e-10, 1))`: both bias the loss and
+(clip) zero the gradient below the bound. Compute from logits, where nothing underflows:
+
+    probs = torch.softmax(logits, -1)
+    loss = -(target * torch.log(probs)).sum(-1).mean()
+->  loss = F.cross_entropy(logits, target)        # target: indices or probabilities
+    loss = -(target * F.log_softmax(logits, -1)).sum(-1).mean()
+
+When only probabilities exist, nanguard.xlogy(y, p) is 0 where y == 0 (the limit of
+y log p), and nanguard.entropy(p) / nanguard.cross_entropy_probs(target, probs, dim) handle
+p == 0 with finite gradients.
+
+Reported for a product with a log inside a sum or mean reduction (the shape of a
+cross-entropy or entropy) when its operands are named like probabilities or targets
+(`probs`, `p`, `y_`, `target`, `pred`...), and for `F.nll_loss(torch.log(p), y)`. Not
+reported when the log's argument is visibly kept from 0 (`+ eps`, a positive clamp: NG601
+covers clamps) or comes from softmax/sigmoid (NG101/NG102 report those with an exact fix).""",
+)
+
+RULES = [HAND_XENT]
+
+_LOGS = ("log", "log2", "log10")
+
+
+def _products(expr: ast.expr) -> Iterator[Tuple[ast.expr, list]]:
+    for _sign, term in additive_terms(expr):
+        while isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.USub):
+            term = term.operand
+        if isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult):
+            yield term, mult_factors(term)
+
+
+def _covered_elsewhere(ctx: Analysis, p: ast.expr) -> bool:
+    """softmax/sigmoid/1-sigmoid/clamp arguments are reported (with better advice) by NG101-103/NG601."""
+    for e in (p, ctx.value_of(p)):
+        if e is None:
+            continue
+        oc = ctx.op(e)
+        if oc is not None and oc.op in ("softmax", "sigmoid", "clamp", "clamp_min", "maximum", "sum", "mean",
+                                        "exp", "softplus", "log_softmax"):
+            return True
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and const_value(e.left) == 1:
+            inner = ctx.op(e.right)
+            if inner is not None and inner.op == "sigmoid":
+                return True
+    return False
+
+
+_CE_WORDS = PROBABILITY_WORDS | frozenset({
+    "y", "pred", "preds", "prediction", "predictions", "target", "targets", "label", "labels",
+    "onehot", "gt", "truth", "output", "outputs", "dist", "distribution", "prior", "true",
+})
+
+
+def _probability_like(ctx: Analysis, expr: ast.expr) -> bool:
+    """Names of probabilities or targets (`probs`, `y_`, `y_conv`, `target`, `p_hat`, `self.probs`):
+    the operands of a cross-entropy, unlike `order * diag.log()`."""
+    return named_like(ctx, expr, _CE_WORDS, y_prefix=True)
+
+
+@checks("NG201")
+def check_reduction(ctx: Analysis, oc: OpCall) -> None:
+    inp = oc.input
+    if inp is None:
+        return
+    for product, factors in _products(inp):
+        log_call = None
+        for f in factors:
+            lo = ctx.op(f)
+            if lo is not None and lo.op in _LOGS:
+                log_call = lo
+                break
+        if log_call is None or log_call.input is None:
+            continue
+        others = [f for f in factors if f is not log_call.node]
+        if not others or all(const_value(f) is not None for f in others):
+            continue  # `0.5 * log(p)`: no 0 * -inf
+        p = log_call.input
+        if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
+            continue
+        if not (_probability_like(ctx, p) or any(_probability_like(ctx, f) for f in others)):
+            continue  # a log-density term such as `order * diag.log()`, not a cross-entropy
+        if any(ast.dump(f) == ast.dump(p) for f in others):
+            msg = (f"`{describe(product)}` is NaN where p == 0 (0 * -inf); use `nanguard.entropy(p)` "
+                   "or compute from logits")
+        else:
+            msg = (f"`{describe(product)}` is NaN where p == 0 and y == 0 (0 * -inf) and inf otherwise; "
+                   "use `F.cross_entropy`/`log_softmax` on logits or `nanguard.xlogy(y, p)`")
+        ctx.report(HAND_XENT, product, msg)
+
+
+@checks("NG201")
+def check_nll_of_log(ctx: Analysis, oc: OpCall) -> None:
+    """`F.nll_loss(torch.log(probs), y)`: a cross-entropy on probabilities, spelled with nll_loss."""
+    lo = ctx.op(oc.input)
+    if lo is None or lo.op not in _LOGS or lo.input is None:
+        return
+    p = lo.input
+    if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
+        return
+    ctx.report(HAND_XENT, oc.node,
+               f"`nll_loss({describe(lo.node, 30)}, ...)` is inf where a probability is 0, with an infinite "
+               "gradient; use `F.cross_entropy` on the logits (or `F.log_softmax` in place of the log)")
+
+
+ON_CALL = {"sum": [check_reduction], "mean": [check_reduction], "nll_loss": [check_nll_of_log]}

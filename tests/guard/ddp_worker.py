@@ -1,0 +1,186 @@
+"""One rank of the 2-process gloo tests in test_guard_ddp.py (run as a script, not collected).
+
+    python ddp_worker.py SCENARIO RANK WORLD STORE_FILE OUT_JSON
+
+Each scenario trains a small model for a few steps and writes, per step, the guard's decision
+and a fingerprint of the parameters, so the test can compare the ranks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import nanguard
+
+torch.set_num_threads(1)
+
+
+class Net(torch.nn.Module):
+    """`sqrt(|h|^2)` is the seed's distance-matrix story: a zero input row gives a finite loss
+    and a NaN gradient (d sqrt/du = inf at 0, times 2h = 0)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 8, bias=False)
+        self.head = torch.nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        return self.head(torch.tanh(h)) + 0.1 * torch.sqrt((h * h).sum(-1, keepdim=True))
+
+
+def make_net() -> Net:
+    torch.manual_seed(0)  # identical replicas on every rank
+    return Net()
+
+
+def data(seed: int, zero_row: bool = False, nan_input: bool = False):
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(8, 4, generator=g), torch.randn(8, 1, generator=g)
+    if zero_row:
+        x[0] = 0.0  # NaN gradient, finite loss
+    if nan_input:
+        x[1, 2] = float("nan")  # NaN loss
+    return x, y
+
+
+def fingerprint(module: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for p in module.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def local_finite(module: torch.nn.Module) -> bool:
+    return all(torch.isfinite(p.grad).all() for p in module.parameters() if p.grad is not None)
+
+
+def loss_fn(model, x, y):
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+def scenario_ddp(rank: int) -> dict:
+    """DDP; rank 1 alone gets a batch with a NaN gradient (step 2) and one with a NaN loss (4)."""
+    model = torch.nn.parallel.DistributedDataParallel(make_net())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    guard = nanguard.GradGuard(opt, model=model)
+    out = {"decisions": [], "params": [fingerprint(model)]}
+    for step in range(6):
+        x, y = data(100 * step + rank, zero_row=(rank == 1 and step == 2),
+                    nan_input=(rank == 1 and step == 4))
+        opt.zero_grad()
+        loss = loss_fn(model, x, y)
+        if not guard.check_loss(loss):
+            out["decisions"].append("loss")
+            out["params"].append(fingerprint(model))
+            continue
+        loss.backward()
+        out["decisions"].append(guard.step())
+        out["params"].append(fingerprint(model))
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    out["summary"] = guard.summary()
+    return out
+
+
+def scenario_no_sync(rank: int) -> dict:
+    """DDP gradient accumulation: micro-batch 0 under no_sync(), micro-batch 1 synchronised.
+    At step 1 only rank 1's *local* micro-batch-0 gradient is NaN."""
+    model = torch.nn.parallel.DistributedDataParallel(make_net())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=True)
+    guard = nanguard.GradGuard(opt, model=model)
+    out = {"decisions": [], "params": [fingerprint(model)], "local_finite_after_micro0": []}
+    for step in range(4):
+        opt.zero_grad()
+        with model.no_sync():
+            x, y = data(1000 * step + 10 * rank, zero_row=(rank == 1 and step == 1))
+            (loss_fn(model, x, y) / 2).backward()
+        out["local_finite_after_micro0"].append(local_finite(model))
+        x, y = data(1000 * step + 10 * rank + 1)
+        (loss_fn(model, x, y) / 2).backward()  # synchronised: the all-reduce happens here
+        out["decisions"].append(guard.step())
+        out["params"].append(fingerprint(model))
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    return out
+
+
+def scenario_local(rank: int) -> dict:
+    """No DDP: replicas step on their own gradients (as inside no_sync() or with local SGD).
+    Same data on both ranks, except that rank 1's gradient is NaN at step 2 and finite but
+    overflowing the float32 norm (1e30) at step 3. Run with and without agreement, with a
+    GradScaler, and with policy 'raise' (every rank must raise, or the others would block in
+    their next collective)."""
+    out = {}
+    for mode, distributed in (("agreed", None), ("local", False)):
+        model = make_net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        guard = nanguard.GradGuard(opt, model=model, distributed=distributed)
+        decisions, prints = [], []
+        for step in range(5):
+            opt.zero_grad()
+            x, y = data(step, zero_row=(rank == 1 and step == 2))
+            loss_fn(model, x, y).backward()
+            if rank == 1 and step == 3:
+                model.head.weight.grad.fill_(1e30)
+                opt.param_groups[0]["lr"] = 1e-40
+            decisions.append(guard.step())
+            opt.param_groups[0]["lr"] = 0.1
+            prints.append(fingerprint(model))
+        out[mode] = {"decisions": decisions, "params": prints,
+                     "events": [e.to_dict() for e in guard.records.events]}
+    # with a GradScaler: rank 1 overflows alone; both skip and both scalers back off
+    model = make_net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    guard = nanguard.GradGuard(opt, scaler=scaler)
+    amp = {"decisions": [], "scales": []}
+    for step in range(3):
+        opt.zero_grad()
+        scaler.scale(loss_fn(model, *data(step))).backward()
+        if rank == 1 and step == 1:
+            model.head.bias.grad.fill_(float("inf"))
+        amp["decisions"].append(guard.step())
+        scaler.update()
+        amp["scales"].append(scaler.get_scale())
+    amp["params"] = fingerprint(model)
+    out["amp"] = amp
+    model = make_net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    guard = nanguard.GradGuard(opt, policy="raise", model=model)
+    loss_fn(model, *data(7, zero_row=(rank == 1))).backward()
+    try:
+        guard.step()
+        out["raised"] = None
+    except nanguard.NonFiniteError as e:
+        out["raised"] = str(e)
+    dist.barrier()  # both ranks must still be in step with each other after raising
+    return out
+
+
+SCENARIOS = {"ddp": scenario_ddp, "no_sync": scenario_no_sync, "local": scenario_local}
+
+
+def main() -> int:
+    scenario, rank, world, store, out_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        result = SCENARIOS[scenario](rank)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        dist.destroy_process_group()
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Shared helpers for the lint tests: lint a snippet under the usual imports, get codes back."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Callable, List
+
+import pytest
+
+from nanguard.lint import lint_source
+
+HEADER = """\
+import math
+import numpy as np
+import torch
+import torch.nn.functional as F
+import tensorflow as tf
+"""
+
+
+def _codes(body: str, header: str = HEADER) -> List[str]:
+    source = header + textwrap.dedent(body)
+    return [f.code for f in lint_source(source)]
+
+
+@pytest.fixture
+def codes() -> Callable[..., List[str]]:
+    """codes(body) -> rule codes reported for `body` placed after the standard imports."""
+    return _codes
