@@ -3,8 +3,9 @@
 Two kinds of backward formula live in every op:
 
 * the *fast* one, used when no graph of the gradient is being built
-  (``torch.is_grad_enabled()`` is False inside ``backward``): plain arithmetic, no boolean
-  tensors (on CPU a comparison or ``where`` costs 3-5x a multiply), in-place where possible;
+  (``torch.is_grad_enabled()`` is False inside ``backward``): as few passes over the data as
+  possible, in place where possible, reusing what the forward pass made (returned as extra,
+  non-differentiable outputs, since ``setup_context`` only sees inputs and outputs);
 * the *differentiable* one, used under ``create_graph=True`` and ``torch.func``: built from the
   double-where pattern or from other safe ops, so that second and higher derivatives are
   finite at the singular points too.
@@ -17,21 +18,6 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple
 
 import torch
-
-_SMALLEST_SUBNORMAL = {
-    torch.float16: 2.0**-24,
-    torch.bfloat16: 2.0**-133,
-    torch.float32: 2.0**-149,
-    torch.float64: 2.0**-1074,
-}
-
-
-def smallest_normal(dtype: torch.dtype) -> float:
-    return torch.finfo(dtype).tiny
-
-
-def smallest_subnormal(dtype: torch.dtype) -> float:
-    return _SMALLEST_SUBNORMAL[dtype]
 
 
 def lowest(dtype: torch.dtype) -> float:
@@ -57,10 +43,6 @@ def sum_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     if grad.shape == shape:
         return grad
     return grad.sum_to_size(shape)
-
-
-def reduced_shape_dims(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> Tuple[int, ...]:
-    return tuple(range(x.dim())) if dims is None else dims
 
 
 def unsqueeze_dims(t: torch.Tensor, dims: Optional[Sequence[int]], keepdim: bool, ndim: int) -> torch.Tensor:
@@ -115,13 +97,6 @@ def zero_indicator(x: torch.Tensor) -> torch.Tensor:
     if can_branch_on_data(x):
         return torch.eq(x, 0, out=torch.empty_like(x))
     return (x == 0).to(x.dtype)
-
-
-def nonzero_indicator(x: torch.Tensor) -> torch.Tensor:
-    """1.0 where x != 0 (NaN included), else 0.0, in x's dtype; see zero_indicator."""
-    if can_branch_on_data(x):
-        return torch.ne(x, 0, out=torch.empty_like(x))
-    return (x != 0).to(x.dtype)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

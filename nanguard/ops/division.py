@@ -7,50 +7,54 @@ from typing import Sequence, Tuple, Union
 import torch
 
 from nanguard._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, nonzero_indicator, sum_to, zero_indicator
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, sum_to
 
 
 class _Div(SafeFunction):
-    """Returns (quotient, denominator with 1 in place of 0, 1 - [b == 0]); the last two
-    are kept for the backward pass."""
+    """Returns (quotient, b == 0); the mask is kept for the backward pass."""
 
     @staticmethod
     def forward(a: torch.Tensor, b: torch.Tensor, fill: float):
-        # b + 1 at the zeros and b + 0 = b (exactly) elsewhere: a denominator that is never 0
-        denominator = zero_indicator(b).add_(b)
-        is_nonzero = nonzero_indicator(b)
-        quotient = torch.div(a, denominator).mul_(is_nonzero)
-        if fill != 0.0:
-            quotient = quotient.add_(torch.rsub(is_nonzero, 1), alpha=fill)
-        return quotient, denominator, is_nonzero
+        is_zero = b == 0
+        # zeros in b are rare in practice, so a masked fill after a plain division costs
+        # less than building a denominator that is never 0
+        quotient = torch.div(a, b)
+        quotient = quotient.masked_fill_(is_zero, fill) if quotient.shape == is_zero.shape else \
+            torch.where(is_zero, fill, quotient)
+        return quotient, is_zero
 
     @staticmethod
     def setup_context(ctx, inputs, outputs):
         a, b, _ = inputs
-        ctx.mark_non_differentiable(outputs[1], outputs[2])
+        ctx.mark_non_differentiable(outputs[1])
         ctx.save_for_backward(a, b, *outputs)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor, _denominator: torch.Tensor, _nonzero: torch.Tensor):
-        a, b, out, denominator, is_nonzero = ctx.saved_tensors
+    def backward(ctx, grad: torch.Tensor, _mask: torch.Tensor):
+        a, b, out, is_zero = ctx.saved_tensors
         grad_a = grad_b = None
         if torch.is_grad_enabled():
-            nonzero = b != 0
+            nonzero = ~is_zero
             safe_b = torch.where(nonzero, b, torch.ones_like(b))
             grad_a = torch.where(nonzero, grad / safe_b, torch.zeros_like(grad))
             grad_b = torch.where(nonzero, -(grad * out) / safe_b, torch.zeros_like(grad))
         else:
+            # whatever the divisions make where b == 0 is overwritten by the 0 of the convention
             if ctx.needs_input_grad[0]:
-                grad_a = torch.div(grad, denominator).mul_(is_nonzero)
+                grad_a = _zero_where(torch.div(grad, b), is_zero)
             if ctx.needs_input_grad[1]:
-                # d(a/b)/db = -(a/b)/b: divide last, so a tiny b cannot make inf * 0
-                grad_b = torch.addcdiv(grad.new_zeros(()), torch.mul(grad, out), denominator, value=-1)
-                grad_b = grad_b.mul_(is_nonzero)
+                # d(a/b)/db = -(a/b)/b: multiply by the quotient first, so a tiny b cannot
+                # overflow an intermediate that the product would have brought back
+                grad_b = _zero_where(torch.mul(grad, out).div_(b).neg_(), is_zero)
         return (
             sum_to(grad_a, a.shape) if ctx.needs_input_grad[0] else None,
             sum_to(grad_b, b.shape) if ctx.needs_input_grad[1] else None,
             None,
         )
+
+
+def _zero_where(t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return t.masked_fill_(mask, 0.0) if t.shape == mask.shape else torch.where(mask, 0.0, t)
 
 
 def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> torch.Tensor:
@@ -65,8 +69,9 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
     gradient of the branch actually taken. Broadcasts like ``torch.div``.
 
     Singular points:
-        * ``b = 0`` (either sign of zero): value ``fill``, gradient 0 for ``a`` and ``b``
-          (the result does not depend on them there).
+        * ``b = 0`` (either sign of zero): value ``fill`` whatever ``a`` holds (as
+          TensorFlow's ``divide_no_nan``), gradient 0 for ``a`` and ``b`` (the result does
+          not depend on them there).
         * tiny nonzero ``b``: the exact quotient, which may overflow to inf, as in torch.
 
     Args:
@@ -89,8 +94,10 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
 
 
 class _MaskedMean(SafeFunction):
+    """Returns (mean, number of kept entries); the count is kept for the backward pass."""
+
     @staticmethod
-    def forward(x: torch.Tensor, mask: torch.Tensor, dims: Tuple[int, ...], fill: float) -> torch.Tensor:
+    def forward(x: torch.Tensor, mask: torch.Tensor, dims: Tuple[int, ...], fill: float):
         count = mask.expand_as(x).sum(dims, keepdim=True).to(x.dtype)
         # x * mask is 4x faster than where(mask, x, 0) on CPU but lets a NaN or inf held in a
         # masked entry through (NaN * 0); where() is the fallback when a sum is not finite.
@@ -103,18 +110,18 @@ class _MaskedMean(SafeFunction):
             # largest entry, does not: sum pre-divided entries for those slices
             spread = torch.where(mask, x / torch.clamp_min(count, 1), 0.0).sum(dims, keepdim=True)
             mean = torch.where(torch.isinf(total), spread, mean)
-        return torch.where(count > 0, mean, fill)
+        return torch.where(count > 0, mean, fill), count
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
+    def setup_context(ctx, inputs, outputs):
         x, mask, ctx.dims, _ = inputs
         ctx.shape = x.shape
-        ctx.save_for_backward(mask)
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(mask, outputs[1])
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (mask,) = ctx.saved_tensors
-        count = mask.expand(ctx.shape).sum(ctx.dims, keepdim=True).to(grad.dtype)
+    def backward(ctx, grad: torch.Tensor, _count: torch.Tensor):
+        mask, count = ctx.saved_tensors
         # each kept entry gets grad / count; masked entries and empty slices get 0
         share = torch.where(count > 0, grad / torch.clamp_min(count, 1), 0.0)
         if torch.is_grad_enabled():
@@ -160,7 +167,7 @@ def masked_mean(
     dims = check_dim(x, dim, "masked_mean")
     fill = check_number(fill, "fill", "masked_mean")
     dims = tuple(range(x.dim())) if dims is None else dims
-    mean = _MaskedMean.apply(x.to(compute_dtype(x.dtype)), mask, dims, fill)
+    mean = _MaskedMean.apply(x.to(compute_dtype(x.dtype)), mask, dims, fill)[0]
     if not keepdim:
         mean = mean.squeeze(dims) if dims else mean
     return mean.to(x.dtype)
