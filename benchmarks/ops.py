@@ -65,6 +65,7 @@ def cases() -> Dict[str, Dict[str, object]]:
     mask[::50] = False  # 2% of rows fully masked
     probs = torch.softmax(torch.randn(ROWS, COLS, generator=g), -1)
     probs[:, ::10] = 0.0
+    probs[:, 1::10] = 0.0  # probs.roll(1, 1) is then 0 wherever probs is at columns 1, 11, ...
     unit = torch.rand(N, generator=g) * 2 - 1
     points = torch.randn(ROWS, 3, generator=g)
     b = torch.randn(N, generator=g)
@@ -136,6 +137,10 @@ def cases() -> Dict[str, Dict[str, object]]:
                         composite=composite_entropy),
         "cross_entropy_probs": dict(inputs=[probs.flip(1), probs], native=lambda t, p: -(t * torch.log(p)).sum(-1),
                                     safe=ng.cross_entropy_probs),
+        # targets that are 0 exactly where the probabilities underflowed to 0: 0 * log 0
+        "cross_entropy_probs(0log0)": dict(inputs=[probs.roll(1, 1), probs],
+                                           native=lambda t, p: -(t * torch.log(p)).sum(-1),
+                                           safe=ng.cross_entropy_probs),
         "sqrt": dict(inputs=[positive], native=torch.sqrt, safe=ng.sqrt,
                      composite=_double_where(lambda x: x > 0, torch.sqrt)),
         "pow(0.3)": dict(inputs=[positive], native=lambda x: torch.pow(x, 0.3), safe=lambda x: ng.pow(x, 0.3),

@@ -7,7 +7,7 @@ from typing import Sequence, Tuple, Union
 import torch
 
 from nanguard._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, sum_to
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, fill_where, sum_to, zero_mask
 
 
 class _Div(SafeFunction):
@@ -15,13 +15,8 @@ class _Div(SafeFunction):
 
     @staticmethod
     def forward(a: torch.Tensor, b: torch.Tensor, fill: float):
-        is_zero = b == 0
-        # zeros in b are rare in practice, so a masked fill after a plain division costs
-        # less than building a denominator that is never 0
-        quotient = torch.div(a, b)
-        quotient = quotient.masked_fill_(is_zero, fill) if quotient.shape == is_zero.shape else \
-            torch.where(is_zero, fill, quotient)
-        return quotient, is_zero
+        is_zero = zero_mask(b)
+        return fill_where(torch.div(a, b), is_zero, fill), is_zero
 
     @staticmethod
     def setup_context(ctx, inputs, outputs):
@@ -39,22 +34,18 @@ class _Div(SafeFunction):
             grad_a = torch.where(nonzero, grad / safe_b, torch.zeros_like(grad))
             grad_b = torch.where(nonzero, -(grad * out) / safe_b, torch.zeros_like(grad))
         else:
-            # whatever the divisions make where b == 0 is overwritten by the 0 of the convention
+            # whatever the divisions make where b == 0 is overwritten by the convention's 0
             if ctx.needs_input_grad[0]:
-                grad_a = _zero_where(torch.div(grad, b), is_zero)
+                grad_a = fill_where(torch.div(grad, b), is_zero, 0.0)
             if ctx.needs_input_grad[1]:
                 # d(a/b)/db = -(a/b)/b: multiply by the quotient first, so a tiny b cannot
                 # overflow an intermediate that the product would have brought back
-                grad_b = _zero_where(torch.mul(grad, out).div_(b).neg_(), is_zero)
+                grad_b = fill_where(torch.mul(grad, out).div_(b).neg_(), is_zero, 0.0)
         return (
             sum_to(grad_a, a.shape) if ctx.needs_input_grad[0] else None,
             sum_to(grad_b, b.shape) if ctx.needs_input_grad[1] else None,
             None,
         )
-
-
-def _zero_where(t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return t.masked_fill_(mask, 0.0) if t.shape == mask.shape else torch.where(mask, 0.0, t)
 
 
 def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> torch.Tensor:

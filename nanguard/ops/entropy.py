@@ -145,6 +145,12 @@ class _CrossEntropy(SafeFunction):
 
     @staticmethod
     def forward(target: torch.Tensor, probs: torch.Tensor, dim: int):
+        log_q = torch.log(probs)
+        loss = torch.mul(target, log_q).sum(dim).neg_()
+        # only 0 * log 0 (or an invalid input) makes a NaN here: when eager code sees none,
+        # the textbook terms were already right
+        if can_branch_on_data(loss) and not bool(torch.isnan(loss).any()):
+            return loss, log_q
         # log(q + 1) = 0 exactly where t = q = 0, log(q + 0) = log q everywhere else: terms
         # with t = 0 are 0 * finite, and t > 0 with q = 0 stays the true +inf
         both_zero = torch.mul(zero_indicator(target), zero_indicator(probs))

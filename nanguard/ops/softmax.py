@@ -24,9 +24,11 @@ def _repair_dead_slices(out: torch.Tensor, scores: torch.Tensor, dim: int, dead_
     """
     if scores.dim() == 0 or scores.shape[dim] == 0:
         return out
-    row_max = torch.amax(scores, dim, keepdim=True)
-    if can_branch_on_data(scores) and not bool(torch.isneginf(row_max).any()):
+    # torch makes a dead slice NaN throughout, so its first entry is NaN: one entry per slice
+    # is enough to know that nothing needs repair
+    if can_branch_on_data(scores) and not bool(torch.isnan(out.select(dim, 0)).any()):
         return out
+    row_max = torch.amax(scores, dim, keepdim=True)
     out = out.nan_to_num_(nan=dead_value, posinf=float("inf"), neginf=_NEG_INF)
     # 0 for rows whose max is finite or -inf, NaN for rows whose max is NaN or +inf
     poison = torch.clamp_min(row_max, lowest(row_max.dtype)).mul_(0)
