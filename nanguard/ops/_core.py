@@ -99,23 +99,26 @@ def zero_indicator(x: torch.Tensor) -> torch.Tensor:
     return (x == 0).to(x.dtype)
 
 
-def zero_mask(x: torch.Tensor) -> torch.Tensor:
-    """x == 0 as a bool tensor; on eager CPU via a float comparison, 3x faster than `x == 0`."""
-    if can_branch_on_data(x):
-        return zero_indicator(x).to(torch.bool)
+def zero_positions(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Where x == 0, in the form `fill_at` wants, for tensors shaped like `like`.
+
+    On eager CPU, when x is not broadcast: the flat indices (zeros of a denominator are
+    few, so filling by index touches only them, while `where`/`masked_fill_` cost several
+    passes; finding them once here saves the backward pass from doing it again). Elsewhere
+    (compile, vmap, accelerators, broadcasting) a bool mask.
+    """
+    if can_branch_on_data(x) and x.shape == like.shape:
+        # a float comparison is vectorised; producing bool directly is ~3x slower on CPU
+        return zero_indicator(x).reshape(-1).to(torch.bool).nonzero().squeeze(-1)
     return x == 0
 
 
-def fill_where(t: torch.Tensor, mask: torch.Tensor, value: float) -> torch.Tensor:
-    """`t` with `value` where `mask` (broadcast to t) is True; in place on eager CPU.
-
-    The positions are few in practice (the zeros of a denominator): boolean indexing
-    visits only them, where `masked_fill_` and `where` cost several passes over t.
-    """
-    if can_branch_on_data(t) and t.shape == torch.broadcast_shapes(t.shape, mask.shape):
-        t[mask.expand(t.shape)] = value
-        return t
-    return torch.where(mask, value, t)
+def fill_at(t: torch.Tensor, positions: torch.Tensor, value: float) -> torch.Tensor:
+    """`t` with `value` at `positions` (from `zero_positions`), in place for indices."""
+    if positions.dtype == torch.bool:
+        return torch.where(positions, value, t)
+    t.view(-1).index_fill_(0, positions, value)
+    return t
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

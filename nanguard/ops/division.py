@@ -7,16 +7,17 @@ from typing import Sequence, Tuple, Union
 import torch
 
 from nanguard._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, fill_where, sum_to, zero_mask
+from nanguard.ops._core import SafeFunction, can_branch_on_data, compute_dtype, fill_at, sum_to, zero_positions
 
 
 class _Div(SafeFunction):
-    """Returns (quotient, b == 0); the mask is kept for the backward pass."""
+    """Returns (quotient, where b == 0); the positions are kept for the backward pass."""
 
     @staticmethod
     def forward(a: torch.Tensor, b: torch.Tensor, fill: float):
-        is_zero = zero_mask(b)
-        return fill_where(torch.div(a, b), is_zero, fill), is_zero
+        quotient = torch.div(a, b)
+        is_zero = zero_positions(b, quotient)
+        return fill_at(quotient, is_zero, fill), is_zero
 
     @staticmethod
     def setup_context(ctx, inputs, outputs):
@@ -29,18 +30,18 @@ class _Div(SafeFunction):
         a, b, out, is_zero = ctx.saved_tensors
         grad_a = grad_b = None
         if torch.is_grad_enabled():
-            nonzero = ~is_zero
+            nonzero = b != 0
             safe_b = torch.where(nonzero, b, torch.ones_like(b))
             grad_a = torch.where(nonzero, grad / safe_b, torch.zeros_like(grad))
             grad_b = torch.where(nonzero, -(grad * out) / safe_b, torch.zeros_like(grad))
         else:
             # whatever the divisions make where b == 0 is overwritten by the convention's 0
             if ctx.needs_input_grad[0]:
-                grad_a = fill_where(torch.div(grad, b), is_zero, 0.0)
+                grad_a = fill_at(torch.div(grad, b), is_zero, 0.0)
             if ctx.needs_input_grad[1]:
                 # d(a/b)/db = -(a/b)/b: multiply by the quotient first, so a tiny b cannot
                 # overflow an intermediate that the product would have brought back
-                grad_b = fill_where(torch.mul(grad, out).div_(b).neg_(), is_zero, 0.0)
+                grad_b = fill_at(torch.mul(grad, out).div_(b).neg_(), is_zero, 0.0)
         return (
             sum_to(grad_a, a.shape) if ctx.needs_input_grad[0] else None,
             sum_to(grad_b, b.shape) if ctx.needs_input_grad[1] else None,

@@ -145,12 +145,18 @@ class _CrossEntropy(SafeFunction):
 
     @staticmethod
     def forward(target: torch.Tensor, probs: torch.Tensor, dim: int):
-        log_q = torch.log(probs)
-        loss = torch.mul(target, log_q).sum(dim).neg_()
-        # only 0 * log 0 (or an invalid input) makes a NaN here: when eager code sees none,
-        # the textbook terms were already right
-        if can_branch_on_data(loss) and not bool(torch.isnan(loss).any()):
-            return loss, log_q
+        if can_branch_on_data(probs):
+            log_q = torch.log(probs)
+            loss = torch.mul(target, log_q).sum(dim).neg_()
+            if not bool(torch.isnan(loss).any()):
+                return loss, log_q  # no 0 * log 0 anywhere: the textbook terms are right
+            if target.numel() and bool(target.min() >= 0) and bool(probs.min() >= 0):
+                # valid inputs (no NaN, nothing negative): t + q = 0 exactly where t = q = 0,
+                # so log q * sign(t + q) is NaN there and only there; that NaN becomes 0
+                sign = torch.add(target, probs).sign_()
+                log_q = log_q.mul_(sign) if sign.shape == log_q.shape else log_q * sign
+                log_q = log_q.nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+                return torch.mul(target, log_q).sum(dim).neg_(), log_q
         # log(q + 1) = 0 exactly where t = q = 0, log(q + 0) = log q everywhere else: terms
         # with t = 0 are 0 * finite, and t > 0 with q = 0 stays the true +inf
         both_zero = torch.mul(zero_indicator(target), zero_indicator(probs))

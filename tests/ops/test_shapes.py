@@ -128,3 +128,16 @@ def test_empty_reductions_follow_the_conventions() -> None:
     assert ng.var(torch.empty(2, 0), dim=1).tolist() == [0.0, 0.0]
     assert ng.std(torch.empty(0, 3), dim=0).tolist() == [0.0, 0.0, 0.0]
     assert ng.distance_matrix(torch.empty(0, 3), torch.rand(4, 3)).shape == (0, 4)
+
+
+def test_cross_entropy_broadcast_with_zero_times_log_zero() -> None:
+    target = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.5, 0.5]], dtype=torch.float64, requires_grad=True)
+    probs = torch.tensor([0.0, 0.7, 0.3], dtype=torch.float64, requires_grad=True)
+    loss = ng.cross_entropy_probs(target, probs)
+    log7, log3 = torch.log(torch.tensor(0.7)).item(), torch.log(torch.tensor(0.3)).item()
+    assert loss.tolist() == pytest.approx([-log7, -0.5 * (log7 + log3)])
+    loss.sum().backward()
+    assert target.grad.tolist() == pytest.approx([[0.0, -log7, -log3], [0.0, -log7, -log3]])
+    assert probs.grad.tolist() == pytest.approx([0.0, -1.5 / 0.7, -0.5 / 0.3])
+    # a target on a probability of exactly 0 is a true +inf, not hidden
+    assert ng.cross_entropy_probs(torch.tensor([0.5, 0.5, 0.0]), probs.detach()).item() == float("inf")
