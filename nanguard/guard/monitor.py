@@ -8,7 +8,9 @@ module, when a norm has grown more than `factor` times within `window` steps or 
 absolute `threshold`.
 
 Growth is measured robustly: the median of the 3 newest norms against the median of the
-oldest quarter of the window, so one noisy batch does not fire it. The origin is the module
+oldest quarter of the window, so one noisy batch does not fire it; and it must reach a new
+high for the module (above every norm it had before the window), so a converged run whose
+tiny gradient noise climbs back up, still far below its early-training scale, stays quiet. The origin is the module
 whose norm took off first (the start of its final run above a quarter of its log-rise);
 when several took off in the same step, the explosion entered at the one nearest the loss
 (the first to receive its gradient in the backward pass), and that one is named.
@@ -189,6 +191,8 @@ class GradNormMonitor:
         self.history = NormHistory([TOTAL], self.capacity)
         # the newest `window` rows, as a ring buffer the analysis reads without rebuilding it
         self._ring = torch.zeros(0)
+        # per module, the largest norm of the steps that have left the window
+        self._peak = torch.zeros(0, dtype=torch.float64)
         self._ring_steps: List[int] = []
         self._pos = 0
         self._count = 0
@@ -208,6 +212,7 @@ class GradNormMonitor:
         self.modules = table.module_names
         self.history = NormHistory(list(self.modules) + [TOTAL], self.capacity)
         self._ring = torch.zeros(self.window, len(self.modules), dtype=torch.float64)
+        self._peak = torch.zeros(len(self.modules), dtype=torch.float64)
         self._ring_steps = [0] * self.window
         self._pos = self._count = 0
         self._module_index = torch.tensor(table.modules, dtype=torch.long)
@@ -253,6 +258,8 @@ class GradNormMonitor:
         """Record one step's module norms; return (and warn with) an alert if one fires."""
         self._learn_order()
         self.history.add(step, norms + [total], bad)
+        if self._count == self.window:  # the oldest row leaves the window
+            self._peak = torch.fmax(self._peak, self._ring[self._pos])
         self._ring[self._pos] = torch.tensor(norms, dtype=torch.float64)
         self._ring_steps[self._pos] = step
         self._pos = (self._pos + 1) % self.window
@@ -286,7 +293,9 @@ class GradNormMonitor:
             level = x[-3:].nanmedian(0).values
             usable = torch.isfinite(base) & (base > 0)
             ratio = torch.where(usable, level / base.clamp_min(1e-300), torch.zeros_like(base))
-            growth = ratio > self.factor
+            # an explosion also reaches a new high: a converged model whose tiny gradient
+            # noise climbs back from 1e-3 to 1e-2 (after norms of 1 early on) is healthy
+            growth = (ratio > self.factor) & ~(level <= self._peak)
         else:
             base, level = current.clone(), current.clone()
             ratio = torch.ones_like(current)
