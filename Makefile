@@ -22,6 +22,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/ops.py
+	$(PY) benchmarks/detect.py
+	$(PY) benchmarks/guard.py
+	$(PY) benchmarks/lint.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
