@@ -6,7 +6,7 @@ from typing import Callable, Union
 
 import torch
 
-from nanguard._checks import check_floating, check_tensor
+from nanguard._checks import broadcast_pair, check_floating, check_tensor
 
 Other = Union[torch.Tensor, float, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -55,13 +55,7 @@ def safe_where(
     if not callable(fn):
         raise TypeError(f"nanguard.safe_where: `fn` must be callable, got {type(fn).__name__}")
     check_floating(x, "x", "safe_where")
-    try:
-        torch.broadcast_shapes(cond.shape, x.shape)
-    except RuntimeError:
-        raise ValueError(
-            f"nanguard.safe_where: `cond` of shape {tuple(cond.shape)} does not broadcast with "
-            f"`x` of shape {tuple(x.shape)}"
-        ) from None
+    broadcast_pair(cond, x, "safe_where", ("cond", "x"))
     if isinstance(safe, torch.Tensor):
         safe = safe.to(x.dtype)
     elif isinstance(safe, bool) or not isinstance(safe, (int, float)):

@@ -113,7 +113,7 @@ def test_shapes_that_do_not_broadcast() -> None:
         ng.xlogy(torch.rand(3), torch.rand(4))
     with pytest.raises(ValueError, match="do not broadcast"):
         ng.div(torch.rand(3), torch.rand(2, 4))
-    with pytest.raises(ValueError, match="does not broadcast"):
+    with pytest.raises(ValueError, match=r"\(5,\) \(`cond`\) and \(3,\) \(`x`\) do not broadcast"):
         ng.safe_where(torch.ones(5, dtype=torch.bool), torch.log, torch.rand(3))
 
 
