@@ -67,9 +67,10 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the real names
-    from nanguard.detect import NonFiniteWarning, Report, TensorSummary, detect
-    from nanguard.errors import NonFiniteError
-    from nanguard.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert
-    from nanguard.ops import (acos, asin, cosine_similarity, cross_entropy_probs, distance_matrix, div, entropy,
-                              log_softmax, logaddexp, logsumexp, masked_mean, norm, normalize, pow, safe_where,
-                              softmax, softplus, sqrt, std, var, xlogy)
+    from nanguard.detect import NonFiniteWarning, Report, TensorSummary, detect  # noqa: F401
+    from nanguard.errors import NonFiniteError  # noqa: F401
+    from nanguard.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert  # noqa: F401
+    from nanguard.ops import (  # noqa: F401
+        acos, asin, cosine_similarity, cross_entropy_probs, distance_matrix, div, entropy, log_softmax, logaddexp,
+        logsumexp, masked_mean, norm, normalize, pow, safe_where, softmax, softplus, sqrt, std, var, xlogy,
+    )
