@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -46,10 +46,13 @@ def single_thread() -> None:
 
 
 def transformer_step_factory(batch: int = 16, seq: int = 32, d_model: int = 128, heads: int = 4,
-                             ff: int = 256, layers: int = 4):
+                             ff: int = 256, layers: int = 4,
+                             make_update: Optional[Callable[[torch.nn.Module, torch.optim.Optimizer],
+                                                            Callable[[], object]]] = None):
     """The shared benchmark model: a 4-layer nn.TransformerEncoder training step on CPU.
 
-    Returns (model, optimizer, step) where step() runs forward, backward and optimizer.step().
+    Returns (model, optimizer, step) where step() runs forward, backward and the update:
+    optimizer.step(), or what `make_update(model, optimizer)` returns (e.g. a guard's step).
     """
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=ff, dropout=0.0,
@@ -60,12 +63,13 @@ def transformer_step_factory(batch: int = 16, seq: int = 32, d_model: int = 128,
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
     inputs = torch.randn(batch, seq, d_model)
     target = torch.randn(batch, seq, 1)
+    update = optimizer.step if make_update is None else make_update(net, optimizer)
 
-    def step() -> float:
+    def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(net(inputs), target)
         loss.backward()
-        optimizer.step()
+        update()
         return loss
 
     return net, optimizer, step
