@@ -24,7 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import compare, print_table, single_thread, transformer_step_factory  # noqa: E402
-from nanguard.guard import GradGuard, GradNormMonitor  # noqa: E402
+from nanguard.torch.guard import GradGuard, GradNormMonitor  # noqa: E402
 
 GOALS = {"guarded": 1.03, "monitored": 1.08}
 

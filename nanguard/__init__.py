@@ -2,40 +2,39 @@
 
 Five pillars: prevent (safe ops), detect & locate, explain, recover (guard the step), lint.
 
-Names are imported on first use, so that ``nanguard lint`` (which only reads source) starts
-without importing torch.
+The package itself depends on no framework. ``nanguard.core`` (the op contract, the hazard
+catalogue, the report) and ``nanguard.lint`` import none; the framework pillars live in
+``nanguard.torch`` and are imported on first use, so ``nanguard.softplus`` is
+``nanguard.torch.softplus`` and ``nanguard lint`` starts without importing torch.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, List
 
 __version__ = "0.1.0"
 
-_PILLARS: Dict[str, List[str]] = {
-    # prevent: the safe ops
-    "nanguard.ops": [
-        "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
-        "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
-        "softmax", "softplus", "sqrt", "std", "var", "xlogy",
-    ],
-    # detect & locate, explain
-    "nanguard.detect": ["detect", "Report", "TensorSummary", "NonFiniteWarning"],
-    # recover
-    "nanguard.guard": ["GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert"],
-    "nanguard.errors": ["NonFiniteError"],
-}
-_HOME = {name: module for module, names in _PILLARS.items() for name in names}
+# The framework-neutral names; everything else in __all__ comes from the default backend.
+_NEUTRAL = {"NonFiniteError": "nanguard.errors"}
+_DEFAULT_BACKEND = "nanguard.torch"
+_BACKEND_NAMES = (
+    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
+    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
+    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
+    "detect", "Report", "TensorSummary", "NonFiniteWarning",
+    "GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert",
+)
 
-__all__ = list(_HOME)
+__all__ = [*_BACKEND_NAMES, *_NEUTRAL]
 
 
 def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
+    if name in _NEUTRAL:
+        module = _NEUTRAL[name]
+    elif name in _BACKEND_NAMES:
+        module = _DEFAULT_BACKEND
+    else:
         raise AttributeError(f"module 'nanguard' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
@@ -46,31 +45,11 @@ def __dir__() -> List[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-class _Package(types.ModuleType):
-    """`nanguard.detect` is a function, though `nanguard/detect/` is also a subpackage.
-
-    Importing a submodule binds it as an attribute of its package; this data descriptor
-    takes that assignment and keeps answering with the function (the subpackage stays
-    reachable through ``import nanguard.detect...`` and ``sys.modules``).
-    """
-
-    @property
-    def detect(self) -> Any:
-        return importlib.import_module("nanguard.detect").detect
-
-    @detect.setter
-    def detect(self, _subpackage: Any) -> None:
-        pass
-
-
-sys.modules[__name__].__class__ = _Package
-
-
 if TYPE_CHECKING:  # static analysers and IDEs see the real names
-    from nanguard.detect import NonFiniteWarning, Report, TensorSummary, detect  # noqa: F401
     from nanguard.errors import NonFiniteError  # noqa: F401
-    from nanguard.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert  # noqa: F401
-    from nanguard.ops import (  # noqa: F401
-        acos, asin, cosine_similarity, cross_entropy_probs, distance_matrix, div, entropy, log_softmax, logaddexp,
-        logsumexp, masked_mean, norm, normalize, pow, safe_where, softmax, softplus, sqrt, std, var, xlogy,
+    from nanguard.torch import (  # noqa: F401
+        GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert, NonFiniteWarning, Report, TensorSummary,
+        acos, asin, cosine_similarity, cross_entropy_probs, detect, distance_matrix, div, entropy, log_softmax,
+        logaddexp, logsumexp, masked_mean, norm, normalize, pow, safe_where, softmax, softplus, sqrt, std, var,
+        xlogy,
     )

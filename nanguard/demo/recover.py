@@ -16,7 +16,7 @@ from typing import List, Tuple
 import torch
 
 from nanguard.demo import Show
-from nanguard.guard import GradGuard, GradientGrowthWarning, GradNormMonitor
+from nanguard.torch.guard import GradGuard, GradientGrowthWarning, GradNormMonitor
 
 STEPS = 30
 BAD_BATCH = 12

@@ -1,0 +1,37 @@
+"""nanguard for PyTorch: the safe ops, the detector and the guard, on the user's own torch.
+
+``nanguard.softplus`` and the other top-level names are aliases of the names here
+(``nanguard.torch.softplus is nanguard.softplus``). Importing this package needs torch;
+without it the error names the extra to install.
+
+Subpackages, one pillar each: ``ops`` (prevent), ``detector`` (detect, locate, explain),
+``guard`` (recover).
+"""
+
+from __future__ import annotations
+
+try:
+    import torch as _torch  # noqa: F401  (the check; every submodule imports torch itself)
+except ImportError as error:  # pragma: no cover - exercised in a subprocess by tests/core
+    raise ImportError(
+        "nanguard's PyTorch pillars (safe ops, detect, GradGuard) need PyTorch, which is not "
+        "installed. Install it with `pip install 'nanguard[torch]'` (or your own torch build), "
+        "or use only `nanguard lint`, which needs no framework."
+    ) from error
+
+from nanguard.errors import NonFiniteError
+from nanguard.torch.detector import NonFiniteWarning, Report, TensorSummary, detect
+from nanguard.torch.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert
+from nanguard.torch.ops import (
+    acos, asin, cosine_similarity, cross_entropy_probs, distance_matrix, div, entropy, log_softmax, logaddexp,
+    logsumexp, masked_mean, norm, normalize, pow, safe_where, softmax, softplus, sqrt, std, var, xlogy,
+)
+
+__all__ = [
+    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
+    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
+    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
+    "detect", "Report", "TensorSummary", "NonFiniteWarning",
+    "GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert",
+    "NonFiniteError",
+]

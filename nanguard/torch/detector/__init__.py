@@ -1,0 +1,12 @@
+"""Detect & locate: find the first NaN/Inf, forward or backward, and explain it.
+
+``nanguard.detect()`` is the context manager / decorator; ``Report`` is what it finds;
+``nanguard run script.py`` (see `nanguard.detect.cli`) runs a whole program under it.
+"""
+
+from nanguard.torch.detector.context import detect
+from nanguard.torch.detector.frames import Frame
+from nanguard.torch.detector.report import NonFiniteWarning, Report
+from nanguard.torch.detector.values import ScalarArg, TensorSummary
+
+__all__ = ["detect", "Report", "TensorSummary", "ScalarArg", "Frame", "NonFiniteWarning"]

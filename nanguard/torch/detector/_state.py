@@ -1,0 +1,246 @@
+"""Per-thread state and the three global hooks detection needs while it is active.
+
+* ``nn.Module.__call__`` is wrapped so the *outermost* module call is one coarse, replayable
+  unit (its output checked, its inputs and RNG state taped) and the op-level mode is out of the
+  way inside it (default mode) or told the module path (exhaustive mode).
+* ``torch.autograd._engine_run_backward`` (the one funnel of ``backward()`` and
+  ``autograd.grad``; PyTorch patches it the same way in ``torch.compiler``) is wrapped so each
+  backward pass is checked once at the end, and replayed under the op-level check on a finding.
+* Global optimizer step hooks take the optimizer's hundreds of small in-place ops out of the
+  default mode's path and check the parameters once after the step.
+
+Every hook consults a thread-local stack of active detections and does nothing on threads
+without one; they are installed when the first detection starts and removed with the last.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, List, Optional, TypeVar
+
+import torch
+import torch.autograd
+import torch.autograd.graph
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+
+class ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.stack: List[Any] = []      # active Activation objects, innermost last
+        self.depth = 0                  # module-call nesting seen by the wrapper
+        self.modules: List[torch.nn.Module] = []   # module stack (exhaustive mode and replays)
+        self.replay: Optional[Any] = None          # the Replay in progress on this thread
+        self.in_backward = 0
+        self.in_optimizer = 0
+        # False while nothing needs to see module calls (no detection, or inside an outermost
+        # module call in the default mode): the wrapper then costs one attribute read.
+        self.watch = False
+
+
+STATE = ThreadState()
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def no_compile(fn: _F) -> _F:
+    """Run ``fn`` (and what it calls) with TorchDynamo off.
+
+    While detection runs a hook (an outermost module call, a backward pass, a replay), the
+    frames it executes must stay eager: dynamo would otherwise try to compile nanguard's own
+    helpers when they run inside a ``torch.compile``'d function. Explicitly compiled modules
+    and functions called inside still run compiled. Dynamo is imported on first use (the
+    dispatch modes import it anyway).
+    """
+    disabled: Optional[Callable[..., Any]] = None
+
+    @functools.wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        nonlocal disabled
+        if disabled is None:
+            try:
+                import torch._dynamo
+                disabled = torch._dynamo.disable(fn, recursive=True)
+            except Exception:  # a torch without dynamo: nothing to turn off
+                disabled = fn
+        return disabled(*args, **kwargs)
+
+    return inner  # type: ignore[return-value]
+
+_ORIG_MODULE_CALL: Callable[..., Any] = torch.nn.Module.__call__
+_ORIG_ENGINE: Optional[Callable[..., Any]] = getattr(torch.autograd, "_engine_run_backward", None)
+_LOCK = threading.Lock()
+_USERS = 0
+_HANDLES: List[Any] = []
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
+def orig_module_call(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    return _ORIG_MODULE_CALL(module, *args, **kwargs)
+
+
+def orig_engine() -> Callable[..., Any]:
+    assert _ORIG_ENGINE is not None
+    return _ORIG_ENGINE
+
+
+def _module_call(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    # Checked first so that torch.compile traces straight through to the original.
+    if _is_compiling():
+        return _ORIG_MODULE_CALL(self, *args, **kwargs)
+    st = STATE
+    if not st.watch:
+        return _ORIG_MODULE_CALL(self, *args, **kwargs)
+    if st.replay is not None:
+        return st.replay.module_call(self, args, kwargs)
+    if not st.stack:
+        return _ORIG_MODULE_CALL(self, *args, **kwargs)
+    act = st.stack[-1]
+    try:
+        return act.module_call(self, args, kwargs)
+    except Exception as exc:
+        raise _trimmed(exc)
+    finally:
+        if act.tripped:
+            act.maybe_retire()
+
+
+def _engine_run_backward(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+    st = STATE
+    if st.replay is not None or not st.stack or _is_compiling():
+        return _ORIG_ENGINE(outputs, *args, **kwargs)
+    act = st.stack[-1]
+    try:
+        return act.run_backward(_ORIG_ENGINE, outputs, args, kwargs)
+    except Exception as exc:
+        raise _trimmed(exc)
+    finally:
+        if act.tripped:
+            act.maybe_retire()
+
+
+def _trimmed(exc: BaseException) -> BaseException:
+    """A detection's own NonFiniteError without nanguard's internal frames in its traceback
+    (the report already says where); any other exception is passed on untouched."""
+    from nanguard.errors import NonFiniteError
+    from nanguard.torch.detector.report import Report
+    if isinstance(exc, NonFiniteError) and isinstance(exc.report, Report):
+        return exc.with_traceback(None)
+    return exc
+
+
+def _opt_pre(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    st = STATE
+    if st.stack and st.replay is None:
+        st.stack[-1].optimizer_pre(optimizer)
+
+
+def _opt_post(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    st = STATE
+    if st.stack and st.replay is None:
+        act = st.stack[-1]
+        act.optimizer_post(optimizer)
+        if act.tripped:
+            act.maybe_retire()
+
+
+def acquire() -> None:
+    """Install the hooks when the first detection starts.
+
+    They then stay installed for the life of the process: re-assigning ``nn.Module.__call__``
+    invalidates Python's attribute cache for every module class (about half a millisecond),
+    which a detection entered once per training step would pay twice per step. Installed but
+    idle, the hooks cost one thread-local lookup per module call or backward pass.
+    """
+    global _USERS
+    with _LOCK:
+        _USERS += 1
+        if _HANDLES:
+            return
+        torch.nn.Module.__call__ = _module_call  # type: ignore[method-assign]
+        if _ORIG_ENGINE is not None:
+            torch.autograd._engine_run_backward = _engine_run_backward  # type: ignore[attr-defined]
+            torch.autograd.graph._engine_run_backward = _engine_run_backward  # type: ignore[attr-defined]
+        _HANDLES.append(register_optimizer_step_pre_hook(_opt_pre))
+        _HANDLES.append(register_optimizer_step_post_hook(_opt_post))
+
+
+def release() -> None:
+    """One detection ended (the hooks stay, idle; see `acquire`)."""
+    global _USERS
+    with _LOCK:
+        _USERS = max(0, _USERS - 1)
+
+
+def uninstall() -> None:
+    """Remove the hooks now (for tests, or a program that wants torch exactly as it was).
+
+    Refused while a detection is active. Leaves alone any patch someone installed on top.
+    """
+    with _LOCK:
+        if _USERS:
+            raise RuntimeError("nanguard: cannot uninstall the detection hooks while a detection is active")
+        if torch.nn.Module.__call__ is _module_call:
+            torch.nn.Module.__call__ = _ORIG_MODULE_CALL  # type: ignore[method-assign]
+        if _ORIG_ENGINE is not None:
+            if getattr(torch.autograd, "_engine_run_backward", None) is _engine_run_backward:
+                torch.autograd._engine_run_backward = _ORIG_ENGINE  # type: ignore[attr-defined]
+            if getattr(torch.autograd.graph, "_engine_run_backward", None) is _engine_run_backward:
+                torch.autograd.graph._engine_run_backward = _ORIG_ENGINE  # type: ignore[attr-defined]
+        while _HANDLES:
+            _HANDLES.pop().remove()
+
+
+def engine_hooked() -> bool:
+    """Whether backward passes go through `Activation.run_backward` (torch >= 2.3)."""
+    return _ORIG_ENGINE is not None
+
+
+def installed() -> bool:
+    return bool(_HANDLES)
+
+
+# ---------------------------------------------------------------------------------- RNG
+def capture_rng() -> tuple:
+    """CPU generator state plus every initialised CUDA device's (cheap: ~1 µs on CPU)."""
+    cuda = None
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        cuda = torch.cuda.get_rng_state_all()
+    return (torch.get_rng_state(), cuda)
+
+
+def restore_rng(state: tuple) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+# ------------------------------------------------------------------------------ autocast
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> Optional[tuple]:
+    """The enabled autocast regions (device, dtype), or None when autocast is off (the usual case)."""
+    out = []
+    for device in _AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(device):
+                out.append((device, torch.get_autocast_dtype(device)))
+        except (TypeError, RuntimeError, AttributeError):  # older torch spells it differently
+            continue
+    return tuple(out) or None
+
+
+class autocast_context:
+    """Re-enter the autocast regions a call was made under (a no-op for None)."""
+
+    def __init__(self, state: Optional[tuple]) -> None:
+        self.managers = [torch.autocast(device, dtype=dtype) for device, dtype in (state or ())]
+
+    def __enter__(self) -> None:
+        for m in self.managers:
+            m.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        for m in reversed(self.managers):
+            m.__exit__(*exc)

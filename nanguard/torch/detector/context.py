@@ -1,0 +1,187 @@
+"""`nanguard.detect()`: the public context manager / decorator and its options.
+
+How it works lives next door: `activation.py` (one active detection: the coarse checks at
+module, backward and optimizer boundaries), `live.py` (the op-level dispatch mode), `replay.py`
+(localising a coarse finding by re-running it op by op), `tape.py` (what a replay needs).
+
+Two ways of checking, one result:
+
+* **default** (cheap enough to leave on): values are checked at coarse boundaries only: each
+  aten op of top-level code (outside any module), the output of each *outermost* module call,
+  and the gradients at the end of each backward pass. Nothing runs per op inside modules, the
+  backward pass or the optimizer step. When a boundary sees a value that was *made*
+  non-finite there, that unit is replayed under the op-level check to find the exact op,
+  line and module; a parameter the optimizer step made non-finite is caught at its first
+  use and blamed on that step.
+* **exhaustive** (``exhaustive=True``): every aten op, forward, backward and optimizer, is
+  checked as it runs. It also sees values that are made non-finite and then thrown away
+  (inside a module, or in a backward branch that a mask zeroes).
+
+In both, "made non-finite" follows one rule (`values.judge`): NaN where no input held NaN,
+±Inf where every input was finite. A ``-inf`` mask that flows through softmax is not reported;
+``log(0)`` is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
+
+import torch
+
+from nanguard.torch.detector._state import STATE
+from nanguard.torch.detector.activation import Activation
+from nanguard.torch.detector.report import NonFiniteWarning, Report
+
+__all__ = ["detect", "NonFiniteWarning"]
+
+_CHECKS = {"nan": frozenset({"nan"}), "inf": frozenset({"inf"}), "both": frozenset({"nan", "inf"}),
+           "all": frozenset({"nan", "inf"})}
+_MODES = ("raise", "warn", "record")
+
+
+def _parse_check(check: Union[str, Iterable[str]]) -> frozenset:
+    if isinstance(check, str):
+        if check.lower() not in _CHECKS:
+            raise ValueError(f"nanguard.detect: check must be 'nan', 'inf' or 'both', got {check!r}")
+        return _CHECKS[check.lower()]
+    try:
+        items = {str(c).lower() for c in check}
+    except TypeError:
+        raise TypeError(f"nanguard.detect: check must be a string or a collection of 'nan'/'inf', "
+                        f"got {type(check).__name__}") from None
+    if not items or not items <= {"nan", "inf"}:
+        raise ValueError(f"nanguard.detect: check must name 'nan' and/or 'inf', got {check!r}")
+    return frozenset(items)
+
+
+def _parse_modules(modules: Any) -> Dict[int, tuple]:
+    """{id(module): (weakref, name)} from a module, a {name: module} mapping, or a list."""
+    if modules is None:
+        return {}
+    if isinstance(modules, torch.nn.Module):
+        items = [(None, modules)]
+    elif isinstance(modules, Mapping):
+        items = list(modules.items())
+    elif isinstance(modules, (list, tuple)):
+        items = [(None, m) for m in modules]
+    else:
+        raise TypeError("nanguard.detect: modules must be an nn.Module, a {name: module} dict or a list "
+                        f"of modules, got {type(modules).__name__}")
+    out = {}
+    for name, m in items:
+        if not isinstance(m, torch.nn.Module):
+            raise TypeError(f"nanguard.detect: modules must contain nn.Module objects, got {type(m).__name__}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"nanguard.detect: module names must be strings, got {name!r}")
+        out[id(m)] = (weakref.ref(m), name)
+    return out
+
+
+class detect(contextlib.ContextDecorator):
+    """Raise at the first op, forward or backward, that turns finite values into NaN or ±Inf.
+
+    Use it as a context manager or a decorator. It checks cheaply at coarse boundaries (each
+    op of top-level code, each outermost module's output, each backward pass's gradients)
+    and, once something is non-finite, replays the culprit under an op-level check to name
+    the exact op, the user's line, the module path, the inputs and a fix. Numerics are
+    untouched: outputs, gradients and the random stream are bitwise identical with and
+    without it.
+
+    Args:
+        check: which values count: ``"nan"``, ``"inf"``, or ``"both"`` (default).
+        mode: ``"raise"`` (default) raises ``nanguard.NonFiniteError`` (a
+            ``FloatingPointError``) carrying ``.report``; ``"warn"`` issues a
+            ``NonFiniteWarning`` and goes on; ``"record"`` keeps the first report on
+            ``.report`` and goes on. After the first finding, checking stops.
+        modules: optional module(s) used to name module paths in reports: an ``nn.Module``,
+            a ``{"model": model}`` dict, or a list. Without it, the outermost modules called
+            are discovered and named after the variable that holds them.
+        exhaustive: check every op as it runs (about 1.35x a training step instead of about
+            1.03x); it also finds values made non-finite and then discarded, and the exact op
+            inside an optimizer step.
+
+    Deliberate infinities are not reported: a ``masked_fill(mask, float("-inf"))`` that
+    flows into softmax and comes out finite is fine. ±Inf that an op *creates* from finite
+    inputs (overflow, ``log(0)``, ``x/0``) is reported, and NaN wherever it first appears.
+    A NaN already present in data the program feeds in is reported with phase ``"input"``
+    at the line that first consumes it.
+
+    Example:
+        >>> x = torch.zeros(3, requires_grad=True)
+        >>> with nanguard.detect():
+        ...     torch.sqrt(x).sum().backward()
+        Traceback (most recent call last):
+        nanguard.errors.NonFiniteError: nanguard: first non-finite value (+Inf) — backward of sqrt ...
+        >>> with nanguard.detect(mode="record") as d:
+        ...     y = torch.log(torch.zeros(2))
+        >>> d.report.phase, d.report.op, d.report.kind
+        ('forward', 'aten.log.default', 'inf')
+
+    Detection covers the thread that entered it (use one ``detect()`` per thread; the
+    decorator form does that naturally). Under ``torch.compile`` the compiled region runs
+    eagerly while detection is active (PyTorch does not compile under a dispatch mode), so
+    it is checked like eager code; code compiled *before* entering detection is opaque and
+    only its outputs are checked.
+    """
+
+    def __init__(self, *, check: Union[str, Iterable[str]] = "both", mode: str = "raise",
+                 modules: Any = None, exhaustive: bool = False) -> None:
+        if not isinstance(mode, str) or mode not in _MODES:
+            raise ValueError(f"nanguard.detect: mode must be 'raise', 'warn' or 'record', got {mode!r}")
+        if not isinstance(exhaustive, bool):
+            raise TypeError(f"nanguard.detect: exhaustive must be True or False, got {exhaustive!r}")
+        self.check = _parse_check(check)
+        self.mode = mode
+        self.exhaustive = exhaustive
+        self._modules = _parse_modules(modules)
+        self._lock = threading.Lock()
+        self._active = 0
+        self.report: Optional[Report] = None
+        # Kept across activations (a detection entered once per step): module id ->
+        # (weakref, parameter list, backward count when listed).
+        self._params: Dict[int, tuple] = {}
+        self._backward_count = 0
+
+    def __repr__(self) -> str:
+        checks = "both" if len(self.check) == 2 else next(iter(self.check))
+        return (f"nanguard.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
+                f"found={self.report is not None})")
+
+    def __enter__(self) -> "detect":
+        with self._lock:
+            if not self._active:
+                self.report = None   # a fresh use (e.g. the next call of a decorated function)
+            self._active += 1
+        try:
+            Activation(self).start()
+        except BaseException:
+            with self._lock:
+                self._active -= 1
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        try:
+            for act in reversed(STATE.stack):
+                if act.det is self:
+                    act.stop()
+                    break
+        finally:
+            with self._lock:
+                self._active = max(0, self._active - 1)
+        return False
+
+    def _recreate_cm(self) -> "detect":
+        # ContextDecorator re-uses this object for every call of a decorated function; each
+        # call gets its own activation (per thread), so sharing it is safe.
+        return self
+
+    def _keep(self, report: Report) -> bool:
+        with self._lock:
+            if self.report is None:
+                self.report = report
+                return True
+            return False

@@ -1,0 +1,356 @@
+"""Precise localisation by replay: re-run recorded calls under an op-level check.
+
+The cheap default mode only knows *that* a module's output or a backward pass's gradients went
+non-finite. To say *which op* and *which line*, it re-runs that unit here:
+
+* the arguments are copies or detached aliases, and parameters are swapped for aliases with
+  ``torch.func.functional_call`` (buffers for clones), so nothing the user owns is written:
+  no ``.grad`` accumulates, no running statistic moves, no tensor hook fires;
+* the RNG state is set to the one recorded before the call (the same dropout masks) and put
+  back afterwards, so the program's random stream is untouched;
+* `_ReplayMode` checks every aten op in order, forward then backward, and stops at the first
+  op that creates a non-finite value; each forward op's user line, module path and inputs are
+  attached to the autograd node it creates, which is how a backward finding learns the
+  forward line that made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from nanguard.torch.detector import _state
+from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
+from nanguard.torch.detector.aten import checks_values, written_tensors
+from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
+from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
+from nanguard.torch.detector.report import Report
+from nanguard.torch.detector.tape import Entry, key_of
+from nanguard.torch.detector.values import checkable, fast_finite, judge
+
+_current_node = torch._C._current_autograd_node
+
+
+class Found(BaseException):
+    """Stops a replay at the first finding. A BaseException, so that ``except Exception`` in
+    the replayed user code cannot swallow it."""
+
+    def __init__(self, report: Report) -> None:
+        super().__init__(report.message)
+        self.report = report
+
+
+class _ReplayMode(TorchDispatchMode):
+    def __init__(self, replay: "Replay") -> None:
+        super().__init__()
+        self.replay = replay
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        r = self.replay
+        r.flush()
+        out = func(*args, **kwargs)
+        if not checks_values(func):
+            if func.is_view or not torch.is_grad_enabled():
+                return out
+            r.pending = (out if isinstance(out, (tuple, list)) else (out,), func, args, kwargs, sys._getframe(1))
+            return out
+        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        written = written_tensors(func, args, kwargs)
+        checked = [o for o in outs if checkable(o)]
+        checked += [t for t in written if checkable(t) and all(t is not o for o in checked)]
+        if any(not fast_finite(o) for o in checked if o.numel()):
+            pairs = named_args(func, args, kwargs)
+            tensors, scalars, _ = split_args(pairs)
+            ids = {id(t) for t in written}               # an in-place target's old value is gone
+            verdict = judge([t for _, t in tensors if id(t) not in ids], [s.value for s in scalars],
+                            checked, r.check)
+            if verdict is not None:
+                raise Found(r.capture(func, args, kwargs, out, verdict, sys._getframe(1)))
+        if torch.is_grad_enabled() and outs:
+            r.pending = (outs, func, args, kwargs, sys._getframe(1))
+        return out
+
+
+class Replay:
+    """One replay session on the calling thread."""
+
+    def __init__(self, act: Any, how: str, call_frame: Optional[Frame] = None) -> None:
+        self.act = act
+        self.check = act.check
+        self.how = how
+        self.call_frame = call_frame
+        self.records: List[ForwardInfo] = []
+        self.pending: Optional[tuple] = None
+        self.modules: List[torch.nn.Module] = []
+        self.names: Dict[int, str] = {}
+        self.entry: Optional[Entry] = None
+        self.token = object()
+        self.notes: List[str] = []
+        self.tensor_names: Dict[int, str] = {}   # parameters (or their aliases) -> dotted name
+        self.originals: Dict[int, torch.Tensor] = {}   # alias id -> the parameter it stands for
+
+    # ---------------------------------------------------------------- module paths
+    def module_call(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+        self.modules.append(module)
+        try:
+            return orig_module_call(module, *args, **kwargs)
+        finally:
+            self.modules.pop()
+
+    def name_root(self, root: torch.nn.Module) -> None:
+        prefix = self.act.root_name(root)
+        for name, m in root.named_modules():
+            name = _plain(name)
+            self.names.setdefault(id(m), f"{prefix}.{name}" if name else prefix)
+
+    def module_path(self) -> Optional[str]:
+        if not self.modules:
+            return None
+        m = self.modules[-1]
+        return self.names.get(id(m), type(m).__name__)
+
+    # ---------------------------------------------------------------- node annotation
+    def flush(self) -> None:
+        """Attach the previous forward op's info to the autograd node(s) it created.
+
+        A dispatch-level handler runs below autograd, so the node of an op's output exists
+        only once the op has returned; the next op (or the end of a call) is when to look.
+        """
+        p = self.pending
+        if p is None:
+            return
+        self.pending = None
+        outs, func, args, kwargs, frame = p
+        index = None
+        for t in outs:
+            gf = t.grad_fn if isinstance(t, torch.Tensor) else None
+            if gf is None:
+                continue
+            md = gf.metadata
+            if "nanguard" in md and md["nanguard"][0] is self.token:
+                continue
+            if index is None:
+                index = len(self.records)
+                self.records.append(self.forward_info(func, args, kwargs, frame))
+            md["nanguard"] = (self.token, index)
+
+    def forward_info(self, func, args, kwargs, frame) -> ForwardInfo:
+        tensors, scalars, dim = split_args(named_args(func, args, kwargs))
+        node = _current_node()
+        return ForwardInfo(op=str(func), frame=self.user_frame(frame), module=self.module_path(),
+                           torch_function=torch_api(frame, _STOP), inputs=tensors, scalars=scalars, dim=dim,
+                           created_in=node.name() if node is not None else None)
+
+    def user_frame(self, frame) -> Optional[Frame]:
+        found = user_frame(frame, _STOP)
+        if found is None and self.entry is not None:
+            return self.entry.frame
+        return found
+
+    # ---------------------------------------------------------------- a finding
+    def capture(self, func, args, kwargs, out, verdict, frame) -> Report:
+        node = _current_node()
+        tensors, scalars, dim = split_args(named_args(func, args, kwargs))
+        written = {id(t) for t in written_tensors(func, args, kwargs)}
+        outputs = output_pairs(out)
+        outputs += [(f"{n} (written)", t) for n, t in tensors if id(t) in written and all(t is not o for _, o in outputs)]
+        tensors = [(self._name_of(t, n), t) for n, t in tensors if id(t) not in written]
+        fwd = None
+        if node is not None:
+            tag = node.metadata.get("nanguard")
+            if tag is not None and tag[0] is self.token:
+                fwd = self.records[tag[1]]
+        if verdict.origin == "input":
+            phase = "input"
+        else:
+            phase = "backward" if node is not None else "forward"
+        location = self.user_frame(frame) if node is None else (self.call_frame if phase == "input" else None)
+        notes = list(self.notes)
+        if phase == "backward" and fwd is None:
+            notes.append("the forward op of this backward node ran outside the replayed calls, so its line is unknown")
+        report = make_report(
+            phase=phase, kind=verdict.kind, op=str(func), inputs=tensors, outputs=outputs,
+            scalars=scalars, frame=location, module=self.module_path() if node is None else None,
+            torch_function=torch_api(frame, _STOP) if node is None else None,
+            node=node.name() if node is not None else None, forward=fwd, call_frame=self.call_frame,
+            stack=user_stack(frame) if node is None else [], step=self.act.step(), how=self.how, notes=notes, dim=dim)
+        if phase in ("input", "forward"):
+            self.act.blame_optimizer(report, tensors, self.originals)
+        return report
+
+    def _name_of(self, t: torch.Tensor, default: str) -> str:
+        """A parameter's dotted name, also for a view of it (``linear`` passes ``weight.t()``)."""
+        name = self.tensor_names.get(id(t))
+        if name is None and t._base is not None:
+            base = self.tensor_names.get(id(t._base))
+            if base is not None:
+                name = f"{base} (as {default})"
+        return name or default
+
+    # ---------------------------------------------------------------- running
+    def __enter__(self) -> "Replay":
+        self._saved = (STATE.replay, STATE.depth, STATE.modules, STATE.watch)
+        STATE.replay = self
+        STATE.watch = True
+        self._rng = capture_rng()
+        self._live = self.act.suspend_live()
+        self.act.replaying = True
+        self._mode = _ReplayMode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._mode.__exit__(None, None, None)
+        finally:
+            self.act.replaying = False
+            self.act.resume_live(self._live)
+            restore_rng(self._rng)
+            STATE.replay, STATE.depth, STATE.modules, STATE.watch = self._saved
+            self.pending = None
+
+    def run_entry(self, e: Entry, env: Dict[Any, torch.Tensor], leaves: List[torch.Tensor],
+                  grads: bool) -> Any:
+        """Re-run one recorded call; its outputs join ``env`` under their recorded keys."""
+        self.entry = e
+        values: List[Any] = []
+        for slot, (t, k) in enumerate(zip(e.inputs, e.in_keys)):
+            view = e.views.get(slot)
+            if view is not None:
+                base = env.get(view.base_key_before)
+                if base is None:
+                    base = _alias(view.base, False, leaves, copy=True)
+                values.append(base.as_strided(view.size, view.stride, base.storage_offset() + view.offset))
+                continue
+            r = env.get(k)
+            if r is None:
+                mutated_copy = k[0] != id(t)
+                r = _alias(t, e.req[slot] and grads, leaves, copy=(e.kind == "module" or mutated_copy),
+                           nonleaf=mutated_copy)
+                if not mutated_copy:
+                    env[k] = r
+            values.append(r)
+        args, kwargs = e.arguments(values)
+        if e.rng is not None:
+            restore_rng(e.rng)
+        with torch.enable_grad() if grads else contextlib.nullcontext():
+            if e.kind == "module":
+                out = self._call_module(e, args, kwargs, leaves, grads)
+            else:
+                out = e.fn(*args, **kwargs)
+        self.flush()
+        flat = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        for k, o in zip(e.out_keys, flat):
+            env[k] = o
+        for slot, view in e.views.items():
+            if view.base_key_after is not None:
+                env[view.base_key_after] = values[slot]._base if values[slot]._base is not None else values[slot]
+        self.entry = None
+        return out
+
+    def _call_module(self, e: Entry, args: tuple, kwargs: dict, leaves: List[torch.Tensor], grads: bool) -> Any:
+        module = e.module
+        assert module is not None
+        self.name_root(module)
+        prefix = self.act.root_name(module)
+        swap: Dict[str, torch.Tensor] = {}
+        for name, b in module.named_buffers():
+            swap[name] = b.detach().clone()   # updates (running stats) land on the copy
+        for name, p in module.named_parameters():
+            if grads:
+                a = p.detach().requires_grad_(p.requires_grad)
+                if p.requires_grad:
+                    leaves.append(a)
+                swap[name] = a
+                self.originals[id(a)] = p
+            else:
+                a = p
+            self.tensor_names[id(a)] = f"{prefix}.{name}"
+        with _autocast(e):
+            return torch.func.functional_call(module, swap, args, kwargs, tie_weights=True, strict=False)
+
+
+def _plain(name: str) -> str:
+    """Hide torch.compile's wrapper level: ``_orig_mod.encoder`` -> ``encoder``."""
+    parts = [p for p in name.split(".") if p != "_orig_mod"]
+    return ".".join(parts)
+
+
+def _autocast(e: Entry):
+    return _state.autocast_context(e.autocast)
+
+
+def _alias(t: torch.Tensor, requires_grad: bool, leaves: List[torch.Tensor], copy: bool,
+           nonleaf: bool = False) -> torch.Tensor:
+    """A stand-in for a tensor the replay did not produce: a leaf of the replayed graph."""
+    a = t.detach()
+    if copy:
+        a = a.clone()
+    if requires_grad and (a.is_floating_point() or a.is_complex()):
+        a.requires_grad_(True)
+        leaves.append(a)
+        if nonleaf:
+            a = a.clone()   # in-place ops are not allowed on a leaf that requires grad
+    return a
+
+
+@_state.no_compile
+def replay_module_forward(act: Any, module: torch.nn.Module, args: tuple, kwargs: dict,
+                          rng: Optional[tuple], frame: Optional[Frame]) -> Tuple[Optional[Report], List[str]]:
+    """Re-run one module call's forward on copies of its inputs; the first finding or None."""
+    e = Entry(act.tape, "module", None, module)
+    e.set_args(args, kwargs)
+    e.rng = rng
+    e.frame = frame
+    with Replay(act, "replayed this module's forward on its saved inputs under an op-level check") as r:
+        if hasattr(module, "_orig_mod"):
+            r.notes.append("the module is compiled (torch.compile); it was replayed eagerly to find the op")
+        try:
+            r.run_entry(e, {}, [], grads=torch.is_grad_enabled())
+        except Found as found:
+            return found.report, r.notes
+        except Exception as err:  # the original call succeeded; a replay failure is ours to report
+            return None, [f"replaying the module failed ({type(err).__name__}: {err})"]
+    return None, ["the replay did not reproduce the non-finite value"]
+
+
+@_state.no_compile
+def replay_backward(act: Any, entries: Sequence[Entry], roots: Sequence[torch.Tensor],
+                    grad_tensors: Sequence[Any], inputs: Sequence[Any], create_graph: bool,
+                    call_frame: Optional[Frame]) -> Tuple[Optional[Report], List[str]]:
+    """Re-run the recorded forward calls behind ``roots``, then their backward, op by op."""
+    how = "replayed the forward and backward pass on the recorded inputs under an op-level check"
+    with Replay(act, how, call_frame) as r:
+        try:
+            env: Dict[Any, torch.Tensor] = {}
+            leaves: List[torch.Tensor] = []
+            for e in entries:
+                r.run_entry(e, env, leaves, grads=True)
+            r_roots = [env.get(key_of(t)) for t in roots]
+            if any(x is None for x in r_roots):
+                return None, ["the loss was not computed by recorded calls, so the backward could not be replayed"]
+            r_grads = [g.detach() if isinstance(g, torch.Tensor) else g for g in grad_tensors]
+            if inputs:
+                targets = [env.get(key_of(t)) if env.get(key_of(t)) is not None
+                           else _alias(t, True, leaves, copy=False) for t in inputs if isinstance(t, torch.Tensor)]
+            else:
+                targets = [t for t in leaves if t.requires_grad]
+            if not targets:
+                return None, ["no recorded input requires grad, so the backward could not be replayed"]
+            torch.autograd.grad(r_roots, targets, r_grads, retain_graph=False, create_graph=create_graph,
+                                allow_unused=True)
+        except Found as found:
+            return found.report, r.notes
+        except Exception as err:
+            return None, [f"replaying the backward failed ({type(err).__name__}: {err})"]
+    return None, ["the replay did not reproduce the non-finite value"]
+
+
+_STOP = frozenset({Replay.run_entry.__code__, Replay._call_module.__code__,
+                   replay_backward.__wrapped__.__code__, replay_module_forward.__wrapped__.__code__})

@@ -1,0 +1,218 @@
+"""The finding: a `Report` dataclass, its readable block and its JSON form."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from nanguard.torch.detector.frames import Frame
+from nanguard.torch.detector.values import ScalarArg, TensorSummary
+
+PHASES = ("forward", "backward", "input", "optimizer")
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """Issued by ``nanguard.detect(mode="warn")``; its message is the report."""
+
+
+@dataclass
+class Report:
+    """The first non-finite value nanguard found, where it came from, and how to fix it.
+
+    ``phase`` is ``"forward"``, ``"backward"``, ``"input"`` (a NaN that entered from outside
+    the checked code, e.g. in the data) or ``"optimizer"`` (an optimizer step turned finite
+    parameters non-finite). ``kind`` is ``"nan"`` or ``"inf"``. ``op`` is the aten op
+    (``"aten.sqrt.default"``); ``torch_function`` the spelling the user wrote
+    (``"torch.sqrt"``); ``node`` the autograd node of a backward finding (``"SqrtBackward0"``).
+
+    ``file``/``line``/``code`` are the user's line: the innermost frame outside torch and
+    nanguard. For a backward finding they are the *forward* line that created the failing
+    backward op (also in ``forward_file``/``forward_line``), and ``call_file``/``call_line``
+    say where ``backward()`` was called.
+
+    Example:
+        >>> with nanguard.detect(mode="record") as d:
+        ...     torch.log(torch.zeros(3))
+        >>> d.report.op, d.report.line
+        ('aten.log.default', 2)
+        >>> print(d.report)            # a readable block, coloured on a terminal
+        >>> d.report.to_dict()         # JSON-serialisable
+    """
+
+    phase: str
+    kind: str
+    op: str
+    torch_function: Optional[str] = None
+    node: Optional[str] = None
+    module: Optional[str] = None
+    file: Optional[str] = None
+    line: Optional[int] = None
+    function: Optional[str] = None
+    code: Optional[str] = None
+    forward_file: Optional[str] = None
+    forward_line: Optional[int] = None
+    forward_function: Optional[str] = None
+    forward_code: Optional[str] = None
+    forward_op: Optional[str] = None
+    call_file: Optional[str] = None
+    call_line: Optional[int] = None
+    call_code: Optional[str] = None
+    inputs: List[TensorSummary] = field(default_factory=list)
+    outputs: List[TensorSummary] = field(default_factory=list)
+    forward_inputs: List[TensorSummary] = field(default_factory=list)
+    scalars: List[ScalarArg] = field(default_factory=list)
+    step: Optional[int] = None
+    message: str = ""
+    explanation: str = ""
+    suggestion: str = ""
+    stack: List[Frame] = field(default_factory=list)
+    how: str = ""
+    notes: List[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ derived text
+    @property
+    def what(self) -> str:
+        """``NaN`` or ``Inf`` (with sign when all infinities share one)."""
+        if self.kind == "nan":
+            return "NaN"
+        signs = {("+" if s.posinf else "") + ("-" if s.neginf else "") for s in self.outputs if not s.finite}
+        return "-Inf" if signs == {"-"} else "+Inf" if signs == {"+"} else "Inf"
+
+    @property
+    def headline(self) -> str:
+        fn = _display_function(self)
+        if self.phase == "backward":
+            return f"backward of {fn}"
+        if self.phase == "input":
+            return f"{self.what} entered from outside, first consumed by {fn}"
+        if self.phase == "optimizer":
+            return f"optimizer step ({fn})"
+        return f"forward of {fn}"
+
+    def location(self) -> Optional[Frame]:
+        if self.file is None or self.line is None:
+            return None
+        return Frame(self.file, self.line, self.function or "?")
+
+    # ------------------------------------------------------------------ formats
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-serialisable dict (NaN/Inf numbers are written as strings)."""
+        return {
+            "found": True,
+            "phase": self.phase,
+            "kind": self.kind,
+            "op": self.op,
+            "torch_function": self.torch_function,
+            "node": self.node,
+            "module": self.module,
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "forward_file": self.forward_file,
+            "forward_line": self.forward_line,
+            "forward_function": self.forward_function,
+            "forward_code": self.forward_code,
+            "forward_op": self.forward_op,
+            "call_file": self.call_file,
+            "call_line": self.call_line,
+            "call_code": self.call_code,
+            "message": self.message,
+            "explanation": self.explanation,
+            "suggestion": self.suggestion,
+            "inputs": [s.to_dict() for s in self.inputs],
+            "outputs": [s.to_dict() for s in self.outputs],
+            "forward_inputs": [s.to_dict() for s in self.forward_inputs],
+            "scalars": [s.to_dict() for s in self.scalars],
+            "step": self.step,
+            "stack": [f.to_dict() for f in self.stack],
+            "how": self.how,
+            "notes": list(self.notes),
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
+
+    def format(self, color: Optional[bool] = None, width: int = 92) -> str:
+        """The readable block; ``color=None`` colours only when stderr is a terminal."""
+        if color is None:
+            color = _stderr_is_terminal()
+        paint = _painter(color)
+        lines = [paint(f"nanguard: first non-finite value ({self.what}) — {self.headline}", "1;31")]
+        loc = self.location()
+        if loc is not None:
+            at = f"{loc.short_file}:{loc.line} in {loc.function}"
+            if self.module:
+                at += f"      (module: {self.module})"
+            lines.append(f"  {paint('at', '1')}  {at}")
+            code = self.code if self.code is not None else loc.code
+            if code:
+                lines.append(f"      {paint(f'{loc.line} │ {code}', '33')}")
+        elif self.module:
+            lines.append(f"  {paint('in', '1')}  module {self.module}")
+        op_line = self.op
+        if self.node:
+            op_line += f" in {self.node}"
+        if self.torch_function and self.phase != "optimizer":
+            op_line += f" (from {self.torch_function})"
+        lines.append(f"  {paint('op', '1')}  {op_line}")
+        for label, text in (("why", self.explanation), ("fix", self.suggestion)):
+            if text:
+                wrapped = textwrap.wrap(text, width=width - 6) or [""]
+                lines.append(f"  {paint(label, '1')} {wrapped[0]}")
+                lines.extend(f"      {w}" for w in wrapped[1:])
+        rows = [("forward input", t) for t in self.forward_inputs]
+        in_label = "grad input" if self.phase == "backward" else "input"
+        rows += [(in_label, t) for t in self.inputs]
+        rows += [("output", t) for t in self.outputs]
+        width = max((len(label) for label, _ in rows), default=0)
+        names = max((len(t.name) for _, t in rows), default=0)
+        for label, t in rows:
+            lines.append(f"  {label:<{width}}  {t.name:<{names}}  {t.line()}")
+        for sc in self.scalars:
+            lines.append(f"  {'scalar':<{width}}  {sc.name:<{names}}  {sc.value}")
+        if self.call_file is not None:
+            call = Frame(self.call_file, self.call_line or 0, "")
+            lines.append(f"  backward() called at {call.short_file}:{self.call_line}")
+        if self.step is not None:
+            lines.append(f"  step {self.step} of the training loop")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def _display_function(report: Report) -> str:
+    """The short name of what failed: ``sqrt`` for aten.sqrt or for the backward of torch.sqrt."""
+    from nanguard.torch.detector.frames import op_base
+    if report.phase == "backward" and report.forward_op:
+        return op_base(report.forward_op)
+    if report.op.startswith("aten."):
+        return op_base(report.op)
+    return report.op
+
+
+def _stderr_is_terminal() -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = sys.stderr
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
+def _painter(color: bool):
+    if not color:
+        return lambda text, code: text
+    return lambda text, code: f"\033[{code}m{text}\033[0m"
+
+
+def not_found_dict() -> Dict[str, Any]:
+    """The JSON written by ``nanguard run --json`` when the program ran clean."""
+    return {"found": False, "phase": None, "op": None, "file": None, "line": None, "code": None,
+            "module": None, "message": "no NaN or Inf was detected", "explanation": None,
+            "suggestion": None, "inputs": [], "forward_file": None, "forward_line": None}

@@ -1,0 +1,27 @@
+"""Recover: guard the training step against non-finite gradients, on one process or many.
+
+- :class:`GradGuard` — ``guard.step()`` instead of ``optimizer.step()``: skip / zero / raise
+  on NaN/Inf gradients, records what happened, works with GradScaler, clipping, gradient
+  accumulation and torch.distributed.
+- :class:`GradNormMonitor` — early warning (:class:`GradientGrowthWarning`) when per-module
+  gradient norms explode, naming the module where the growth started.
+
+Modules, one concept each: ``guard`` (GradGuard and its policies), ``check`` (the fused
+finiteness check), ``amp`` (GradScaler protocol), ``distributed`` (agreement across ranks),
+``clip`` (the guarded clip), ``monitor`` (norm history and early warning), ``records``
+(events and the summary), ``params`` (names), ``plot`` (matplotlib, optional).
+"""
+
+from nanguard.torch.guard.guard import GradGuard
+from nanguard.torch.guard.monitor import GradientGrowthWarning, GradNormMonitor, GrowthAlert
+from nanguard.torch.guard.records import GuardEvent, GuardRecords, ParamIssue
+
+__all__ = [
+    "GradGuard",
+    "GradNormMonitor",
+    "GradientGrowthWarning",
+    "GrowthAlert",
+    "GuardEvent",
+    "GuardRecords",
+    "ParamIssue",
+]

@@ -1,0 +1,237 @@
+"""``0 · log 0 = 0``: ``xlogy``, ``entropy`` and ``cross_entropy_probs`` with finite gradients."""
+
+from __future__ import annotations
+
+from typing import Union
+
+import torch
+
+from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, compute_dtype, lowest, sum_to, zero_indicator
+
+
+class _Xlogy(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.xlogy(x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, y = ctx.saved_tensors
+        grad_x = grad_y = None
+        if torch.is_grad_enabled():
+            nonzero = x != 0
+            if ctx.needs_input_grad[0]:
+                both_zero = (x == 0) & (y == 0)
+                grad_x = grad * torch.log(torch.where(both_zero, torch.ones_like(y), y))
+            if ctx.needs_input_grad[1]:
+                safe_y = torch.where(nonzero, y, torch.ones_like(y))
+                grad_y = torch.where(nonzero, grad * x / safe_y, torch.zeros_like(grad))
+        else:
+            if ctx.needs_input_grad[0]:
+                # d/dx = log y; only at x = y = 0, where log y = -inf, the convention gives 0:
+                # log(y + 1) there, log(y + 0) = log y everywhere else
+                both_zero = torch.mul(zero_indicator(x), zero_indicator(y))
+                grad_x = torch.add(y, both_zero).log_().mul_(grad)
+            if ctx.needs_input_grad[1]:
+                # x / y is NaN from finite inputs only at 0/0, exactly where the convention is 0
+                grad_y = torch.div(x, y).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf")).mul_(grad)
+        if grad_x is not None:
+            grad_x = sum_to(grad_x, x.shape)
+        if grad_y is not None:
+            grad_y = sum_to(grad_y, y.shape)
+        return grad_x, grad_y
+
+
+def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
+    r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
+
+    .. math:: \operatorname{xlogy}(x, y) = \begin{cases} 0 & x = 0 \\ x \log y & x \ne 0
+              \end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad
+              \frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)
+
+    ``torch.xlogy`` has the right value but its gradient with respect to ``y`` at
+    ``x = y = 0`` is ``0 / 0 = NaN``; the hand-written ``x * torch.log(y)`` is already NaN
+    in the forward pass. This op equals ``torch.xlogy`` in value everywhere.
+
+    Singular points:
+        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
+        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
+          derivative; ``torch.xlogy`` reports 0 here) and 0 in ``y``.
+        * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
+        * ``y < 0`` or NaN: value NaN, as in torch.
+
+    Example:
+        >>> p = torch.tensor([0.0, 0.5], requires_grad=True)
+        >>> nanguard.xlogy(p, p).sum().backward()
+        >>> p.grad
+        tensor([0.0000, 0.3069])
+    """
+    check_floating(x, "x", "xlogy")
+    y = as_floating(y, x, "y", "xlogy")
+    broadcast_pair(x, y, "xlogy", ("x", "y"))
+    dtype = torch.promote_types(x.dtype, y.dtype)
+    x, y = x.to(dtype), y.to(dtype)
+    # torch.compile cannot trace a Function that receives one tensor twice (xlogy(p, p))
+    return _Xlogy.apply(x, y.view_as(y) if y is x else y)
+
+
+class _Entropy(SafeFunction):
+    """Returns (entropy, clamped log p); the second output is kept for the backward pass."""
+
+    @staticmethod
+    def forward(p: torch.Tensor, dim: int):
+        # log 0 = -inf becomes the lowest finite number, so 0 * log 0 is 0 * finite = 0
+        # (a clamp of p itself would break under flush-to-zero and for subnormal p).
+        log_p = torch.log(p).clamp_min_(lowest(p.dtype))
+        return torch.mul(p, log_p).sum(dim).neg_(), log_p
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        p, ctx.dim = inputs
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(p, outputs[1])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
+        p, log_p = ctx.saved_tensors
+        grad = grad.unsqueeze(ctx.dim) if p.dim() else grad
+        if torch.is_grad_enabled():
+            positive = p > 0
+            safe_p = torch.where(positive, p, torch.ones_like(p))
+            return torch.where(positive, -(torch.log(safe_p) + 1) * grad, torch.zeros_like(p)), None
+        # -(log p + 1), times sign(p) = 0 at p = 0, where log_p holds a finite stand-in
+        local = torch.add(log_p, 1).mul_(torch.sign(p))
+        return local.mul_(grad.neg()), None
+
+
+def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    r"""Shannon entropy ``-sum(p * log p)`` over ``dim``, in nats, with ``0 · log 0 = 0``.
+
+    .. math:: H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =
+              -(\log p_i + 1) \quad (p_i > 0)
+
+    The textbook ``-(p * p.log()).sum()`` is NaN as soon as one probability is exactly 0;
+    clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
+
+    Singular points:
+        * ``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf;
+          the same convention as TensorFlow's double-where recipe).
+        * ``p_i < 0`` or NaN: NaN, as in the textbook formula.
+
+    The input is not required to sum to 1; no normalisation is applied.
+
+    Example:
+        >>> p = torch.tensor([0.1, 0.2, 0.0, 0.7], requires_grad=True)
+        >>> nanguard.entropy(p)
+        tensor(0.8018, grad_fn=<_EntropyBackward>)
+        >>> nanguard.entropy(p).backward(); p.grad
+        tensor([ 1.3026,  0.6094,  0.0000, -0.6433])
+    """
+    check_floating(p, "p", "entropy")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"nanguard.entropy: `dim` must be an int, got {dim!r}")
+    (axis,) = check_dim(p, dim, "entropy")
+    # float16/bfloat16: terms and sum in float32, so one large term cannot overflow the sum
+    return _Entropy.apply(p.to(compute_dtype(p.dtype)), axis)[0].to(p.dtype)
+
+
+class _CrossEntropy(SafeFunction):
+    """Returns (-sum(t log q), log q with 1 in place of q where t = q = 0) for the backward."""
+
+    @staticmethod
+    def forward(target: torch.Tensor, probs: torch.Tensor, dim: int):
+        if can_branch_on_data(probs):
+            log_q = torch.log(probs)
+            loss = torch.mul(target, log_q).sum(dim).neg_()
+            if not bool(torch.isnan(loss).any()):
+                return loss, log_q  # no 0 * log 0 anywhere: the textbook terms are right
+            if target.numel() and bool(target.min() >= 0) and bool(probs.min() >= 0):
+                # valid inputs (no NaN, nothing negative): t + q = 0 exactly where t = q = 0,
+                # so log q * sign(t + q) is NaN there and only there; that NaN becomes 0
+                sign = torch.add(target, probs).sign_()
+                log_q = log_q.mul_(sign) if sign.shape == log_q.shape else log_q * sign
+                log_q = log_q.nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+                return torch.mul(target, log_q).sum(dim).neg_(), log_q
+        # log(q + 1) = 0 exactly where t = q = 0, log(q + 0) = log q everywhere else: terms
+        # with t = 0 are 0 * finite, and t > 0 with q = 0 stays the true +inf
+        both_zero = torch.mul(zero_indicator(target), zero_indicator(probs))
+        log_q = both_zero.add_(probs).log_()
+        return torch.mul(target, log_q).sum(dim).neg_(), log_q
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        target, probs, ctx.dim = inputs
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(target, probs, outputs[1])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
+        target, probs, log_q = ctx.saved_tensors
+        grad = grad.unsqueeze(ctx.dim) if log_q.dim() else grad
+        grad_t = grad_q = None
+        if torch.is_grad_enabled():
+            if ctx.needs_input_grad[0]:
+                both_zero = (target == 0) & (probs == 0)
+                grad_t = -grad * torch.log(torch.where(both_zero, torch.ones_like(probs), probs))
+            if ctx.needs_input_grad[1]:
+                weighted = target != 0
+                safe_q = torch.where(weighted, probs, torch.ones_like(probs))
+                grad_q = torch.where(weighted, -grad * target / safe_q, torch.zeros_like(safe_q))
+        else:
+            minus_grad = grad.neg()  # one value per slice: cheaper than negating a full tensor
+            if ctx.needs_input_grad[0]:
+                grad_t = torch.mul(log_q, minus_grad)
+            if ctx.needs_input_grad[1]:
+                # t / q is NaN from finite inputs only at 0/0, where the convention is 0
+                grad_q = torch.div(target, probs).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+                grad_q = grad_q.mul_(minus_grad)
+        return (None if grad_t is None else sum_to(grad_t, target.shape),
+                None if grad_q is None else sum_to(grad_q, probs.shape), None)
+
+
+def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    r"""Cross-entropy ``-sum(target * log(probs))`` over ``dim`` between two distributions.
+
+    .. math:: H(t, q) = -\sum_i t_i \log q_i
+
+    The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
+    a predicted probability is exactly 0, even where the target is 0 too. Built on
+    :func:`xlogy`, so terms with ``target_i = 0`` contribute 0 with gradient 0 whatever
+    ``probs_i`` is (0 included). If you have logits, prefer
+    ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
+
+    Singular points:
+        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
+          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
+          ``probs_i = 0`` too.
+        * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
+
+    Example:
+        >>> target = torch.tensor([0.0, 1.0, 0.0])
+        >>> probs = torch.tensor([0.0, 0.9, 0.1], requires_grad=True)
+        >>> nanguard.cross_entropy_probs(target, probs)
+        tensor(0.1054, grad_fn=<_CrossEntropyBackward>)
+    """
+    check_floating(target, "target", "cross_entropy_probs")
+    check_floating(probs, "probs", "cross_entropy_probs")
+    broadcast_pair(target, probs, "cross_entropy_probs", ("target", "probs"))
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"nanguard.cross_entropy_probs: `dim` must be an int, got {dim!r}")
+    shape = torch.broadcast_shapes(target.shape, probs.shape)
+    (axis,) = check_dim(torch.empty(shape, device="meta"), dim, "cross_entropy_probs")
+    dtype = torch.promote_types(target.dtype, probs.dtype)
+    wide = compute_dtype(dtype)
+    target, probs = target.to(wide), probs.to(wide)
+    if target is probs:
+        probs = probs.view_as(probs)  # torch.compile cannot trace one tensor passed twice
+    loss = _CrossEntropy.apply(target, probs, axis)[0]
+    if wide != torch.float64 and not (can_branch_on_data(loss) and not bool(torch.isnan(loss).any())):
+        # terms of opposite sign can overflow to inf - inf although their sum is finite
+        exact = _CrossEntropy.apply(target.double(), probs.double(), axis)[0]
+        loss = torch.where(torch.isnan(loss), exact.to(wide), loss)
+    return loss.to(dtype)

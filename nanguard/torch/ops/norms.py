@@ -1,0 +1,254 @@
+"""Euclidean lengths and directions: ``norm``, ``normalize``, ``cosine_similarity``."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+
+from nanguard.torch._checks import broadcast_pair, check_dim, check_floating
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, compute_dtype, pow2_scale, unsqueeze_dims
+
+
+def _safe_range(dtype: torch.dtype) -> Tuple[float, float]:
+    """Norms in [lo, hi] were computed without overflow or a loss to underflow.
+
+    Below lo the squares of the largest entries may have been subnormal; above hi the
+    product of two such norms could overflow (cosine similarity needs that margin).
+    """
+    finfo = torch.finfo(dtype)
+    return finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
+
+
+def _l2_norm(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) -> torch.Tensor:
+    """The 2-norm over `dims`, free of overflow and underflow.
+
+    torch's vector_norm squares in the accumulation dtype (float32 for float32 and bfloat16
+    inputs), so ``norm([1e30, 1e30])`` is inf and ``norm([1e-40])`` is 0. Slices outside the
+    safe range are recomputed on inputs scaled by a power of two, which is exact.
+    """
+    fast = torch.linalg.vector_norm(x, 2, dim=dims, keepdim=keepdim)
+    if x.dtype == torch.float16 or x.numel() == 0:
+        return fast  # accumulated in float32, whose range holds every float16 square
+    lo, hi = _safe_range(x.dtype)
+    outside = (fast < lo) | (fast > hi)
+    if can_branch_on_data(fast) and not bool(outside.any()):
+        return fast
+    scale = pow2_scale(x, dims)
+    rescued = torch.linalg.vector_norm(x / scale, 2, dim=dims, keepdim=True) * scale
+    if not keepdim:
+        rescued = rescued.reshape(fast.shape)
+    return torch.where(outside, rescued, fast)
+
+
+def _all_in_safe_range(n: torch.Tensor) -> bool:
+    """Eager-only check that g / n can neither overflow nor underflow for any nonzero norm."""
+    lo, hi = _safe_range(n.dtype)
+    return can_branch_on_data(n) and bool((((n >= lo) & (n <= hi)) | (n == 0)).all())
+
+
+class _Norm(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) -> torch.Tensor:
+        return _l2_norm(x, dims, keepdim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.dims, ctx.keepdim = inputs
+        ctx.save_for_backward(x, output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, n = ctx.saved_tensors
+        n = unsqueeze_dims(n, ctx.dims, ctx.keepdim, x.dim())
+        grad = unsqueeze_dims(grad, ctx.dims, ctx.keepdim, x.dim())
+        positive = n > 0
+        safe_n = torch.where(positive, n, torch.ones_like(n))
+        masked_grad = torch.where(positive, grad, torch.zeros_like(grad))
+        if torch.is_grad_enabled():
+            return x / safe_n * masked_grad, None, None
+        if _all_in_safe_range(n):
+            return x * (masked_grad / safe_n), None, None  # one pass over x, as torch does
+        return torch.div(x, safe_n).mul_(masked_grad), None, None
+
+
+def norm(x: torch.Tensor, dim: Union[int, Sequence[int], None] = None, keepdim: bool = False) -> torch.Tensor:
+    r"""Euclidean (L2) norm over ``dim`` (all dimensions by default), safe at the zero vector.
+
+    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
+              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
+
+    Writing ``torch.sqrt((x ** 2).sum())`` gives an inf/NaN gradient at the zero vector;
+    ``torch.linalg.vector_norm`` fixes the first derivative but its second derivative
+    there is NaN, and it overflows for entries above ~1e19 (float32) and returns 0 for
+    subnormal vectors. This op is exact at both ends of the range.
+
+    Singular points:
+        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's own rule),
+          second derivative 0.
+
+    Example:
+        >>> x = torch.zeros(3, requires_grad=True)
+        >>> nanguard.norm(x).backward(); x.grad
+        tensor([0., 0., 0.])
+    """
+    check_floating(x, "x", "norm")
+    dims = check_dim(x, dim, "norm")
+    if x.dim() == 0:
+        dims = None
+    return _Norm.apply(x, dims, bool(keepdim))
+
+
+class _Normalize(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, dim: int) -> torch.Tensor:
+        n = _l2_norm(x, (dim,), keepdim=True)
+        if x.dtype == torch.float16 or (can_branch_on_data(n) and bool(torch.isfinite(n).all())):
+            return x / torch.where(n > 0, n, torch.ones_like(n))
+        # a norm beyond the largest float (e.g. entries near 3e38): divide the scaled vector
+        scaled = x / pow2_scale(x, (dim,))
+        scaled_n = torch.linalg.vector_norm(scaled, 2, dim=dim, keepdim=True)
+        return scaled / torch.where(scaled_n > 0, scaled_n, torch.ones_like(scaled_n))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.dim = inputs
+        ctx.save_for_backward(x, output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, unit = ctx.saved_tensors
+        dim = ctx.dim
+        if torch.is_grad_enabled():
+            n = norm(x, dim, keepdim=True)
+            positive = n > 0
+            safe_n = torch.where(positive, n, torch.ones_like(n))
+            tangent = grad - unit * (unit * grad).sum(dim, keepdim=True)
+            return torch.where(positive, tangent / safe_n, torch.zeros_like(tangent)), None
+        n = _l2_norm(x, (dim,), keepdim=True)
+        positive = n > 0
+        safe_n = torch.where(positive, n, torch.ones_like(n))
+        # (g - u (u·g)) / |x|: the part of g orthogonal to the direction, scaled by 1/|x|
+        tangent = torch.addcmul(grad, unit, (unit * grad).sum(dim, keepdim=True), value=-1)
+        if _all_in_safe_range(n):
+            return tangent.mul_(positive / safe_n), None
+        return tangent.div_(safe_n).mul_(positive), None
+
+
+def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    r"""Unit vector ``x / ||x||`` along ``dim``; the zero vector maps to 0 with gradient 0.
+
+    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
+              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
+
+    ``torch.nn.functional.normalize`` divides by ``max(||x||, 1e-12)``: for the zero vector
+    its gradient is ``1e12``, and vectors shorter than ``1e-12`` come out shorter than 1.
+    This op is exact for every nonzero vector, subnormal and huge ones included.
+
+    Singular points:
+        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
+          choice), second derivative 0.
+
+    Example:
+        >>> x = torch.tensor([[3.0, 4.0], [0.0, 0.0]], requires_grad=True)
+        >>> nanguard.normalize(x)
+        tensor([[0.6000, 0.8000],
+                [0.0000, 0.0000]], grad_fn=<_NormalizeBackward>)
+    """
+    check_floating(x, "x", "normalize")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"nanguard.normalize: `dim` must be an int, got {dim!r}")
+    if x.dim() == 0:
+        raise ValueError("nanguard.normalize: `x` must have at least one dimension")
+    (axis,) = check_dim(x, dim, "normalize")
+    return _Normalize.apply(x, axis)
+
+
+class _Cosine(SafeFunction):
+    @staticmethod
+    def forward(a: torch.Tensor, b: torch.Tensor, dim: int) -> torch.Tensor:
+        na = _l2_norm(a, (dim,), keepdim=False)
+        nb = _l2_norm(b, (dim,), keepdim=False)
+        lo, hi = _safe_range(a.dtype)
+        both = (na > 0) & (nb > 0)
+        eager_safe = (
+            can_branch_on_data(na) and bool((((na >= lo) & (na <= hi)) | (na == 0)).all())
+            and bool((((nb >= lo) & (nb <= hi)) | (nb == 0)).all())
+        )
+        if eager_safe:
+            dot = (a * b).sum(dim)
+            return torch.where(both, dot / torch.where(both, na * nb, torch.ones_like(na)), torch.zeros_like(dot))
+        # scale each vector by a power of two so that neither the dot product nor the
+        # product of norms can overflow or underflow
+        sa = a / pow2_scale(a, (dim,))
+        sb = b / pow2_scale(b, (dim,))
+        na_s = torch.linalg.vector_norm(sa, 2, dim=dim)
+        nb_s = torch.linalg.vector_norm(sb, 2, dim=dim)
+        dot = (sa * sb).sum(dim)
+        return torch.where(both, dot / torch.where(both, na_s * nb_s, torch.ones_like(na_s)), torch.zeros_like(dot))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b, ctx.dim = inputs
+        ctx.save_for_backward(a, b, output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        a, b, cos = ctx.saved_tensors
+        dim = ctx.dim
+        cos = cos.unsqueeze(dim)
+        grad = grad.unsqueeze(dim)
+        if torch.is_grad_enabled():
+            na, nb = norm(a, dim, keepdim=True), norm(b, dim, keepdim=True)
+            ua, ub = normalize(a, dim), normalize(b, dim)
+        else:
+            na, nb = _l2_norm(a, (dim,), keepdim=True), _l2_norm(b, (dim,), keepdim=True)
+            ua = _Normalize.forward(a, dim)
+            ub = _Normalize.forward(b, dim)
+        both = (na > 0) & (nb > 0)
+        zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
+        # d cos / d a = (u_b - cos u_a) / |a|, and symmetrically for b
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            safe_na = torch.where(both, na, torch.ones_like(na))
+            grad_a = torch.where(both, (ub - ua * cos) * grad / safe_na, zero)
+        if ctx.needs_input_grad[1]:
+            safe_nb = torch.where(both, nb, torch.ones_like(nb))
+            grad_b = torch.where(both, (ua - ub * cos) * grad / safe_nb, zero)
+        return grad_a, grad_b, None
+
+
+def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    r"""Cosine of the angle between ``a`` and ``b`` along ``dim``; 0 when either is zero.
+
+    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
+              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
+
+    ``torch.nn.functional.cosine_similarity`` clamps ``||a|| ||b||`` below by ``eps``,
+    which biases the value for short vectors and makes the gradient at zero vectors
+    depend on ``eps``. Broadcasts like the torch function.
+
+    Singular points:
+        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
+
+    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
+    error; :func:`nanguard.acos` accepts that.
+
+    Example:
+        >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+        >>> nanguard.cosine_similarity(a, torch.tensor([1.0, 1.0]))
+        tensor([0.7071, 0.0000])
+    """
+    check_floating(a, "a", "cosine_similarity")
+    check_floating(b, "b", "cosine_similarity")
+    broadcast_pair(a, b, "cosine_similarity")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"nanguard.cosine_similarity: `dim` must be an int, got {dim!r}")
+    shape = torch.broadcast_shapes(a.shape, b.shape)
+    if len(shape) == 0:
+        raise ValueError("nanguard.cosine_similarity: inputs must have at least one dimension")
+    (axis,) = check_dim(torch.empty(shape, device="meta"), dim, "cosine_similarity")
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    # float16/bfloat16 in float32: |a||b| of two float16 vectors of length 256 overflows
+    wide = compute_dtype(dtype)
+    return _Cosine.apply(a.to(wide).expand(shape), b.to(wide).expand(shape), axis).to(dtype)

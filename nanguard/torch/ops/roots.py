@@ -1,0 +1,120 @@
+"""Roots and fractional powers: ``sqrt`` and ``pow`` with finite gradients at 0."""
+
+from __future__ import annotations
+
+import torch
+
+import torch.nn.functional as F
+
+from nanguard.torch._checks import check_floating, check_number
+from nanguard.torch.ops._core import SafeFunction
+
+_INF = float("inf")
+
+
+class _Sqrt(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp_min(x, 0).sqrt_()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (root,) = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            positive = root > 0
+            safe_root = torch.where(positive, root, torch.ones_like(root))
+            return torch.where(positive, grad * 0.5 / safe_root, torch.zeros_like(grad))
+        # a root of 0 becomes +inf, so grad / (2 root) is exactly 0 there (two passes, as torch)
+        return torch.addcdiv(grad.new_zeros(()), grad, F.threshold(root, 0.0, _INF), value=0.5)
+
+
+def sqrt(x: torch.Tensor) -> torch.Tensor:
+    r"""Square root with a finite gradient at 0.
+
+    .. math:: \operatorname{sqrt}(x) = \sqrt{\max(x, 0)}, \qquad
+              \frac{d}{dx} = \frac{1}{2\sqrt{x}} \ (x > 0)
+
+    ``torch.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    upstream zero (from ``where``, a mask, a ReLU) multiplies it. This op returns the same
+    values and gradients everywhere else.
+
+    Singular points:
+        * ``x = 0``: value 0, gradient 0 (the minimum-norm subgradient).
+        * ``x < 0`` (e.g. ``-1e-9`` from cancellation in ``a² + b² - 2ab``): treated as 0,
+          value 0, gradient 0.
+        * Second derivative at 0 is 0 as well.
+
+    NaN inputs give NaN.
+
+    Example:
+        >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
+        >>> nanguard.sqrt(x).sum().backward()
+        >>> x.grad
+        tensor([0.0000, 0.2500])
+    """
+    check_floating(x, "x", "sqrt")
+    return _Sqrt.apply(x)
+
+
+class _NonNegativePow(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, exponent: float) -> torch.Tensor:
+        return torch.clamp_min(x, 0).pow_(exponent)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, exponent = inputs
+        ctx.exponent = exponent
+        ctx.save_for_backward(x, output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, result = ctx.saved_tensors
+        p = ctx.exponent
+        clamped = torch.clamp_min(x, 0)
+        if torch.is_grad_enabled():
+            positive = clamped > 0
+            safe_x = torch.where(positive, clamped, torch.ones_like(clamped))
+            return torch.where(positive, grad * p * torch.pow(safe_x, p - 1), torch.zeros_like(grad)), None
+        if p > 1:
+            return torch.pow(clamped, p - 1).mul_(p).mul_(grad), None  # 0 at 0 already
+        if p == 1:
+            return torch.sign(clamped).mul_(grad), None
+        # p x^(p-1) = p x^p / x for x > 0 (multiplying by p first keeps float16 from
+        # overflowing); 0/0 at x <= 0 is the only NaN this makes from finite x, and it is
+        # exactly where the convention says 0.
+        local = torch.mul(result, p).div_(clamped).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+        return local.mul_(grad), None
+
+
+def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:
+    r"""Power of the non-negative part, ``max(x, 0) ** p`` for ``p > 0``, finite gradient at 0.
+
+    .. math:: \operatorname{pow}(x, p) = \max(x, 0)^p, \qquad
+              \frac{d}{dx} = p\,x^{p-1} \ (x > 0)
+
+    For ``0 < p < 1``, ``torch.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    behind a mask). This op equals ``torch.pow`` for ``x > 0``.
+
+    Singular points:
+        * ``x = 0``: value 0, gradient 0 for every ``p > 0`` (minimum-norm subgradient; for
+          ``p = 1`` this makes ``pow(x, 1)`` a ReLU with ReLU's gradient convention).
+        * ``x < 0``: treated as 0 (value 0, gradient 0), as in :func:`nanguard.sqrt`.
+        * Second derivative at 0 is 0.
+
+    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
+    infinite and no finite convention exists.
+
+    Example:
+        >>> x = torch.tensor([0.0, 8.0], requires_grad=True)
+        >>> nanguard.pow(x, 1 / 3).sum().backward()
+        >>> x.grad
+        tensor([0.0000, 0.0833])
+    """
+    check_floating(x, "x", "pow")
+    p = check_number(exponent, "exponent", "pow", positive=True)
+    return _NonNegativePow.apply(x, p)

@@ -1,0 +1,168 @@
+"""Softmax and log-softmax that survive fully masked (all -inf) slices."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from nanguard.torch._checks import check_dim, check_floating, check_mask
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, lowest
+
+_NEG_INF = float("-inf")
+
+
+def _masked_scores(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    return x if mask is None else torch.where(mask, x, _NEG_INF)
+
+
+def _repair_dead_slices(out: torch.Tensor, scores: torch.Tensor, dim: int, dead_value: float) -> torch.Tensor:
+    """Give slices whose every score is -inf the value `dead_value` instead of torch's NaN.
+
+    A slice whose scores hold NaN or +inf keeps its NaN: only the 0/0 of an empty
+    distribution is repaired, never a NaN that came from the data.
+    """
+    if scores.dim() == 0 or scores.shape[dim] == 0:
+        return out
+    # torch makes a dead slice NaN throughout, so its first entry is NaN: one entry per slice
+    # is enough to know that nothing needs repair
+    if can_branch_on_data(scores) and not bool(torch.isnan(out.select(dim, 0)).any()):
+        return out
+    row_max = torch.amax(scores, dim, keepdim=True)
+    out = out.nan_to_num_(nan=dead_value, posinf=float("inf"), neginf=_NEG_INF)
+    # 0 for rows whose max is finite or -inf, NaN for rows whose max is NaN or +inf
+    poison = torch.clamp_min(row_max, lowest(row_max.dtype)).mul_(0)
+    return out.add_(poison)
+
+
+class _Softmax(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        scores = _masked_scores(x, mask)
+        return _repair_dead_slices(torch.softmax(scores, dim), scores, dim, 0.0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dim = inputs[1]
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (prob,) = ctx.saved_tensors
+        # Masked and dead entries have probability 0, so the usual formula
+        # p * (g - sum(g * p)) already gives them exactly 0.
+        return torch._softmax_backward_data(grad, prob, ctx.dim, prob.dtype), None, None
+
+
+class _LogSoftmax(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, dim: int) -> torch.Tensor:
+        return _repair_dead_slices(torch.log_softmax(x, dim), x, dim, _NEG_INF)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dim = inputs[1]
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (log_prob,) = ctx.saved_tensors
+        # -inf entries (and all -inf slices) have exp(log_prob) = 0: g - 0 * sum(g), finite
+        return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None
+
+
+class _MaskedLogSoftmax(SafeFunction):
+    """Returns (output with 0 placeholders, log-probabilities with -inf where masked)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, dim: int, mask: torch.Tensor):
+        scores = _masked_scores(x, mask)
+        log_prob = _repair_dead_slices(torch.log_softmax(scores, dim), scores, dim, _NEG_INF)
+        return torch.where(mask, log_prob, 0.0), log_prob
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        _, ctx.dim, mask = inputs
+        ctx.mark_non_differentiable(outputs[1])
+        ctx.save_for_backward(outputs[0], outputs[1], mask)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
+        out, log_prob, mask = ctx.saved_tensors
+        # masked entries hold a placeholder 0; as log-probabilities they are -inf and they
+        # receive no gradient
+        grad = torch.where(mask, grad, 0.0)
+        if torch.is_grad_enabled():  # second order: a graph through the output itself
+            log_prob = torch.where(mask, out, _NEG_INF)
+        return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None, None
+
+
+def _prepare(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor], op: str) -> int:
+    check_floating(x, "x", op)
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"nanguard.{op}: `dim` must be an int, got {dim!r}")
+    (axis,) = check_dim(x, dim, op)
+    if mask is not None:
+        check_mask(mask, x, op)
+    return axis
+
+
+def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    r"""Softmax over ``dim`` that never returns NaN for a fully masked slice.
+
+    .. math:: \operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}
+
+    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    is then all ``-inf`` and ``torch.softmax`` returns NaN for it, which poisons every
+    gradient. Elsewhere the values equal ``torch.softmax`` of the kept entries.
+
+    Singular points:
+        * masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0,
+          whatever the masked entry holds (NaN and inf included).
+        * a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.
+        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in torch.
+
+    Args:
+        x: floating tensor of scores.
+        dim: the dimension to normalise over.
+        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 2.0], [float("-inf"), float("-inf")]])
+        >>> nanguard.softmax(scores, dim=-1)
+        tensor([[0.2689, 0.7311],
+                [0.0000, 0.0000]])
+    """
+    axis = _prepare(x, dim, mask, "softmax")
+    return _Softmax.apply(x, axis, mask)
+
+
+def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    r"""Log-softmax over ``dim`` for masked or all ``-inf`` slices, without NaN.
+
+    .. math:: \operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}
+              \quad (m_i \text{ True})
+
+    Values equal ``torch.log_softmax`` of the kept entries.
+
+    Singular points:
+        * masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``,
+          and receive gradient 0; so ``-(target * log_softmax(x, dim, mask)).sum()`` is
+          finite when ``target`` is 0 there. Use ``torch.where(mask, out, -inf)`` if you
+          need the log-probability ``-inf`` instead.
+        * a fully masked slice (by ``mask``) is all 0 with gradient 0.
+        * without ``mask``, ``-inf`` scores give ``-inf`` (exactly ``log 0``), and a slice
+          that is all ``-inf`` gives ``-inf`` everywhere instead of torch's NaN; the gradient
+          there is the upstream gradient, as torch's formula ``g - softmax * sum(g)`` gives.
+        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in torch.
+
+    Example:
+        >>> logits = torch.tensor([[2.0, 0.0, 5.0]])
+        >>> keep = torch.tensor([[True, True, False]])
+        >>> nanguard.log_softmax(logits, dim=-1, mask=keep)
+        tensor([[-0.1269, -2.1269,  0.0000]])
+    """
+    axis = _prepare(x, dim, mask, "log_softmax")
+    if mask is None:
+        return _LogSoftmax.apply(x, axis)
+    return _MaskedLogSoftmax.apply(x, axis, mask)[0]

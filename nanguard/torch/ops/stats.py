@@ -1,0 +1,147 @@
+"""Spread: ``var`` and ``std`` that stay finite for constant input and tiny slices."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+
+from nanguard.torch._checks import check_dim, check_floating
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, numel_over, pow2_scale, unsqueeze_dims
+
+Dim = Union[int, Sequence[int], None]
+
+
+def _check_correction(correction: object, op: str) -> float:
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        raise TypeError(f"nanguard.{op}: `correction` must be a number, got {type(correction).__name__}")
+    if not 0 <= correction < float("inf"):
+        raise ValueError(f"nanguard.{op}: `correction` must be a finite number >= 0, got {correction}")
+    return correction
+
+
+class _ZeroSpread(SafeFunction):
+    """The spread of a slice with no degrees of freedom left: 0, and it does not move."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) -> torch.Tensor:
+        return torch.zeros_like(x).sum(dim=dims, keepdim=keepdim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shape = inputs[0].shape
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad.new_zeros(ctx.shape), None, None
+
+
+def _prepare(x: torch.Tensor, dim: Dim, correction: object, op: str):
+    check_floating(x, "x", op)
+    dims = check_dim(x, dim, op)
+    if x.dim() == 0:
+        dims = None
+    return dims, _check_correction(correction, op)
+
+
+def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
+    r"""Variance over ``dim`` with ``correction`` (Bessel's by default), finite for small slices.
+
+    .. math:: \operatorname{var}(x) = \frac{1}{\max(N - c,\, 0)} \sum_i (x_i - \bar x)^2,
+              \qquad \frac{\partial}{\partial x_i} = \frac{2 (x_i - \bar x)}{N - c}
+
+    ``torch.var`` returns NaN (with a warning) when a slice has ``N <= correction``
+    elements, e.g. one element with the default ``correction=1``, or an empty slice.
+
+    Singular points:
+        * ``N - correction <= 0`` (one element with Bessel's correction, or empty): value 0,
+          gradient 0 (no spread can be measured, and none is reported).
+        * constant input: value 0, gradient 0 (exact; the textbook formula already is).
+
+    Elsewhere identical to ``torch.var`` (value, gradient, second derivative).
+
+    Example:
+        >>> nanguard.var(torch.tensor([3.0]))
+        tensor(0.)
+    """
+    dims, correction = _prepare(x, dim, correction, "var")
+    if numel_over(x, dims) - correction <= 0:
+        return _ZeroSpread.apply(x, dims, bool(keepdim))
+    return torch.var(x, dim=dims, correction=correction, keepdim=keepdim)
+
+
+def _std_value(x: torch.Tensor, dims, correction: float, keepdim: bool) -> torch.Tensor:
+    out = torch.std(x, dim=dims, correction=correction, keepdim=keepdim)
+    # torch accumulates float32 in float64, but float64 and bfloat16 slices whose squares
+    # overflow (|x| > 1e154 or 1e19) come back inf although the std is finite: redo those
+    # on inputs scaled by a power of two, which is exact.
+    if can_branch_on_data(out) and bool(torch.isfinite(out).all()):
+        return out
+    scale = pow2_scale(x, dims)
+    scaled = torch.std(x / scale, dim=dims, correction=correction, keepdim=True) * scale
+    if not keepdim:
+        scaled = scaled.reshape(out.shape)
+    return torch.where(torch.isinf(out), scaled, out)
+
+
+class _Std(SafeFunction):
+    @staticmethod
+    def forward(x: torch.Tensor, dims, correction: float, keepdim: bool) -> torch.Tensor:
+        return _std_value(x, dims, correction, keepdim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.dims, ctx.correction, ctx.keepdim = inputs
+        ctx.dof = numel_over(x, ctx.dims) - ctx.correction
+        ctx.save_for_backward(x, output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, std = ctx.saved_tensors
+        dims = tuple(range(x.dim())) if ctx.dims is None else ctx.dims
+        std = unsqueeze_dims(std, dims, ctx.keepdim, x.dim())
+        grad = unsqueeze_dims(grad, dims, ctx.keepdim, x.dim())
+        # d std / d x_i = (x_i - mean) / ((N - c) std); 0 where std = 0 (constant slice).
+        # (x - mean) / std is at most sqrt(N) in size and scale-free: divide before
+        # multiplying by grad, and take it from scaled inputs when std is tiny or huge
+        # (a subnormal std may even have rounded to 0 for a slice that is not constant).
+        if torch.is_grad_enabled():
+            positive = std > 0
+            safe_std = torch.where(positive, std, torch.ones_like(std))
+            ratio = (x - x.mean(dim=dims, keepdim=True)) / safe_std
+            return torch.where(positive, ratio * (grad / ctx.dof), torch.zeros_like(ratio)), None, None, None
+        finfo = torch.finfo(std.dtype)
+        lo, hi = finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
+        if not (can_branch_on_data(std) and bool(((std >= lo) & (std <= hi)).all())):
+            x = x / pow2_scale(x, dims)
+            std = torch.std(x, dim=dims, correction=ctx.correction, keepdim=True)
+        positive = std > 0
+        safe_std = torch.where(positive, std, torch.ones_like(std))
+        centred = x - x.mean(dim=dims, keepdim=True)
+        return centred.div_(safe_std).mul_(torch.where(positive, grad / ctx.dof, 0.0)), None, None, None
+
+
+def std(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
+    r"""Standard deviation over ``dim``, finite in value and gradient for constant input.
+
+    .. math:: \operatorname{std}(x) = \sqrt{\operatorname{var}(x)}, \qquad
+              \frac{\partial}{\partial x_i} = \frac{x_i - \bar x}{(N - c)\,\operatorname{std}(x)}
+
+    ``torch.std`` of a constant slice has gradient 0 but its *second* derivative is NaN, and
+    for ``N <= correction`` its value is NaN. Huge inputs whose squares overflow (float64
+    beyond 1e154, bfloat16 beyond 1e19) still give the finite standard deviation.
+
+    Singular points:
+        * constant slice (std = 0): value 0, gradient 0 (minimum-norm subgradient, as for
+          ``sqrt`` at 0), second derivative finite.
+        * ``N - correction <= 0``: value 0, gradient 0 (see :func:`var`).
+
+    Example:
+        >>> x = torch.ones(4, requires_grad=True)
+        >>> nanguard.std(x).backward(); x.grad
+        tensor([0., 0., 0., 0.])
+    """
+    dims, correction = _prepare(x, dim, correction, "std")
+    if numel_over(x, dims) - correction <= 0:
+        return _ZeroSpread.apply(x, dims, bool(keepdim))
+    return _Std.apply(x, dims, correction, bool(keepdim))

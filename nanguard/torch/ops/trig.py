@@ -1,0 +1,111 @@
+"""Inverse trigonometry with finite gradients at ±1: ``acos``, ``asin``."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from nanguard.torch._checks import check_floating
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data
+
+# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
+# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
+_ROUNDING_ULPS = 4
+
+
+def rounding_tolerance(dtype: torch.dtype) -> float:
+    return _ROUNDING_ULPS * torch.finfo(dtype).eps
+
+
+def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
+    """Move inputs at most `tol` outside [-1, 1] onto ±1 (exactly); leave the rest alone.
+
+    Without comparisons: subtract the overshoot, but never more than tol, so an input
+    further out stays outside and gives NaN like the textbook op.
+    """
+    tol = rounding_tolerance(x.dtype)
+    overshoot = torch.sub(x, torch.clamp(x, -1.0, 1.0))
+    # (out of place under vmap, which has no batching rule for clamp_)
+    overshoot = overshoot.clamp_(-tol, tol) if can_branch_on_data(x) else overshoot.clamp(-tol, tol)
+    return torch.sub(x, overshoot)
+
+
+class _InverseSine(SafeFunction):
+    """asin (sign=+1) and acos (sign=-1) share the derivative ±1/sqrt(1 - x²)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, sign: float) -> torch.Tensor:
+        inside = _pull_into_range(x)
+        return torch.asin(inside) if sign > 0 else torch.acos(inside)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.sign = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            inside = torch.clamp(x, -1.0, 1.0)
+            room = (1 - inside) * (1 + inside)
+            open_interval = room > 0
+            safe_room = torch.where(open_interval, room, torch.ones_like(room))
+            local = torch.where(open_interval, torch.rsqrt(safe_room), torch.zeros_like(room))
+            return ctx.sign * grad * local, None
+        # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1. It is <= 0
+        # for |x| >= 1 (inputs pulled onto ±1 included): +inf there, so its rsqrt is 0.
+        room = torch.rsub(x, 1.0).mul_(torch.add(x, 1.0))
+        local = F.threshold(room, 0.0, float("inf")).rsqrt_()
+        return local.mul_(grad if ctx.sign > 0 else -grad), None
+
+
+def asin(x: torch.Tensor) -> torch.Tensor:
+    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
+
+    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
+              \quad (|x| < 1)
+
+    ``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
+    a dot product of unit vectors easily produces.
+
+    Singular points:
+        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
+          derivative is +inf), second derivative 0.
+        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
+          ±1 exactly, gradient 0.
+        * ``|x| > 1 + 4·eps``: NaN, as in torch; such an input is a bug, not rounding.
+
+    Example:
+        >>> x = torch.tensor([1.0, 0.5], requires_grad=True)
+        >>> nanguard.asin(x).sum().backward(); x.grad
+        tensor([0.0000, 1.1547])
+    """
+    check_floating(x, "x", "asin")
+    return _InverseSine.apply(x, 1.0)
+
+
+def acos(x: torch.Tensor) -> torch.Tensor:
+    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
+
+    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
+              \quad (|x| < 1)
+
+    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    gradient for parallel vectors and is NaN when rounding pushes the cosine to
+    ``1.0000001``.
+
+    Singular points:
+        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
+          derivative 0.
+        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
+          ±1 exactly, gradient 0.
+        * ``|x| > 1 + 4·eps``: NaN, as in torch.
+
+    Example:
+        >>> x = torch.tensor([1.0000001, 0.0], requires_grad=True)
+        >>> nanguard.acos(x)
+        tensor([0.0000, 1.5708], grad_fn=<_InverseSineBackward>)
+    """
+    check_floating(x, "x", "acos")
+    return _InverseSine.apply(x, -1.0)

@@ -1,0 +1,149 @@
+"""`nanguard run`: programs run as with python (argv, __main__, -m, exit status); findings
+exit 1 with the report on stderr and in --json; usage errors exit 2 with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from nanguard.cli import main as cli_main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+BAD = textwrap.dedent("""\
+    import sys
+    import torch
+
+    print("argv", sys.argv[1:], __name__)
+    x = torch.zeros(3, requires_grad=True)
+    y = torch.sqrt(x)              # the line the report must name
+    y.sum().backward()
+    print("not reached")
+""")
+
+
+def _write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def _nanguard(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "nanguard", "run", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=240)
+
+
+@pytest.mark.slow
+def test_script_with_nan_exits_1_with_report_and_json(tmp_path):
+    script = _write(tmp_path / "train.py", BAD)
+    done = _nanguard("--json", "out.json", "train.py", "--lr", "3", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "argv ['--lr', '3'] __main__" in done.stdout and "not reached" not in done.stdout
+    assert "backward of sqrt" in done.stderr and "train.py:6" in done.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["found"] is True and data["phase"] == "backward"
+    assert data["op"] == "aten.div.Tensor" and data["node"] == "SqrtBackward0"
+    assert data["file"] == script and data["line"] == 6 and data["code"] == "y = torch.sqrt(x)              # the line the report must name"
+    assert (data["forward_file"], data["forward_line"]) == (script, 6)
+    assert data["call_line"] == 7
+    assert data["inputs"] and data["explanation"] and data["suggestion"] and data["message"]
+
+
+@pytest.mark.slow
+def test_module_form_relative_imports_argv_and_clean_status(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    _write(pkg / "__init__.py", "")
+    _write(pkg / "helper.py", "import torch\n\ndef risky(v):\n    return torch.log(v)\n")
+    _write(pkg / "main.py", textwrap.dedent("""\
+        import sys
+        import torch
+        from .helper import risky
+
+        if __name__ == "__main__":
+            print("args", sys.argv[1:])
+            v = torch.tensor([float(sys.argv[1])])
+            risky(v)
+            sys.exit(int(sys.argv[2]))
+    """))
+    done = _nanguard("--json", "r.json", "-m", "pkg.main", "2.0", "3", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr             # clean run: the program's own status
+    assert "args ['2.0', '3']" in done.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["found"] is False
+    done = _nanguard("--json", "r.json", "-m", "pkg.main", "0.0", "3", cwd=tmp_path)
+    assert done.returncode == 1
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert (data["phase"], data["op"], data["line"]) == ("forward", "aten.log.default", 4)
+    assert data["file"].endswith(os.path.join("pkg", "helper.py"))
+
+
+def _run_inprocess(capsys, *args):
+    try:
+        status = cli_main(["run", *args])
+    except SystemExit as exc:
+        status = exc.code
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+@pytest.mark.parametrize("args, words", [
+    ((), "missing the script to run"),
+    (("no_such_script.py",), "can't open file 'no_such_script.py'"),
+    (("--bogus", "x.py"), "unrecognized arguments: --bogus"),
+    (("--check", "nans", "x.py"), "argument --check: invalid choice"),
+    (("-m",), "-m needs a module name"),
+    (("-m", "no_such_pkg_xyz.mod"), "no module named 'no_such_pkg_xyz.mod'"),
+])
+def test_usage_errors_exit_2_with_one_line(capsys, args, words):
+    status, out, err = _run_inprocess(capsys, *args)
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("nanguard run: error: ") and words in err
+
+
+def test_directory_is_a_usage_error(capsys, tmp_path):
+    status, _, err = _run_inprocess(capsys, str(tmp_path))
+    assert status == 2 and "is a directory" in err
+
+
+def test_program_exception_prints_traceback_and_exits_1(capsys, tmp_path):
+    script = _write(tmp_path / "boom.py", "def f():\n    raise ValueError('boom')\n\nf()\n")
+    status, _, err = _run_inprocess(capsys, script)
+    assert status == 1
+    assert "ValueError: boom" in err and "boom.py" in err and "runpy" not in err
+
+
+def test_program_that_swallows_the_error_still_exits_1(capsys, tmp_path):
+    script = _write(tmp_path / "swallow.py", textwrap.dedent("""\
+        import torch
+        try:
+            torch.log(torch.zeros(1))
+        except FloatingPointError:
+            print("handled")
+    """))
+    status, out, err = _run_inprocess(capsys, "--color", "never", script)
+    assert status == 1 and "handled" in out
+    assert "forward of log" in err and "\\033[" not in err
+
+
+def test_exit_codes_of_sys_exit(capsys, tmp_path):
+    for code, want in (("0", 0), ("5", 5), ("None", 0), ("'message'", 1)):
+        script = _write(tmp_path / "ex.py", f"import sys\nsys.exit({code})\n")
+        status, _, err = _run_inprocess(capsys, script)
+        assert status == want
+        if want == 1:
+            assert "message" in err
+
+
+def test_check_option_and_argv_restored(capsys, tmp_path):
+    argv, path0 = sys.argv[:], sys.path[0]
+    script = _write(tmp_path / "inf.py", "import torch\ntorch.log(torch.zeros(1))\n")
+    status, _, _ = _run_inprocess(capsys, "--check", "nan", script)
+    assert status == 0                           # -inf only, and only NaN was asked for
+    status, _, err = _run_inprocess(capsys, "--check", "inf", "--exhaustive", script)
+    assert status == 1 and "inf.py:2" in err
+    assert sys.argv == argv and sys.path[0] == path0

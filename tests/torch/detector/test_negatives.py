@@ -1,0 +1,108 @@
+"""Deliberate infinities and clean programs are not reported (tensorflow#40228)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import nanguard
+from nanguard.torch.detector import activation
+
+MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
+NEG = float("-inf")
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_masked_fill_minus_inf_softmax_forward_and_backward(exhaustive):
+    scores = torch.randn(4, 5, requires_grad=True)
+    keep = torch.rand(4, 5) > 0.3
+    keep[:, 0] = True                                   # every row keeps one position
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        masked = scores.masked_fill(~keep, NEG)
+        probs = torch.softmax(masked, dim=-1)
+        logp = F.log_softmax(masked, dim=-1)
+        (probs * 2).sum().backward(retain_graph=True)
+        logp.masked_fill(~keep, 0).sum().backward()
+    assert d.report is None
+    assert torch.isfinite(scores.grad).all()
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_float_causal_mask_through_logsumexp_and_max(exhaustive):
+    x = torch.randn(3, 3, requires_grad=True)
+    causal = torch.full((3, 3), NEG).triu(1)            # a -inf constant
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        s = x + causal
+        lse = torch.logsumexp(s, -1)
+        top = s.max(-1).values
+        (lse + top).sum().backward()
+    assert d.report is None
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_attention_with_causal_mask_training_step(exhaustive):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(6)   # float -inf above diagonal
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        for _ in range(2):
+            opt.zero_grad()
+            out = layer(torch.randn(2, 6, 16), src_mask=mask, is_causal=True)
+            out.pow(2).mean().backward()
+            opt.step()
+    assert d.report is None
+
+
+class MaskedPolicy(torch.nn.Module):
+    """Returns logits with -inf on illegal actions: a module whose output is deliberately -inf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(4, 3)
+
+    def forward(self, x, legal):
+        return self.net(x).masked_fill(~legal, NEG)
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_module_with_deliberate_minus_inf_output(exhaustive, monkeypatch):
+    torch.manual_seed(0)
+    policy = MaskedPolicy()
+    legal = torch.tensor([[True, False, True], [True, True, False]])
+    calls = []
+    original = activation.replay_module_forward
+    monkeypatch.setattr(activation, "replay_module_forward", lambda *a, **k: calls.append(1) or original(*a, **k))
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        for _ in range(5):
+            logits = policy(torch.randn(2, 4), legal)
+            dist = torch.distributions.Categorical(logits=logits)
+            (-dist.log_prob(torch.tensor([0, 1]))).mean().backward()
+    assert d.report is None
+    # Default mode replays the module once to learn its -inf is deliberate, then trusts it.
+    assert len(calls) == (0 if exhaustive else 1)
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_sanitised_nan_data_is_not_reported(exhaustive):
+    data = torch.tensor([1.0, float("nan"), 3.0])
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        clean = torch.nan_to_num(data, nan=0.0)
+        (clean * 2).sum()
+    assert d.report is None
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_clean_training_loop_reports_nothing(exhaustive):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2),
+                                torch.nn.LayerNorm(16), torch.nn.Linear(16, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(torch.randn(5, 8)), torch.tensor([0, 1, 2, 0, 1]))
+            loss.backward()
+            opt.step()
+    assert d.report is None

@@ -1,0 +1,118 @@
+"""Under torch.distributed every rank makes the same decision: real 2-process gloo runs.
+
+Each test spawns two Python processes (ddp_worker.py) that rendezvous through a file store
+in the test's temporary directory, so there is no port to collide on. If a rank fails, the
+other is killed at once; a deadline bounds the whole run, so a broken agreement shows up as
+a failure with both ranks' logs, never as a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                       reason="torch.distributed with gloo is not available"),
+]
+
+WORKER = Path(__file__).with_name("ddp_worker.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def spawn(scenario: str, tmp_path: Path, world: int = 2, deadline_s: float = 90.0) -> list:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    store = tmp_path / "store"
+    procs, logs, outs = [], [], []
+    for rank in range(world):
+        outs.append(tmp_path / f"rank{rank}.json")
+        logs.append(open(tmp_path / f"rank{rank}.log", "w+"))
+        procs.append(subprocess.Popen(
+            [sys.executable, str(WORKER), scenario, str(rank), str(world), str(store), str(outs[-1])],
+            stdout=logs[-1], stderr=subprocess.STDOUT, env=env, cwd=str(tmp_path)))
+    end = time.monotonic() + deadline_s
+    failure = None
+    try:
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode not in (None, 0) for p in procs):
+                failure = "a rank failed"
+                break
+            if time.monotonic() > end:
+                failure = f"timed out after {deadline_s:.0f} s"
+                break
+            time.sleep(0.05)
+        if failure is None and any(p.returncode != 0 for p in procs):
+            failure = "a rank failed"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    text = []
+    for rank, log in enumerate(logs):
+        log.seek(0)
+        text.append(f"--- rank {rank} (exit {procs[rank].returncode}) ---\n{log.read()[-4000:]}")
+        log.close()
+    if failure:
+        pytest.fail(f"{scenario}: {failure}\n" + "\n".join(text))
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def test_ddp_nan_batch_on_rank_1_only_both_ranks_skip_together(tmp_path):
+    r0, r1 = spawn("ddp", tmp_path)
+    # step 2: rank 1's batch gives a NaN gradient (finite loss); step 4: a NaN loss
+    expected = [True, True, False, True, "loss", True]
+    assert r0["decisions"] == r1["decisions"] == expected
+    assert r0["params"] == r1["params"]  # replicas identical after every step
+    assert r0["params"][3] == r0["params"][2]  # the skipped step changed nothing
+    assert r0["params"][5] == r0["params"][4]  # nor did the skipped batch
+    assert len(set(r0["params"])) == 5
+    grad_event, loss_event = r0["events"]
+    assert grad_event["step"] == 3 and grad_event["kind"] == "gradients"
+    # DDP averaged rank 1's NaN into rank 0's gradient, so both ranks saw it
+    assert grad_event["ranks"] == [0, 1]
+    assert [p["name"] for p in grad_event["params"]] == ["embed.weight"]  # DDP's `module.` is gone
+    assert loss_event["kind"] == "loss" and loss_event["ranks"] == [1] and loss_event["step"] == 5
+    assert "non-finite losses: 1 (before step 5)" in r1["summary"]
+    assert "embed.weight  8×4     32" in r1["summary"]
+
+
+def test_no_sync_accumulation_with_a_nan_in_one_ranks_local_gradient(tmp_path):
+    r0, r1 = spawn("no_sync", tmp_path)
+    # the NaN really was local to rank 1 before the synchronised micro-batch
+    assert r0["local_finite_after_micro0"] == [True, True, True, True]
+    assert r1["local_finite_after_micro0"] == [True, False, True, True]
+    assert r0["decisions"] == r1["decisions"] == [True, False, True, True]
+    assert r0["params"] == r1["params"]
+    assert r0["params"][2] == r0["params"][1]
+    assert r0["events"][0]["step"] == r1["events"][0]["step"] == 2
+
+
+def test_agreement_is_what_keeps_local_replicas_identical(tmp_path):
+    r0, r1 = spawn("local", tmp_path)
+    agreed0, agreed1 = r0["agreed"], r1["agreed"]
+    # with agreement: both skip the step only rank 1 found bad, and both apply the step whose
+    # norm overflowed on rank 1 (confirmed finite element by element: no false skip)
+    assert agreed0["decisions"] == agreed1["decisions"] == [True, True, False, True, True]
+    assert agreed0["params"][:3] == agreed1["params"][:3]
+    assert agreed0["events"][0]["ranks"] == [1] and agreed0["events"][0]["params"] == []
+    assert agreed1["events"][0]["params"][0]["name"] == "embed.weight"
+    # without it (distributed=False) rank 0 steps alone and the replicas drift apart
+    local0, local1 = r0["local"], r1["local"]
+    assert local0["decisions"] == [True] * 5 and local1["decisions"] == [True, True, False, True, True]
+    assert local0["params"][2] != local1["params"][2]
+    # with a GradScaler: rank 1 overflowed alone; both skipped and both scales halved once
+    assert r0["amp"] == r1["amp"]
+    assert r0["amp"]["decisions"] == [True, False, True]
+    assert r0["amp"]["scales"] == [1024.0, 512.0, 512.0]
+    # policy "raise": rank 0 had finite gradients but raises too, naming rank 1
+    assert r0["raised"] and r1["raised"]
+    assert "on rank 1" in r0["raised"] and "embed.weight" in r1["raised"]

@@ -1,0 +1,277 @@
+"""The gradient-explosion early warning: fires before the first non-finite gradient, names
+where the growth started, stays quiet on healthy runs; and the plot."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import warnings
+from collections import OrderedDict
+
+import pytest
+import torch
+
+import nanguard
+from nanguard.torch.guard.monitor import NormHistory
+from nanguard.torch.guard.params import build_table
+
+
+def deep_linear(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(OrderedDict(
+        embed=torch.nn.Linear(8, 32), body=torch.nn.Linear(32, 32), head=torch.nn.Linear(32, 1)))
+
+
+def regression(steps: int, head_lr_after: dict, monitor: nanguard.GradNormMonitor):
+    """Noisy linear regression; `head_lr_after` = {step: lr} changes the head's learning rate
+    (a too-large one makes the run diverge geometrically until the gradients overflow)."""
+    model = deep_linear()
+    opt = torch.optim.SGD([
+        {"params": list(model.embed.parameters()) + list(model.body.parameters()), "lr": 0.01},
+        {"params": model.head.parameters(), "lr": 0.01}])
+    guard = nanguard.GradGuard(opt, model=model, monitor=monitor, max_consecutive=None)
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(8, 1, generator=g)
+    for t in range(steps):
+        if t in head_lr_after:
+            opt.param_groups[1]["lr"] = head_lr_after[t]
+        x = torch.randn(64, 8, generator=g)
+        y = x @ w + 0.1 * torch.randn(64, 1, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        guard.step()
+    return guard
+
+
+def test_warns_before_the_first_nonfinite_gradient_and_names_the_module():
+    with pytest.warns(nanguard.GradientGrowthWarning) as caught:
+        guard = regression(160, {100: 1.0}, nanguard.GradNormMonitor(window=50, factor=10))
+    first_bad = guard.records.bad_steps[0]
+    alert = guard.alerts[0]
+    assert 101 < alert.step < first_bad  # after the learning rate changed, before inf
+    assert alert.origin == "head" and alert.origin_step >= 101
+    assert alert.ratio > 10 and {name for name, _ in alert.growing} == {"embed", "body", "head"}
+    message = str(caught[0].message)
+    assert "growth started in `head`" in message and "clipping only hides it" in message
+    assert caught[0].message.alert is alert
+    assert guard.records.growth_warnings == guard.alerts
+    assert "gradient-growth warnings: 1" in guard.summary()
+
+
+def test_stays_quiet_on_a_healthy_noisy_run():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nanguard.GradientGrowthWarning)
+        guard = regression(400, {}, nanguard.GradNormMonitor(window=50, factor=10))
+    assert guard.alerts == [] and guard.records.skipped == 0
+
+
+def test_stays_quiet_on_a_healthy_transformer():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1, batch_first=True)
+    net = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+                              torch.nn.Linear(16, 1))
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
+    guard = nanguard.GradGuard(opt, model=net, monitor=nanguard.GradNormMonitor(window=20))
+    g = torch.Generator().manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nanguard.GradientGrowthWarning)
+        for _ in range(150):
+            x = torch.randn(8, 6, 16, generator=g)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(net(x), x[..., :1].sum(1, keepdim=True).expand(-1, 6, -1)).backward()
+            assert guard.step()
+    assert guard.alerts == []
+    # per layer: self_attn (in_proj), self_attn.out_proj, linear1, linear2, norm1, norm2; + head
+    assert len(guard.monitor.modules) == 2 * 6 + 1
+
+
+# -- the origin, on controlled norm sequences ------------------------------------------
+MODULES = ["embed", "body", "head"]  # registration order = forward order
+
+
+def bound_monitor(**kw) -> nanguard.GradNormMonitor:
+    model = deep_linear()
+    monitor = nanguard.GradNormMonitor(**kw)
+    monitor.bind(build_table(torch.optim.SGD(model.parameters(), lr=0.1),
+                             {id(p): n for n, p in model.named_parameters()}, None, "test"))
+    monitor.detach()  # no backward pass here: use the registration order
+    return monitor
+
+
+def feed(monitor, steps, onsets, rates, seed=0):
+    """Norms ~1 with ±20% noise; module m grows by rates[m] per step from onsets[m] on."""
+    rng = random.Random(seed)
+    alerts = []
+    for t in range(1, steps + 1):
+        norms = [(rng.uniform(0.8, 1.2) * (rates[m] ** max(0, t - onsets[m]) if m in onsets else 1.0))
+                 for m in MODULES]
+        alert = monitor.observe(t, norms, math.hypot(*norms), bad=False)
+        if alert:
+            alerts.append(alert)
+    return alerts
+
+
+def test_origin_is_the_module_that_took_off_first_even_if_others_grow_faster():
+    monitor = bound_monitor(window=40, factor=10, warn=False)
+    alerts = feed(monitor, 110, onsets={"body": 80, "head": 86, "embed": 86},
+                  rates={"body": 1.25, "head": 1.6, "embed": 1.25})
+    assert alerts[0].origin == "body" and 80 <= alerts[0].origin_step <= 84
+    assert alerts[0].module == "head"  # the biggest growth is elsewhere
+    assert "growth started in `body`" in alerts[0].message()
+
+
+def test_simultaneous_takeoff_names_the_module_nearest_the_loss():
+    monitor = bound_monitor(window=40, factor=10, warn=False)
+    alerts = feed(monitor, 110, onsets={m: 80 for m in MODULES},
+                  rates={"embed": 1.4, "body": 1.4, "head": 1.2})
+    assert alerts[0].origin == "head"
+
+
+def test_nearest_the_loss_is_learned_from_the_backward_pass_not_the_registration_order():
+    class Net(torch.nn.Module):  # head registered first, but it runs last
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(4, 1)
+            self.body = torch.nn.Linear(4, 4)
+            self.embed = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.head(self.body(self.embed(x)))
+
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.0)
+    monitor = nanguard.GradNormMonitor(window=40, factor=10, warn=False)
+    guard = nanguard.GradGuard(opt, model=net, monitor=monitor)
+    net(torch.randn(3, 4)).sum().backward()
+    guard.step()
+    assert monitor._hooks == []  # learned once, then removed
+    rng = random.Random(0)
+    names = list(monitor.modules)  # head, body, embed
+    alert = None
+    for t in range(2, 110):
+        norms = [rng.uniform(0.8, 1.2) * (1.3 ** max(0, t - 80)) for _ in names]
+        alert = alert or monitor.observe(t, norms, 1.0, bad=False)
+    assert alert.origin == "head"
+
+
+def test_one_warning_per_episode_and_none_on_skipped_steps():
+    monitor = bound_monitor(window=20, factor=5, warn=False)
+    alerts = feed(monitor, 60, onsets={"body": 25}, rates={"body": 1.3})
+    assert len(alerts) == 2 and alerts[1].step - alerts[0].step > 20
+    quiet = bound_monitor(window=20, factor=5, warn=False)
+    for t in range(1, 40):
+        assert quiet.observe(t, [1.0, 1e6 if t > 30 else 1.0, 1.0], 1.0, bad=True) is None
+
+
+def test_quiet_when_a_converged_runs_tiny_norms_climb_back_below_their_old_scale():
+    """The benchmark transformer memorising its batch: norms of ~1 fall to 1e-3, then
+    Adam's noise lifts them 10-15x, to 1e-2: growth, but nowhere near an explosion."""
+    monitor = bound_monitor(window=20, factor=10, warn=False)
+    rng = random.Random(3)
+    alerts = []
+    for t in range(1, 160):
+        scale = 1.0 if t < 40 else (1e-3 if t < 100 else 1.5e-2)
+        alert = monitor.observe(t, [scale * rng.uniform(0.9, 1.1) for _ in MODULES], scale, bad=False)
+        alerts += [alert] if alert else []
+    assert alerts == []
+    # the same climb that goes on past the old scale is an explosion
+    for t in range(160, 200):
+        scale = 1.5e-2 * 1.3 ** (t - 159)
+        alert = monitor.observe(t, [scale * rng.uniform(0.9, 1.1) for _ in MODULES], scale, bad=False)
+        alerts += [alert] if alert else []
+    assert alerts and alerts[0].norm > 1.0
+
+
+def test_threshold_fires_even_before_the_window_is_full():
+    monitor = bound_monitor(window=50, factor=10, threshold=5.0, warn=False)
+    alerts = feed(monitor, 30, onsets={"head": 10}, rates={"head": 1.2})
+    assert alerts and alerts[0].reason == "threshold" and alerts[0].module == "head"
+    assert alerts[0].norm > 5.0 and "crossed the threshold" in alerts[0].short()
+    assert alerts[0].to_dict()["module"] == "head"
+
+
+def test_depth_groups_parameters_into_coarser_modules():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+    net = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 3, enable_nested_tensor=False))
+    guard = nanguard.GradGuard(torch.optim.SGD(net.parameters(), lr=0.1), model=net,
+                               monitor=nanguard.GradNormMonitor(depth=3))
+    assert guard.monitor.modules == ("0.layers.0", "0.layers.1", "0.layers.2")
+    plain = nanguard.GradGuard(torch.optim.SGD(net.parameters(), lr=0.1), monitor=True)
+    assert plain.monitor.modules == ("param_groups[0]",)
+
+
+def test_module_norms_are_the_l2_norms_of_their_parameters():
+    model = deep_linear()
+    guard = nanguard.GradGuard(torch.optim.SGD(model.parameters(), lr=0.0), model=model, monitor=True)
+    model(torch.randn(5, 8)).pow(2).sum().backward()
+    guard.step()
+    steps, series = guard.monitor.history.series()
+    for name in MODULES:
+        module = getattr(model, name)
+        expected = torch.cat([p.grad.flatten() for p in module.parameters()]).norm().item()
+        assert series[name][0] == pytest.approx(expected, rel=1e-6)
+    total = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+    assert series["(total)"][0] == pytest.approx(total, rel=1e-6)
+
+
+def test_history_is_bounded_and_keeps_spikes():
+    h = NormHistory(["a"], capacity=16)
+    for t in range(1, 1001):
+        h.add(t, [1000.0 if t == 437 else 1.0], bad=t == 438)
+    steps, series = h.series()
+    assert len(steps) <= 17 and steps == sorted(steps) and steps[-1] == 1000
+    assert max(series["a"]) == 1000.0  # merged rows keep the larger norm
+    assert list(h.bad_steps) == [438]
+
+
+def test_monitor_arguments_are_checked():
+    for kw, err in [({"window": 4}, ValueError), ({"window": 8.0}, TypeError),
+                    ({"factor": 1.0}, ValueError), ({"factor": "10"}, TypeError),
+                    ({"threshold": 0}, ValueError), ({"threshold": "x"}, TypeError),
+                    ({"history": 2}, ValueError), ({"depth": 0}, ValueError),
+                    ({"warn": 1}, TypeError)]:
+        with pytest.raises(err):
+            nanguard.GradNormMonitor(**kw)
+
+
+# -- plot ----------------------------------------------------------------------------------
+def test_plot_draws_modules_total_skipped_steps_and_warnings(tmp_path):
+    pytest.importorskip("matplotlib")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nanguard.GradientGrowthWarning)
+        guard = regression(130, {100: 1.0}, nanguard.GradNormMonitor(window=50, factor=10))
+    path = tmp_path / "gradnorms.png"
+    fig = guard.plot(str(path), top=2)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert ax.get_yscale() == "log"
+    assert "total" in labels and len([n for n in labels if n in MODULES]) == 2
+    assert "non-finite step" in labels and "growth warning (from head)" in labels
+    assert "top 2 of 3 modules" in ax.get_title()
+
+
+def test_plot_without_a_monitor_draws_the_total(tmp_path):
+    pytest.importorskip("matplotlib")
+    model = deep_linear()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    guard = nanguard.GradGuard(opt)
+    with pytest.raises(ValueError, match="nothing to draw"):
+        guard.plot()
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        guard.step()
+    labels = [line.get_label() for line in guard.plot().axes[0].get_lines()]
+    assert labels == ["total"]
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):
+    guard = nanguard.GradGuard(torch.optim.SGD(deep_linear().parameters(), lr=0.1))
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an absent package looks like
+    with pytest.raises(ImportError, match=r"optional extra.*pip install nanguard\[plot\]"):
+        guard.plot("x.png")
