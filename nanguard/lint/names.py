@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 TORCH = "torch"
 TF = "tf"
@@ -341,21 +341,3 @@ def function_op(imports: ImportMap, call: ast.Call) -> Optional[OpCall]:
         if op is not None:
             return OpCall(op, call, framework_of(qual), qual)
     return None
-
-
-def iter_names(expr: ast.AST, limit: int = 200) -> Iterable[ast.AST]:
-    """Name nodes and `self.x`-style attribute chains inside `expr` (bounded walk)."""
-    stack = [expr]
-    seen = 0
-    while stack and seen < limit:
-        node = stack.pop()
-        seen += 1
-        if isinstance(node, ast.Name):
-            yield node
-            continue
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            yield node
-            continue
-        if isinstance(node, (ast.Lambda,)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))

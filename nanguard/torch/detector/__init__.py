@@ -6,7 +6,7 @@
 
 from nanguard.torch.detector.context import detect
 from nanguard.torch.detector.frames import Frame
-from nanguard.torch.detector.report import NonFiniteWarning, Report
-from nanguard.torch.detector.values import ScalarArg, TensorSummary
+from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.core.summary import ScalarArg, TensorSummary
 
 __all__ = ["detect", "Report", "TensorSummary", "ScalarArg", "Frame", "NonFiniteWarning"]

@@ -78,11 +78,6 @@ def orig_module_call(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     return _ORIG_MODULE_CALL(module, *args, **kwargs)
 
 
-def orig_engine() -> Callable[..., Any]:
-    assert _ORIG_ENGINE is not None
-    return _ORIG_ENGINE
-
-
 def _module_call(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     # Checked first so that torch.compile traces straight through to the original.
     if _is_compiling():
@@ -122,7 +117,7 @@ def _trimmed(exc: BaseException) -> BaseException:
     """A detection's own NonFiniteError without nanguard's internal frames in its traceback
     (the report already says where); any other exception is passed on untouched."""
     from nanguard.errors import NonFiniteError
-    from nanguard.torch.detector.report import Report
+    from nanguard.core.report import Report
     if isinstance(exc, NonFiniteError) and isinstance(exc.report, Report):
         return exc.with_traceback(None)
     return exc
@@ -193,10 +188,6 @@ def uninstall() -> None:
 def engine_hooked() -> bool:
     """Whether backward passes go through `Activation.run_backward` (torch >= 2.3)."""
     return _ORIG_ENGINE is not None
-
-
-def installed() -> bool:
-    return bool(_HANDLES)
 
 
 # ---------------------------------------------------------------------------------- RNG

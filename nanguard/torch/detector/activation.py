@@ -27,7 +27,7 @@ from nanguard.torch.detector.explain import optimizer_explanation
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
 from nanguard.torch.detector.live import LiveMode
 from nanguard.torch.detector.replay import replay_backward, replay_module_forward
-from nanguard.torch.detector.report import NonFiniteWarning, Report
+from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.torch.detector.tape import Entry, Tape, leaves_of
 from nanguard.torch.detector.values import checkable, fast_finite, has_nan, is_finite, iter_scalars, judge
 

@@ -13,8 +13,9 @@ import torch
 
 from nanguard.torch.detector.explain import Evidence, explain, message
 from nanguard.torch.detector.frames import Frame, guess_torch_function, op_base
-from nanguard.torch.detector.report import Report
-from nanguard.torch.detector.values import ScalarArg, TensorSummary, summarize
+from nanguard.core.report import Report
+from nanguard.core.summary import ScalarArg, TensorSummary
+from nanguard.torch.detector.values import summarize
 
 _ARG_NAMES: Dict[Any, Tuple[str, ...]] = {}
 

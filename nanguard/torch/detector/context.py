@@ -33,7 +33,7 @@ import torch
 
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.activation import Activation
-from nanguard.torch.detector.report import NonFiniteWarning, Report
+from nanguard.core.report import NonFiniteWarning, Report
 
 __all__ = ["detect", "NonFiniteWarning"]
 

@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from nanguard.torch.detector.frames import op_base
-from nanguard.torch.detector.values import ScalarArg, TensorSummary
+from nanguard.core.summary import ScalarArg, TensorSummary
 
 
 @dataclass

@@ -7,15 +7,15 @@ variable of the user's function alive.
 
 from __future__ import annotations
 
-import linecache
 import os
 import runpy
 import sys
-from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Collection, List, Optional
 
 import torch
+
+from nanguard.core.location import Frame
 
 import nanguard
 
@@ -39,30 +39,6 @@ def is_internal(filename: str) -> bool:
                or filename.startswith("<frozen"))
         _INTERNAL_CACHE[filename] = hit
     return hit
-
-
-@dataclass(frozen=True)
-class Frame:
-    """A source location: file, line, enclosing function and the code on that line."""
-
-    file: str
-    line: int
-    function: str
-
-    @property
-    def code(self) -> str:
-        return linecache.getline(self.file, self.line).strip()
-
-    @property
-    def short_file(self) -> str:
-        try:
-            rel = os.path.relpath(self.file)
-        except ValueError:  # another drive on Windows
-            return self.file
-        return rel if not rel.startswith("..") else self.file
-
-    def to_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
 
 
 _ABS_CACHE: dict = {}

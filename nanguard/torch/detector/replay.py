@@ -29,7 +29,7 @@ from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call,
 from nanguard.torch.detector.aten import checks_values, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
-from nanguard.torch.detector.report import Report
+from nanguard.core.report import Report
 from nanguard.torch.detector.tape import Entry, key_of
 from nanguard.torch.detector.values import checkable, fast_finite, judge
 

@@ -19,7 +19,7 @@ from typing import List, Optional, TextIO
 from nanguard.errors import NonFiniteError
 from nanguard.torch.detector.context import detect
 from nanguard.torch.detector.frames import is_internal
-from nanguard.torch.detector.report import not_found_dict
+from nanguard.core.report import not_found_dict
 
 
 class UsageError(Exception):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
 
 import torch
+
+from nanguard.core.summary import ScalarArg, TensorSummary
 
 FLOATING = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
@@ -85,18 +87,6 @@ def has_inf(t: torch.Tensor) -> bool:
         return bool(torch.isinf(t).any())
 
 
-def iter_tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
-    """Tensors inside an argument structure (tuples, lists, dicts, a few levels deep)."""
-    if isinstance(obj, _Tensor):
-        yield obj
-    elif depth < 4:
-        if isinstance(obj, (list, tuple)):
-            for item in obj:
-                yield from iter_tensors(item, depth + 1)
-        elif isinstance(obj, dict):
-            for item in obj.values():
-                yield from iter_tensors(item, depth + 1)
-
 
 def iter_scalars(obj: Any, depth: int = 0) -> Iterator[float]:
     """Python floats inside an argument structure (e.g. the -inf of ``masked_fill``)."""
@@ -154,73 +144,6 @@ def judge(inputs: Sequence[torch.Tensor], scalars: Iterable[float], outputs: Seq
 # Exact summaries (computed only once something was found)
 
 
-def _fmt_num(v: Optional[float]) -> str:
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if v != v or v in (math.inf, -math.inf):
-        return str(v)
-    a = abs(v)
-    if a >= 1e5 or a < 1e-3:
-        return f"{v:.3g}"
-    return f"{v:.4g}"
-
-
-@dataclass
-class TensorSummary:
-    """Shape, dtype, device, range and the count of each kind of special value."""
-
-    name: str
-    shape: Tuple[int, ...]
-    dtype: str
-    device: str
-    numel: int
-    min: Optional[float] = None
-    max: Optional[float] = None
-    nan: int = 0
-    posinf: int = 0
-    neginf: int = 0
-    zeros: int = 0
-    negative: int = 0
-    first_bad: Optional[Tuple[int, ...]] = None
-    role: str = "input"
-
-    @property
-    def finite(self) -> bool:
-        return self.nan == 0 and self.posinf == 0 and self.neginf == 0
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name, "role": self.role, "shape": list(self.shape), "dtype": self.dtype,
-            "device": self.device, "numel": self.numel, "min": self.min, "max": self.max,
-            "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf, "zeros": self.zeros,
-            "negative": self.negative,
-            "first_bad_index": list(self.first_bad) if self.first_bad is not None else None,
-        }
-
-    def type_str(self) -> str:
-        return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
-
-    def line(self) -> str:
-        parts = [self.type_str()]
-        if self.min is not None:
-            parts.append(f"min {_fmt_num(self.min)}")
-            parts.append(f"max {_fmt_num(self.max)}")
-        parts.append(f"zeros {self.zeros}")
-        parts.append(f"nan {self.nan}")
-        inf = f"inf {self.posinf + self.neginf}"
-        if self.posinf and self.neginf:
-            inf += f" (+{self.posinf} / -{self.neginf})"
-        elif self.neginf:
-            inf += " (all -inf)"
-        parts.append(inf)
-        text = "  ".join(parts)
-        if self.first_bad is not None:
-            text += f"  (first at [{', '.join(str(i) for i in self.first_bad)}])"
-        return text
-
-
 def _unravel(flat_index: int, shape: Sequence[int]) -> Tuple[int, ...]:
     out = []
     for dim in reversed(shape):
@@ -266,28 +189,7 @@ def summarize(t: torch.Tensor, name: str, role: str = "input") -> TensorSummary:
     return summary
 
 
-@dataclass
-class ScalarArg:
-    """A non-tensor argument worth showing (a Python number such as a fill value or exponent)."""
-
-    name: str
-    value: float
-
-    def to_dict(self) -> dict:
-        v = self.value
-        return {"name": self.name, "value": v if math.isfinite(v) else str(v)}
-
-
-def tensor_list(items: Iterable[Tuple[str, torch.Tensor]], role: str) -> List[TensorSummary]:
-    return [summarize(t, n, role) for n, t in items]
-
-
-def json_number(v: Optional[float]) -> Any:
-    """JSON has no NaN/Inf: write them as strings so the file stays valid JSON."""
-    if v is None or math.isfinite(v):
-        return v
-    return str(v)
 
 
 __all__ = ["TensorSummary", "ScalarArg", "Verdict", "judge", "summarize", "fast_finite", "is_finite",
-           "has_nan", "has_inf", "checkable", "iter_tensors", "iter_scalars"]
+           "has_nan", "has_inf", "checkable", "iter_scalars"]

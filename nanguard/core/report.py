@@ -9,10 +9,9 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from nanguard.torch.detector.frames import Frame
-from nanguard.torch.detector.values import ScalarArg, TensorSummary
+from nanguard.core.location import Frame
+from nanguard.core.summary import ScalarArg, TensorSummary
 
-PHASES = ("forward", "backward", "input", "optimizer")
 
 
 class NonFiniteWarning(RuntimeWarning):
