@@ -31,9 +31,14 @@ def as_floating(x: object, like: torch.Tensor, name: str, op: str) -> torch.Tens
     """A tensor or Python number in the dtype and device of `like` (for the second operand)."""
     if isinstance(x, torch.Tensor):
         return check_floating(x, name, op)
+    return torch.tensor(check_real(x, name, op), dtype=like.dtype, device=like.device)
+
+
+def check_real(x: object, name: str, op: str) -> float:
+    """A Python int or float (NaN and inf allowed: they are data, not a configuration error)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise TypeError(f"nanguard.{op}: `{name}` must be a tensor or a real number, got {type(x).__name__}")
-    return torch.tensor(float(x), dtype=like.dtype, device=like.device)
+    return float(x)
 
 
 def check_number(value: object, name: str, op: str, *, positive: bool = False) -> float:
@@ -53,7 +58,14 @@ def check_dim(x: torch.Tensor, dim: Dim, op: str, *, allow_none: bool = True) ->
         if not allow_none:
             raise TypeError(f"nanguard.{op}: `dim` is required")
         return None
+    if isinstance(dim, bool) or not isinstance(dim, (int, Sequence)) or isinstance(dim, str):
+        raise TypeError(f"nanguard.{op}: `dim` must be an int or a sequence of ints, got {dim!r}")
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not dims:
+        # torch's reductions read an empty dim list as "every dimension"
+        if not allow_none:
+            raise ValueError(f"nanguard.{op}: `dim` must name at least one dimension, got {dim!r}")
+        return None
     ndim = max(x.dim(), 1)  # a 0-d tensor accepts dim 0 / -1, as torch reductions do
     out = []
     for d in dims:

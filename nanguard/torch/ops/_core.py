@@ -117,6 +117,10 @@ def fill_at(t: torch.Tensor, positions: torch.Tensor, value: float) -> torch.Ten
     """`t` with `value` at `positions` (from `zero_positions`), in place for indices."""
     if positions.dtype == torch.bool:
         return torch.where(positions, value, t)
+    if not t.is_contiguous():
+        # indices are positions in row-major order; a transposed or channels_last tensor
+        # has no flat view in that order
+        t = t.contiguous()
     t.view(-1).index_fill_(0, positions, value)
     return t
 

@@ -6,7 +6,7 @@ from typing import Sequence, Tuple, Union
 
 import torch
 
-from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
+from nanguard.torch._checks import broadcast_pair, check_dim, check_floating, check_mask, check_number, check_real
 from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, compute_dtype, fill_at, sum_to, zero_positions
 
 
@@ -17,7 +17,7 @@ class _Div(SafeFunction):
     def forward(a: torch.Tensor, b: torch.Tensor, fill: float):
         quotient = torch.div(a, b)
         is_zero = zero_positions(b, quotient)
-        return fill_at(quotient, is_zero, fill), is_zero
+        return fill_at(quotient, _without_nan(is_zero, a, quotient), fill), is_zero
 
     @staticmethod
     def setup_context(ctx, inputs, outputs):
@@ -49,6 +49,26 @@ class _Div(SafeFunction):
         )
 
 
+def _result_dtype(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
+    """``torch.result_type`` for two floating tensors (which torch.compile cannot trace):
+    a 0-d tensor does not widen a dimensioned one."""
+    if (a.dim() == 0) == (b.dim() == 0):
+        return torch.promote_types(a.dtype, b.dtype)
+    return a.dtype if b.dim() == 0 else b.dtype
+
+
+def _without_nan(is_zero: torch.Tensor, a: torch.Tensor, quotient: torch.Tensor) -> torch.Tensor:
+    """The zero-denominator positions where `a` is not NaN: a NaN numerator stays NaN."""
+    if is_zero.dtype == torch.bool:
+        return is_zero & ~torch.isnan(a)
+    if is_zero.numel() == 0:
+        return is_zero
+    if a.shape == quotient.shape:  # look only at the few positions being filled
+        return is_zero[~torch.isnan(a.reshape(-1)[is_zero])]
+    flat = torch.zeros(quotient.numel(), dtype=torch.bool, device=quotient.device)
+    return flat.index_fill_(0, is_zero, True).view(quotient.shape) & ~torch.isnan(a)
+
+
 def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> torch.Tensor:
     r"""Divide-no-nan: ``a / b`` where ``b != 0`` and ``fill`` where ``b == 0``.
 
@@ -61,10 +81,16 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
     gradient of the branch actually taken. Broadcasts like ``torch.div``.
 
     Singular points:
-        * ``b = 0`` (either sign of zero): value ``fill`` whatever ``a`` holds (as
-          TensorFlow's ``divide_no_nan``), gradient 0 for ``a`` and ``b`` (the result does
-          not depend on them there).
+        * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``
+          (as TensorFlow's ``divide_no_nan``), gradient 0 for ``a`` and ``b`` (the result
+          does not depend on them there).
+        * ``a`` NaN: NaN, also where ``b = 0`` (unlike ``divide_no_nan``: a NaN from the data
+          is never hidden).
         * tiny nonzero ``b``: the exact quotient, which may overflow to inf, as in torch.
+
+    Dtypes follow torch's promotion (as ``torch.result_type``: a 0-d tensor or a Python number
+    does not widen a dimensioned tensor), and a Python number ``b`` is applied in float32
+    for float16/bfloat16 ``a``, as torch does, so ``div(x_fp16, 1e5)`` is not ``x / inf``.
 
     Args:
         a: numerator (floating tensor).
@@ -76,13 +102,18 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
         tensor([0.5000, 0.0000])
     """
     check_floating(a, "a", "div")
-    b = as_floating(b, a, "b", "div")
+    if isinstance(b, torch.Tensor):
+        check_floating(b, "b", "div")
+        dtype = work = _result_dtype(a, b)
+    else:
+        # a Python number is kept at op-math precision (float32 for the half types), as in torch
+        dtype, work = a.dtype, compute_dtype(a.dtype)
+        b = torch.tensor(check_real(b, "b", "div"), dtype=work, device=a.device)
     broadcast_pair(a, b, "div")
     fill = check_number(fill, "fill", "div")
-    dtype = torch.promote_types(a.dtype, b.dtype)
-    a, b = a.to(dtype), b.to(dtype)
+    a, b = a.to(work), b.to(work)
     # torch.compile cannot trace a Function that receives one tensor twice
-    return _Div.apply(a, b.view_as(b) if b is a else b, fill)[0]
+    return _Div.apply(a, b.view_as(b) if b is a else b, fill)[0].to(dtype)
 
 
 class _MaskedMean(SafeFunction):

@@ -103,12 +103,13 @@ class _Normalize(SafeFunction):
     @staticmethod
     def forward(x: torch.Tensor, dim: int) -> torch.Tensor:
         n = _l2_norm(x, (dim,), keepdim=True)
-        if x.dtype == torch.float16 or (can_branch_on_data(n) and bool(torch.isfinite(n).all())):
-            return x / torch.where(n > 0, n, torch.ones_like(n))
+        # `n == 0`, not `n > 0`: a NaN norm must divide (NaN in, NaN out), not take the zero branch
+        if can_branch_on_data(n) and bool(torch.isfinite(n).all()):
+            return x / torch.where(n == 0, torch.ones_like(n), n)
         # a norm beyond the largest float (e.g. entries near 3e38): divide the scaled vector
         scaled = x / pow2_scale(x, (dim,))
         scaled_n = torch.linalg.vector_norm(scaled, 2, dim=dim, keepdim=True)
-        return scaled / torch.where(scaled_n > 0, scaled_n, torch.ones_like(scaled_n))
+        return scaled / torch.where(scaled_n == 0, torch.ones_like(scaled_n), scaled_n)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -121,12 +122,12 @@ class _Normalize(SafeFunction):
         dim = ctx.dim
         if torch.is_grad_enabled():
             n = norm(x, dim, keepdim=True)
-            positive = n > 0
+            positive = n != 0  # NaN counts as nonzero: its gradient is NaN, not 0
             safe_n = torch.where(positive, n, torch.ones_like(n))
             tangent = grad - unit * (unit * grad).sum(dim, keepdim=True)
             return torch.where(positive, tangent / safe_n, torch.zeros_like(tangent)), None
         n = _l2_norm(x, (dim,), keepdim=True)
-        positive = n > 0
+        positive = n != 0
         safe_n = torch.where(positive, n, torch.ones_like(n))
         # (g - u (u·g)) / |x|: the part of g orthogonal to the direction, scaled by 1/|x|
         tangent = torch.addcmul(grad, unit, (unit * grad).sum(dim, keepdim=True), value=-1)
@@ -161,7 +162,8 @@ def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     if x.dim() == 0:
         raise ValueError("nanguard.normalize: `x` must have at least one dimension")
     (axis,) = check_dim(x, dim, "normalize")
-    return _Normalize.apply(x, axis)
+    # float16 in float32: the norm of [60000, 60000] overflows float16 although the unit vector does not
+    return _Normalize.apply(x.to(compute_dtype(x.dtype)), axis).to(x.dtype)
 
 
 class _Cosine(SafeFunction):
@@ -170,7 +172,7 @@ class _Cosine(SafeFunction):
         na = _l2_norm(a, (dim,), keepdim=False)
         nb = _l2_norm(b, (dim,), keepdim=False)
         lo, hi = _safe_range(a.dtype)
-        both = (na > 0) & (nb > 0)
+        both = (na != 0) & (nb != 0)  # a NaN norm is not the zero vector: NaN in, NaN out
         eager_safe = (
             can_branch_on_data(na) and bool((((na >= lo) & (na <= hi)) | (na == 0)).all())
             and bool((((nb >= lo) & (nb <= hi)) | (nb == 0)).all())
@@ -205,7 +207,7 @@ class _Cosine(SafeFunction):
             na, nb = _l2_norm(a, (dim,), keepdim=True), _l2_norm(b, (dim,), keepdim=True)
             ua = _Normalize.forward(a, dim)
             ub = _Normalize.forward(b, dim)
-        both = (na > 0) & (nb > 0)
+        both = (na != 0) & (nb != 0)
         zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
         # d cos / d a = (u_b - cos u_a) / |a|, and symmetrically for b
         grad_a = grad_b = None

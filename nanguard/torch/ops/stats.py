@@ -25,15 +25,22 @@ class _ZeroSpread(SafeFunction):
 
     @staticmethod
     def forward(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) -> torch.Tensor:
-        return torch.zeros_like(x).sum(dim=dims, keepdim=keepdim)
+        # 0, except that a NaN in the slice stays NaN (NaN from the data is never hidden)
+        return _nan_marks(x).sum(dim=dims, keepdim=keepdim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.shape = inputs[0].shape
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return grad.new_zeros(ctx.shape), None, None
+        (x,) = ctx.saved_tensors
+        return _nan_marks(x.detach()), None, None
+
+
+def _nan_marks(x: torch.Tensor) -> torch.Tensor:
+    """0 for every number, NaN for NaN (an inf counts as a number here)."""
+    return torch.where(torch.isnan(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def _prepare(x: torch.Tensor, dim: Dim, correction: object, op: str):
@@ -73,15 +80,18 @@ def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool =
 def _std_value(x: torch.Tensor, dims, correction: float, keepdim: bool) -> torch.Tensor:
     out = torch.std(x, dim=dims, correction=correction, keepdim=keepdim)
     # torch accumulates float32 in float64, but float64 and bfloat16 slices whose squares
-    # overflow (|x| > 1e154 or 1e19) come back inf although the std is finite: redo those
-    # on inputs scaled by a power of two, which is exact.
-    if can_branch_on_data(out) and bool(torch.isfinite(out).all()):
+    # overflow (|x| > 1e154 or 1e19) come back inf although the std is finite, and slices
+    # whose squares underflow (float64 |x| < 1e-154) come back 0 or short: redo those on
+    # inputs scaled by a power of two, which is exact.
+    lo = torch.finfo(out.dtype).tiny ** 0.5 / torch.finfo(out.dtype).eps
+    suspect = torch.isinf(out) | (out < lo)
+    if can_branch_on_data(out) and not bool(suspect.any()):
         return out
     scale = pow2_scale(x, dims)
     scaled = torch.std(x / scale, dim=dims, correction=correction, keepdim=True) * scale
     if not keepdim:
         scaled = scaled.reshape(out.shape)
-    return torch.where(torch.isinf(out), scaled, out)
+    return torch.where(suspect, scaled, out)
 
 
 class _Std(SafeFunction):
@@ -105,8 +115,9 @@ class _Std(SafeFunction):
         # (x - mean) / std is at most sqrt(N) in size and scale-free: divide before
         # multiplying by grad, and take it from scaled inputs when std is tiny or huge
         # (a subnormal std may even have rounded to 0 for a slice that is not constant).
+        # `std != 0`, not `std > 0`: a NaN std gives a NaN gradient, not the constant-slice 0
         if torch.is_grad_enabled():
-            positive = std > 0
+            positive = std != 0
             safe_std = torch.where(positive, std, torch.ones_like(std))
             ratio = (x - x.mean(dim=dims, keepdim=True)) / safe_std
             return torch.where(positive, ratio * (grad / ctx.dof), torch.zeros_like(ratio)), None, None, None
@@ -115,7 +126,7 @@ class _Std(SafeFunction):
         if not (can_branch_on_data(std) and bool(((std >= lo) & (std <= hi)).all())):
             x = x / pow2_scale(x, dims)
             std = torch.std(x, dim=dims, correction=ctx.correction, keepdim=True)
-        positive = std > 0
+        positive = std != 0
         safe_std = torch.where(positive, std, torch.ones_like(std))
         centred = x - x.mean(dim=dims, keepdim=True)
         return centred.div_(safe_std).mul_(torch.where(positive, grad / ctx.dof, 0.0)), None, None, None

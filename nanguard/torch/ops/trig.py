@@ -41,23 +41,26 @@ class _InverseSine(SafeFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         x, ctx.sign = inputs
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x, output)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        (x,) = ctx.saved_tensors
+        x, out = ctx.saved_tensors
+        # where the value is NaN (NaN input, or |x| beyond the rounding tolerance) the
+        # gradient is NaN too: out * 0 is 0 for every real value and NaN there
+        nan_where_value_is = out.detach() * 0
         if torch.is_grad_enabled():
             inside = torch.clamp(x, -1.0, 1.0)
             room = (1 - inside) * (1 + inside)
             open_interval = room > 0
             safe_room = torch.where(open_interval, room, torch.ones_like(room))
             local = torch.where(open_interval, torch.rsqrt(safe_room), torch.zeros_like(room))
-            return ctx.sign * grad * local, None
+            return ctx.sign * grad * local + nan_where_value_is, None
         # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1. It is <= 0
         # for |x| >= 1 (inputs pulled onto ±1 included): +inf there, so its rsqrt is 0.
         room = torch.rsub(x, 1.0).mul_(torch.add(x, 1.0))
         local = F.threshold(room, 0.0, float("inf")).rsqrt_()
-        return local.mul_(grad if ctx.sign > 0 else -grad), None
+        return local.mul_(grad if ctx.sign > 0 else -grad).add_(nan_where_value_is), None
 
 
 def asin(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,176 @@
+"""Defects found by the independent review (issue #9): NaN in must give NaN out, legal
+layouts must work, torch's dtype promotion is followed, half precision does not overflow
+where the true result is small, float64 underflow is not a zero, `dim` edge cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import nanguard as ng
+
+NAN = float("nan")
+
+
+def _grads(fn, *inputs, create_graph: bool):
+    xs = [torch.tensor(x, dtype=torch.float64, requires_grad=True) if not isinstance(x, torch.Tensor)
+          else x.requires_grad_() for x in inputs]
+    out = fn(*xs)
+    grads = torch.autograd.grad(out.sum(), xs, create_graph=create_graph)
+    return out.detach(), [g.detach() for g in grads]
+
+
+BOTH_PATHS = pytest.mark.parametrize("create_graph", [False, True], ids=["fast", "differentiable"])
+
+
+# ---------------------------------------------------------------- NaN in, NaN out
+@BOTH_PATHS
+def test_cosine_similarity_of_a_nan_vector_is_nan(create_graph):
+    out, (ga, gb) = _grads(ng.cosine_similarity, [NAN, 1.0], [1.0, 1.0], create_graph=create_graph)
+    assert math.isnan(out.item())
+    assert torch.isnan(ga).all() and torch.isnan(gb).all()
+
+
+@BOTH_PATHS
+def test_normalize_of_a_nan_vector_is_nan(create_graph):
+    out, (g,) = _grads(ng.normalize, [NAN, 1.0], create_graph=create_graph)
+    assert torch.isnan(out).all()  # not [nan, 1.0]: there is no direction to keep
+    assert torch.isnan(g).all()
+
+
+def test_zero_vector_convention_still_holds_next_to_a_nan_vector():
+    x = torch.tensor([[NAN, 1.0], [0.0, 0.0], [3.0, 4.0]], requires_grad=True)
+    out = ng.normalize(x)
+    out.sum().backward()
+    assert torch.isnan(out[0]).all()
+    assert out[1].tolist() == [0.0, 0.0] and x.grad[1].tolist() == [0.0, 0.0]
+    assert torch.allclose(out[2], torch.tensor([0.6, 0.8]))
+
+
+@pytest.mark.parametrize("fn", [ng.var, ng.std], ids=["var", "std"])
+def test_spread_of_a_single_nan_is_nan(fn):
+    x = torch.tensor([NAN], requires_grad=True)
+    out = fn(x)
+    out.backward()
+    assert math.isnan(out.item()) and math.isnan(x.grad.item())
+    assert fn(torch.tensor([2.0])).item() == 0.0  # the N - c <= 0 convention stands for numbers
+
+
+@BOTH_PATHS
+def test_std_with_a_nan_has_a_nan_gradient(create_graph):
+    out, (g,) = _grads(ng.std, [NAN, 1.0, 2.0], create_graph=create_graph)
+    assert math.isnan(out.item()) and torch.isnan(g).all()
+
+
+@BOTH_PATHS
+@pytest.mark.parametrize("fn", [ng.acos, ng.asin], ids=["acos", "asin"])
+def test_inverse_sine_gradient_is_nan_where_the_value_is(fn, create_graph):
+    out, (g,) = _grads(fn, [1.5, NAN, 0.5, 1.0], create_graph=create_graph)
+    assert torch.isnan(out[:2]).all() and torch.isnan(g[:2]).all()
+    assert torch.isfinite(g[2:]).all() and g[3].item() == 0.0  # |x| = 1: the convention, 0
+
+
+def test_div_keeps_a_nan_numerator_over_a_zero_denominator():
+    a = torch.tensor([NAN, 1.0, 0.0, NAN])
+    b = torch.tensor([0.0, 0.0, 0.0, 2.0])
+    out = ng.div(a, b, fill=7.0)
+    assert math.isnan(out[0]) and out[1:3].tolist() == [7.0, 7.0] and math.isnan(out[3])
+    # broadcast numerator (the mask path) and compile-style bool positions agree
+    wide = ng.div(torch.tensor([[NAN], [1.0]]), torch.tensor([0.0, 2.0]))
+    assert torch.isnan(wide[0]).all() and wide[1].tolist() == [0.0, 0.5]
+
+
+# ---------------------------------------------------------------- layouts
+def _reference_div(a, b):
+    return torch.where(b == 0, torch.zeros_like(a / torch.where(b == 0, 1.0, b)), a / torch.where(b == 0, 1.0, b))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last", "transposed_b_only", "transposed_upstream"])
+def test_div_accepts_every_strided_layout_forward_and_backward(layout):
+    g = torch.Generator().manual_seed(0)
+    if layout == "channels_last":
+        a = torch.randn(2, 3, 4, 5, generator=g).to(memory_format=torch.channels_last)
+        b = torch.randn(2, 3, 4, 5, generator=g).to(memory_format=torch.channels_last)
+        b[0, 1, 2, 3] = 0.0
+    else:
+        a = torch.randn(5, 4, generator=g)
+        b = torch.randn(5, 4, generator=g)
+        b[1, 2] = 0.0
+        b = b.T.contiguous().T  # same values, column-major
+        if layout == "transposed":
+            a = a.T.contiguous().T
+    a.requires_grad_()
+    b.requires_grad_()
+    weights = torch.arange(a.numel(), dtype=a.dtype).reshape(a.shape)
+    if layout == "transposed_upstream":  # the gradient arriving in backward is column-major
+        weights = weights.T.contiguous().T
+    out = ng.div(a, b)
+    ga, gb = torch.autograd.grad((out * weights).sum(), (a, b))
+    ref = _reference_div(a, b)
+    ra, rb = torch.autograd.grad((ref * weights).sum(), (a, b))
+    zero = b.detach() == 0
+    assert torch.equal(out, ref)
+    assert torch.allclose(ga, torch.where(zero, 0.0, ra)) and torch.allclose(gb, torch.where(zero, 0.0, rb))
+    assert (ga[zero] == 0).all() and (gb[zero] == 0).all()
+
+
+# ---------------------------------------------------------------- promotion and half precision
+def test_div_by_a_python_number_is_applied_at_op_math_precision_like_torch():
+    x = torch.tensor([60000.0, 1.0, -3.0], dtype=torch.float16)
+    for number in (1e5, 1e-8, 3.0):
+        assert torch.equal(ng.div(x, number), x / number), number
+    bf = torch.tensor([3.0e38, 1.0], dtype=torch.bfloat16)
+    assert torch.equal(ng.div(bf, 1e3), bf / 1e3)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((3,), ()), ((), (3,)), ((3,), (3,)), ((), ())])
+def test_div_dtype_promotion_matches_torch(a_shape, b_shape):
+    a = torch.ones(a_shape, dtype=torch.float32)
+    b = torch.full(b_shape, 2.0, dtype=torch.float64)
+    assert ng.div(a, b).dtype == (a / b).dtype
+    assert ng.div(b, a).dtype == (b / a).dtype
+
+
+def test_float16_normalize_of_a_vector_whose_norm_overflows_float16():
+    x = torch.tensor([60000.0, 60000.0], dtype=torch.float16, requires_grad=True)
+    out = ng.normalize(x)
+    out.sum().backward()
+    assert out.dtype == torch.float16
+    assert torch.allclose(out.float(), torch.full((2,), 2 ** -0.5), atol=1e-3)
+    assert torch.isfinite(x.grad).all()
+
+
+def test_float64_std_of_entries_whose_squares_underflow():
+    x = torch.tensor([1e-200, 0.0, 3e-200], dtype=torch.float64, requires_grad=True)
+    out = ng.std(x)
+    out.backward()
+    unit = torch.tensor([1.0, 0.0, 3.0], dtype=torch.float64, requires_grad=True)
+    ref = torch.std(unit)
+    ref.backward()
+    assert out.item() == pytest.approx(ref.item() * 1e-200, rel=1e-12, abs=0.0)  # not 0
+    assert torch.allclose(x.grad, unit.grad, rtol=1e-12)  # std is 1-homogeneous: same gradient
+
+
+# ---------------------------------------------------------------- dim edge cases
+@pytest.mark.parametrize("dim", [[], ()], ids=["list", "tuple"])
+def test_an_empty_dim_list_reduces_every_dimension_as_in_torch(dim):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 3, generator=g, dtype=torch.float64)
+    keep = torch.ones(2, 3, dtype=torch.bool)
+    assert ng.masked_mean(x, keep, dim=dim).shape == x.mean(dim=dim).shape == ()
+    assert torch.allclose(ng.masked_mean(x, keep, dim=dim), x.mean())
+    for safe, native in ((ng.var, torch.var), (ng.std, torch.std)):
+        assert torch.allclose(safe(x, dim=dim), native(x, dim=dim))
+    assert torch.allclose(ng.norm(x, dim=dim), torch.linalg.vector_norm(x, dim=dim))
+
+
+def test_logsumexp_needs_a_dim_and_says_so():
+    x = torch.randn(2, 3)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        ng.logsumexp(x, dim=())
+    with pytest.raises(TypeError, match="must be an int or a sequence of ints, got 0.0"):
+        ng.logsumexp(x, dim=0.0)
+    with pytest.raises(TypeError, match="sequence of ints"):
+        ng.masked_mean(x, x > 0, dim="0")
