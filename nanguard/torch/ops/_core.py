@@ -125,6 +125,25 @@ def fill_at(t: torch.Tensor, positions: torch.Tensor, value: float) -> torch.Ten
     return t
 
 
+def nonpositive_is_singular(v: torch.Tensor) -> torch.Tensor:
+    """Where the differentiable backward may divide by `v`: v > 0, and NaN.
+
+    ``~(v <= 0)`` rather than ``v > 0``: a NaN must reach the division and give a NaN
+    gradient (NaN in, NaN out), not be mistaken for the singular point's convention.
+    """
+    return ~(v <= 0)
+
+
+def zero_over_zero_to_zero(quotient: torch.Tensor, num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """``num / den`` with 0 at 0/0 (the conventions' value) and every other NaN kept.
+
+    Eager: one scan for NaN, and the fix only when there is one.
+    """
+    if can_branch_on_data(quotient) and not bool(torch.isnan(quotient).any()):
+        return quotient
+    return torch.where((num == 0) & (den == 0), 0.0, quotient)
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """Reductions over float16/bfloat16 run in float32, as torch's own kernels accumulate."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import check_floating
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, pow2_scale
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, nonpositive_is_singular, pow2_scale
 
 _EXACT = "donot_use_mm_for_euclid_dist"
 
@@ -52,10 +52,8 @@ def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if _inputs_are_tame(x, y):
         return dist
     lo, hi = _safe_range(dist.dtype)
-    outside = ((dist > 0) & (dist < lo)) | (dist > hi)
-    if dist.dtype != torch.float64:
-        # a difference of two tiny entries can square to 0: every such pair may hide there
-        outside = outside | (dist == 0)
+    # a difference of two tiny entries can square to 0: every such pair may hide at 0
+    outside = (dist < lo) | (dist > hi)
     if dist.dtype == torch.float64:
         both = torch.cat([x.reshape(-1), y.reshape(-1)])
         scale = pow2_scale(both, None).reshape(())
@@ -80,7 +78,7 @@ class _DistanceMatrix(SafeFunction):
         if torch.is_grad_enabled():
             # explicit differences so that second derivatives exist; O(n·m·d) memory
             diff = x.unsqueeze(-2) - y.unsqueeze(-3)
-            positive = dist > 0
+            positive = nonpositive_is_singular(dist)
             safe_dist = torch.where(positive, dist, torch.ones_like(dist))
             weight = torch.where(positive, grad / safe_dist, torch.zeros_like(grad)).unsqueeze(-1)
             flow = diff * weight

@@ -7,7 +7,10 @@ from typing import Union
 import torch
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, compute_dtype, lowest, sum_to, zero_indicator
+from nanguard.torch.ops._core import (
+    SafeFunction, can_branch_on_data, compute_dtype, lowest, nonpositive_is_singular, sum_to, zero_indicator,
+    zero_over_zero_to_zero,
+)
 
 
 class _Xlogy(SafeFunction):
@@ -24,7 +27,7 @@ class _Xlogy(SafeFunction):
         x, y = ctx.saved_tensors
         grad_x = grad_y = None
         if torch.is_grad_enabled():
-            nonzero = x != 0
+            nonzero = (x != 0) | torch.isnan(y)  # a NaN y gives a NaN gradient, also at x = 0
             if ctx.needs_input_grad[0]:
                 both_zero = (x == 0) & (y == 0)
                 grad_x = grad * torch.log(torch.where(both_zero, torch.ones_like(y), y))
@@ -39,7 +42,7 @@ class _Xlogy(SafeFunction):
                 grad_x = torch.add(y, both_zero).log_().mul_(grad)
             if ctx.needs_input_grad[1]:
                 # x / y is NaN from finite inputs only at 0/0, exactly where the convention is 0
-                grad_y = torch.div(x, y).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf")).mul_(grad)
+                grad_y = zero_over_zero_to_zero(torch.div(x, y), x, y).mul_(grad)
         if grad_x is not None:
             grad_x = sum_to(grad_x, x.shape)
         if grad_y is not None:
@@ -101,7 +104,7 @@ class _Entropy(SafeFunction):
         p, log_p = ctx.saved_tensors
         grad = grad.unsqueeze(ctx.dim) if p.dim() else grad
         if torch.is_grad_enabled():
-            positive = p > 0
+            positive = nonpositive_is_singular(p)
             safe_p = torch.where(positive, p, torch.ones_like(p))
             return torch.where(positive, -(torch.log(safe_p) + 1) * grad, torch.zeros_like(p)), None
         # -(log p + 1), times sign(p) = 0 at p = 0, where log_p holds a finite stand-in
@@ -179,7 +182,7 @@ class _CrossEntropy(SafeFunction):
                 both_zero = (target == 0) & (probs == 0)
                 grad_t = -grad * torch.log(torch.where(both_zero, torch.ones_like(probs), probs))
             if ctx.needs_input_grad[1]:
-                weighted = target != 0
+                weighted = (target != 0) | torch.isnan(probs)
                 safe_q = torch.where(weighted, probs, torch.ones_like(probs))
                 grad_q = torch.where(weighted, -grad * target / safe_q, torch.zeros_like(safe_q))
         else:
@@ -188,8 +191,7 @@ class _CrossEntropy(SafeFunction):
                 grad_t = torch.mul(log_q, minus_grad)
             if ctx.needs_input_grad[1]:
                 # t / q is NaN from finite inputs only at 0/0, where the convention is 0
-                grad_q = torch.div(target, probs).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
-                grad_q = grad_q.mul_(minus_grad)
+                grad_q = zero_over_zero_to_zero(torch.div(target, probs), target, probs).mul_(minus_grad)
         return (None if grad_t is None else sum_to(grad_t, target.shape),
                 None if grad_q is None else sum_to(grad_q, probs.shape), None)
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.torch.ops._core import SafeFunction, lowest, sum_to, unsqueeze_dims
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, lowest, sum_to, unsqueeze_dims
 
 # Above beta*x = t, log1p(exp(-beta*x)) is below half an ulp of x in the compute precision
 # (float32 for float16/bfloat16/float32, float64 for float64), so returning x is exact
@@ -62,8 +62,11 @@ def _sigmoid_of_difference(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor)
         both_neg_inf = torch.isneginf(a) & torch.isneginf(b)
         difference = torch.where(both_neg_inf, torch.zeros_like(a), a) - torch.where(both_neg_inf, torch.zeros_like(b), b)
         return torch.where(both_neg_inf, torch.zeros_like(grad), grad * torch.sigmoid(difference))
-    # the only NaN a - b makes from non-NaN inputs is -inf - -inf (or inf - inf): weight 0
-    difference = torch.sub(a, b).nan_to_num_(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    # the only NaN a - b makes from non-NaN inputs is -inf - -inf: weight 0 there, as in
+    # the differentiable branch; a NaN input keeps its NaN
+    difference = torch.sub(a, b)
+    if not can_branch_on_data(difference) or bool(torch.isnan(difference).any()):
+        difference = torch.where(torch.isneginf(a) & torch.isneginf(b), float("-inf"), difference)
     return difference.sigmoid_().mul_(grad)
 
 

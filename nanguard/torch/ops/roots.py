@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating, check_number
-from nanguard.torch.ops._core import SafeFunction
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, nonpositive_is_singular
 
 _INF = float("inf")
 
@@ -25,7 +25,7 @@ class _Sqrt(SafeFunction):
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         (root,) = ctx.saved_tensors
         if torch.is_grad_enabled():
-            positive = root > 0
+            positive = nonpositive_is_singular(root)
             safe_root = torch.where(positive, root, torch.ones_like(root))
             return torch.where(positive, grad * 0.5 / safe_root, torch.zeros_like(grad))
         # a root of 0 becomes +inf, so grad / (2 root) is exactly 0 there (two passes, as torch)
@@ -77,17 +77,21 @@ class _NonNegativePow(SafeFunction):
         p = ctx.exponent
         clamped = torch.clamp_min(x, 0)
         if torch.is_grad_enabled():
-            positive = clamped > 0
+            positive = nonpositive_is_singular(clamped)
             safe_x = torch.where(positive, clamped, torch.ones_like(clamped))
-            return torch.where(positive, grad * p * torch.pow(safe_x, p - 1), torch.zeros_like(grad)), None
+            local = torch.pow(safe_x, p - 1) if p != 1 else safe_x / safe_x  # NaN ** 0 is 1; NaN / NaN is not
+            return torch.where(positive, grad * p * local, torch.zeros_like(grad)), None
         if p > 1:
-            return torch.pow(clamped, p - 1).mul_(p).mul_(grad), None  # 0 at 0 already
+            return torch.pow(clamped, p - 1).mul_(p).mul_(grad), None  # 0 at 0 already; NaN stays NaN
         if p == 1:
-            return torch.sign(clamped).mul_(grad), None
-        # p x^(p-1) = p x^p / x for x > 0 (multiplying by p first keeps float16 from
-        # overflowing); 0/0 at x <= 0 is the only NaN this makes from finite x, and it is
-        # exactly where the convention says 0.
-        local = torch.mul(result, p).div_(clamped).nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+            local = torch.sign(clamped)
+        else:
+            # p x^(p-1) = p x^p / x for x > 0 (multiplying by p first keeps float16 from
+            # overflowing); 0/0 at x <= 0 is the only NaN this makes from finite x, and it is
+            # exactly where the convention says 0.
+            local = torch.mul(result, p).div_(clamped).nan_to_num_(nan=0.0, posinf=_INF, neginf=-_INF)
+        if not can_branch_on_data(x) or bool(torch.isnan(x).any()):
+            local = torch.where(torch.isnan(x), x, local)  # sign(NaN) is 0: a NaN input keeps its NaN gradient
         return local.mul_(grad), None
 
 

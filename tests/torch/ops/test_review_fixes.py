@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import nanguard as ng
+import nanguard.torch.ops
 
 NAN = float("nan")
 
@@ -174,3 +175,60 @@ def test_logsumexp_needs_a_dim_and_says_so():
         ng.logsumexp(x, dim=0.0)
     with pytest.raises(TypeError, match="sequence of ints"):
         ng.masked_mean(x, x > 0, dim="0")
+
+
+# ---------------------------------------------------------------- one NaN policy for gradients
+# (op, inputs, which input holds the NaN). The NaN sits at flat position 0 of that input; every
+# op's derivative in that input depends on the input's value there, so its gradient is NaN.
+NAN_CASES = {
+    "softplus": (ng.softplus, [[NAN, 1.0]], 0),
+    "logaddexp/a": (ng.logaddexp, [[NAN, 1.0], [0.0, 0.0]], 0),
+    "logaddexp/b": (ng.logaddexp, [[0.0, 0.0], [NAN, 1.0]], 1),
+    "logsumexp": (lambda x: ng.logsumexp(x, dim=0), [[NAN, 1.0]], 0),
+    "softmax": (lambda x: ng.softmax(x, dim=0) * torch.tensor([1.0, 2.0], dtype=x.dtype), [[NAN, 1.0]], 0),
+    "log_softmax": (lambda x: ng.log_softmax(x, dim=0) * torch.tensor([1.0, 2.0], dtype=x.dtype), [[NAN, 1.0]], 0),
+    "xlogy/y": (ng.xlogy, [[1.0, 1.0], [NAN, 2.0]], 1),
+    "xlogy/y-at-x-0": (ng.xlogy, [[0.0, 1.0], [NAN, 2.0]], 1),
+    "entropy": (ng.entropy, [[NAN, 0.5]], 0),
+    "cross_entropy_probs/q": (ng.cross_entropy_probs, [[0.5, 0.5], [NAN, 0.5]], 1),
+    "cross_entropy_probs/q-at-t-0": (ng.cross_entropy_probs, [[0.0, 1.0], [NAN, 0.5]], 1),
+    "sqrt": (ng.sqrt, [[NAN, 1.0]], 0),
+    "pow/0.5": (lambda x: ng.pow(x, 0.5), [[NAN, 1.0]], 0),
+    "pow/1": (lambda x: ng.pow(x, 1.0), [[NAN, 1.0]], 0),
+    "pow/2": (lambda x: ng.pow(x, 2.0), [[NAN, 1.0]], 0),
+    "norm": (ng.norm, [[NAN, 1.0]], 0),
+    "normalize": (ng.normalize, [[NAN, 1.0]], 0),
+    "cosine_similarity": (ng.cosine_similarity, [[NAN, 1.0], [1.0, 1.0]], 0),
+    "distance_matrix": (ng.distance_matrix, [[[NAN, 1.0], [0.0, 0.0]]], 0),
+    "div/b": (ng.div, [[1.0, 1.0], [NAN, 2.0]], 1),
+    "var": (ng.var, [[NAN, 1.0]], 0),
+    "std": (ng.std, [[NAN, 1.0]], 0),
+    "acos": (ng.acos, [[NAN, 0.5]], 0),
+    "asin": (ng.asin, [[NAN, 0.5]], 0),
+    "safe_where": (lambda x: ng.safe_where(x != 0, lambda v: 1 / v, x), [[NAN, 1.0]], 0),
+}
+
+
+@BOTH_PATHS
+@pytest.mark.parametrize("case", list(NAN_CASES), ids=list(NAN_CASES))
+def test_a_nan_input_gives_a_nan_value_and_a_nan_gradient_entry(case, create_graph):
+    fn, inputs, which = NAN_CASES[case]
+    out, grads = _grads(fn, *inputs, create_graph=create_graph)
+    assert torch.isnan(out).any(), "the NaN must reach the value"
+    assert math.isnan(grads[which].reshape(-1)[0].item()), grads[which]
+
+
+def test_nan_policy_covers_every_op():
+    covered = {name.split("/")[0] for name in NAN_CASES}
+    linear_in_the_nan = {"div", "masked_mean"}  # d(a/b)/da = 1/b and d mean/dx = 1/n: no NaN there
+    missing = set(nanguard.torch.ops.__all__) - covered - linear_in_the_nan
+    assert not missing, missing
+
+
+def test_float64_distance_of_rows_whose_difference_squares_underflow():
+    x = torch.tensor([[1e-200, 0.0], [0.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    out = ng.distance_matrix(x)
+    out.sum().backward()
+    assert out[0, 1].item() == pytest.approx(1e-200, rel=1e-12, abs=0.0)
+    assert out[0, 0].item() == 0.0
+    assert x.grad.tolist() == [[2.0, 0.0], [-2.0, 0.0]]  # d|x0 - x1|/dx0 = unit vector, both pairs
