@@ -6,16 +6,14 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
+from nanguard.core.vectors import TOLERANCE as CONTRACT_TOLERANCE
+
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 DTYPE_IDS = ["f16", "bf16", "f32", "f64"]
 
-# (rtol, atol) for comparing a result computed in `dtype` with an exact expectation
-TOLERANCE = {
-    torch.float16: (4e-3, 2e-3),
-    torch.bfloat16: (2e-2, 1e-2),
-    torch.float32: (2e-6, 1e-6),
-    torch.float64: (1e-12, 1e-12),
-}
+# (rtol, atol) for comparing a result computed in `dtype` with an exact expectation: the
+# contract's tolerances (nanguard.core.vectors), keyed by torch dtype
+TOLERANCE = {getattr(torch, name): tol for name, tol in CONTRACT_TOLERANCE.items()}
 
 
 def finite_part_loss(out: torch.Tensor, weights: Optional[torch.Tensor]) -> torch.Tensor:

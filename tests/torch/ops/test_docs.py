@@ -43,3 +43,9 @@ def test_package_exports_every_op_lazily_and_completely() -> None:
             "assert all(getattr(nanguard, n) is getattr(nanguard.torch, n) for n in nanguard.__all__); print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_the_contract_catalogue_names_exactly_the_torch_ops() -> None:
+    from nanguard.core.vectors import OPS as CONTRACT_OPS
+
+    assert sorted(CONTRACT_OPS) == sorted(OPS)

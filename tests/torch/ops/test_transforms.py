@@ -11,9 +11,10 @@ import torch
 import torch._dynamo
 from torch.func import grad, vmap
 
+from nanguard.core.vectors import VECTORS, Vector
+from tests.contract.backends.torch_backend import fn, tensors
 from tests.torch.ops.helpers import assert_close, finite_part_loss
 from tests.torch.ops.specs import SPEC_IDS, SPECS, Spec, weights_for
-from tests.torch.ops.test_singular_points import ROWS, Row, _make_inputs
 
 
 def _weighted_loss(spec: Spec, w: torch.Tensor):
@@ -54,33 +55,35 @@ def test_vmap_of_grad_matches_a_loop(spec: Spec) -> None:
     torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_func_grad_and_vmap_keep_the_singular_point_conventions(row: Row) -> None:
+@pytest.mark.parametrize("row", VECTORS, ids=[v.id for v in VECTORS])
+def test_func_grad_and_vmap_keep_the_singular_point_conventions(row: Vector) -> None:
     dtype = torch.float64
-    inputs = [t.detach() for t in _make_inputs(row, dtype)]
+    op = fn(row)
+    inputs = tensors(row, dtype, requires_grad=False)
     weights = None if row.weights is None else torch.tensor(row.weights)
 
     def loss(*xs):
-        return finite_part_loss(row.fn(*xs), weights)
+        return finite_part_loss(op(*xs), weights)
 
     grads = grad(loss, argnums=tuple(range(len(inputs))))(*inputs)
     for i, (g, expected) in enumerate(zip(grads, row.grads)):
         assert_close(g, expected, dtype, f"{row.id} torch.func.grad of input {i}")
     # the same point twice in a batch, through vmap's branch-free path
-    batched = vmap(row.fn)(*[torch.stack([t, t]) for t in inputs])
+    batched = vmap(op)(*[torch.stack([t, t]) for t in inputs])
     assert_close(batched[0], row.value, dtype, f"{row.id} vmap value")
     assert_close(batched[1], row.value, dtype, f"{row.id} vmap value")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_compile_fullgraph_keeps_the_singular_point_conventions(row: Row) -> None:
+@pytest.mark.parametrize("row", VECTORS, ids=[v.id for v in VECTORS])
+def test_compile_fullgraph_keeps_the_singular_point_conventions(row: Vector) -> None:
     torch._dynamo.reset()
     dtype = torch.float32
     weights = None if row.weights is None else torch.tensor(row.weights)
-    compiled = torch.compile(lambda *xs: finite_part_loss(row.fn(*xs), weights), fullgraph=True,
+    op = fn(row)
+    compiled = torch.compile(lambda *xs: finite_part_loss(op(*xs), weights), fullgraph=True,
                              backend="aot_eager")
-    inputs = _make_inputs(row, dtype)
+    inputs = tensors(row, dtype)
     grads = torch.autograd.grad(compiled(*inputs), inputs, allow_unused=True)
     for i, (g, expected) in enumerate(zip(grads, row.grads)):
         g = torch.zeros_like(inputs[i]) if g is None else g

@@ -1,0 +1,183 @@
+"""The safe ops' contract at their singular points, as data: one table for every backend.
+
+Each :class:`Vector` names a safe op (by its catalogue name, the same in ``nanguard.torch``,
+``nanguard.tf`` and ``nanguard.jax``), the inputs, the keyword arguments, the expected value
+and the expected gradient of ``sum(out * weights)`` taken over the finite entries of ``out``
+(an op may return -inf by convention; those entries carry no gradient). Every expectation is
+written from the math, not from running an op.
+
+A backend passes the contract when, for every vector and every dtype of :data:`DTYPES`:
+
+* the value matches ``value`` within :data:`TOLERANCE` for that dtype, in that dtype;
+* every gradient entry is finite and matches ``grads`` within the same tolerance;
+* in :data:`SECOND_ORDER_DTYPES`, the gradient of a generic linear combination of the first
+  derivatives (weights ``linspace(0.5, 1.5)``) is finite: second derivatives never break.
+
+Conventions of the data, so that it stays free of any framework:
+
+* numbers are Python floats (``math.inf``, ``-math.inf`` and ``math.nan`` included) nested in
+  lists; a nested list is a tensor of that shape;
+* a string is a token for a number that depends on the dtype, read as arithmetic with
+  ``ulp`` the dtype's machine epsilon: ``"1+2ulp"`` is 1 plus two epsilons, ``"-1-2ulp"``
+  its negation (rounding errors just outside [-1, 1]); :func:`resolve` turns tokens into
+  floats;
+* keyword arguments use the numpy spelling ``axis``/``keepdims``; each backend renames them
+  (torch: ``dim``/``keepdim``); a ``mask`` keyword is a nested list of booleans;
+* ``safe_where`` takes functions, so its vectors name them from a small vocabulary
+  (:data:`WHERE_CONDITIONS`, :data:`WHERE_FUNCTIONS`) that each backend implements.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+
+Nested = Union[float, str, Sequence["Nested"]]
+
+DTYPES: Tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+SECOND_ORDER_DTYPES: Tuple[str, ...] = ("float32", "float64")
+
+# machine epsilon of each dtype: the spacing of floats just above 1
+EPS: Dict[str, float] = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+
+# (rtol, atol) for comparing a result computed in a dtype with the exact expectation
+TOLERANCE: Dict[str, Tuple[float, float]] = {
+    "float16": (4e-3, 2e-3),
+    "bfloat16": (2e-2, 1e-2),
+    "float32": (2e-6, 1e-6),
+    "float64": (1e-12, 1e-12),
+}
+
+# safe_where's vocabulary: conditions on x and branch functions of x
+WHERE_CONDITIONS: Dict[str, str] = {"nonzero": "x != 0", "positive": "x > 0"}
+WHERE_FUNCTIONS: Dict[str, str] = {"reciprocal": "1 / x", "log": "log(x)", "identity": "x"}
+
+_ULP_TOKEN = re.compile(r"^(-?)1([+-])(\d+)ulp$")
+
+
+def resolve(data: Nested, dtype: str) -> Nested:
+    """Replace every token in ``data`` by its float for ``dtype``; numbers pass through."""
+    if isinstance(data, str):
+        match = _ULP_TOKEN.match(data)
+        if match is None or dtype not in EPS:
+            raise ValueError(f"unknown token {data!r} for dtype {dtype!r}: expected e.g. '1+2ulp' or '-1-2ulp'")
+        sign, direction, count = match.groups()
+        one = -1.0 if sign else 1.0
+        return one + (1 if direction == "+" else -1) * int(count) * EPS[dtype]
+    if isinstance(data, (list, tuple)):
+        return [resolve(item, dtype) for item in data]
+    return float(data)
+
+
+@dataclass(frozen=True)
+class Vector:
+    """One point of an op's contract: inputs, keyword arguments, expected value and gradients."""
+
+    id: str
+    op: str
+    inputs: Tuple[Nested, ...]
+    value: Nested
+    grads: Tuple[Nested, ...]
+    kwargs: Mapping[str, object] = field(default_factory=dict)
+    weights: Optional[Nested] = None
+
+    def inputs_for(self, dtype: str) -> list:
+        """The inputs with every dtype-dependent token resolved for ``dtype``."""
+        return [resolve(x, dtype) for x in self.inputs]
+
+
+INF = math.inf
+NAN = math.nan
+LN2 = math.log(2.0)
+SIG1 = 1 / (1 + math.exp(-1))  # sigmoid(1)
+R2 = 1 / math.sqrt(2)
+PI = math.pi
+
+M_KEEP = [[True, True, False], [False, False, False]]  # the second row is fully masked
+W_ROWS = [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]  # non-uniform: a plain sum hides softmax's gradient
+
+
+def _v(id: str, op: str, inputs, value, grads, weights=None, **kwargs) -> Vector:
+    return Vector(id, op, tuple(inputs), value, tuple(grads), kwargs, weights)
+
+
+VECTORS: Tuple[Vector, ...] = (
+    # softplus: no singular point, but the overflow region and the seed
+    _v("softplus/seed", "softplus", [[0.0, 1.0, 100.0]], [LN2, 1.3132616875182228, 100.0], [[0.5, SIG1, 1.0]]),
+    _v("softplus/large", "softplus", [[1e4, -1e4, -0.0]], [1e4, 0.0, LN2], [[1.0, 0.0, 0.5]]),
+    _v("softplus/beta", "softplus", [[0.0, 50.0]], [LN2 / 2, 50.0], [[0.5, 1.0]], beta=2.0),
+    # logaddexp: both -inf
+    _v("logaddexp/-inf", "logaddexp", [[-INF, -INF, 0.0], [-INF, 0.0, 0.0]], [-INF, 0.0, LN2],
+       [[0.0, 0.0, 0.5], [0.0, 1.0, 0.5]]),
+    # logsumexp: an all -inf row, a masked row, NaN hidden by the mask
+    _v("logsumexp/-inf-row", "logsumexp", [[[-INF, -INF, -INF], [0.0, -INF, 0.0]]], [-INF, LN2],
+       [[[0.0, 0.0, 0.0], [0.5, 0.0, 0.5]]], axis=1),
+    _v("logsumexp/mask", "logsumexp", [[[1.0, 2.0, NAN], [INF, 3.0, 4.0]]], [2.3132616875182228, -INF],
+       [[[1 - SIG1, SIG1, 0.0], [0.0, 0.0, 0.0]]], axis=1, mask=M_KEEP),
+    # softmax: masked and all -inf rows are zeros with zero gradient
+    _v("softmax/-inf", "softmax", [[[0.0, math.log(3.0), -INF], [-INF, -INF, -INF]]],
+       [[0.25, 0.75, 0.0], [0.0, 0.0, 0.0]], [[[-0.1875, 0.1875, 0.0], [0.0, 0.0, 0.0]]], weights=W_ROWS, axis=-1),
+    _v("softmax/mask", "softmax", [[[0.0, math.log(3.0), NAN], [1.0, 2.0, INF]]],
+       [[0.25, 0.75, 0.0], [0.0, 0.0, 0.0]], [[[-0.1875, 0.1875, 0.0], [0.0, 0.0, 0.0]]], weights=W_ROWS,
+       axis=-1, mask=M_KEEP),
+    # log_softmax: 0 placeholder at masked entries, -inf for -inf scores
+    _v("log_softmax/mask", "log_softmax", [[[0.0, math.log(3.0), 5.0], [1.0, 2.0, 3.0]]],
+       [[-math.log(4.0), math.log(0.75), 0.0], [0.0, 0.0, 0.0]], [[[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]]],
+       axis=-1, mask=M_KEEP),
+    _v("log_softmax/-inf", "log_softmax", [[[0.0, math.log(3.0), -INF], [-INF, -INF, -INF]]],
+       [[-math.log(4.0), math.log(0.75), -INF], [-INF, -INF, -INF]], [[[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]]], axis=-1),
+    # xlogy: 0 * log 0
+    _v("xlogy/zeros", "xlogy", [[0.0, 0.0, 1.0, 2.0, -0.0], [0.0, 1.0, 1.0, math.e, math.e]],
+       [0.0, 0.0, 0.0, 2.0, 0.0], [[0.0, 0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 2 / math.e, 0.0]]),
+    # entropy: the seed and degenerate distributions
+    _v("entropy/seed", "entropy", [[0.1, 0.2, 0.0, 0.7]], -sum(p * math.log(p) for p in (0.1, 0.2, 0.7)),
+       [[-(math.log(0.1) + 1), -(math.log(0.2) + 1), 0.0, -(math.log(0.7) + 1)]]),
+    _v("entropy/one-hot", "entropy", [[[1.0, 0.0], [0.0, 0.0]]], [0.0, 0.0], [[[-1.0, 0.0], [0.0, 0.0]]]),
+    _v("cross_entropy_probs/zeros", "cross_entropy_probs", [[0.0, 1.0, 0.0], [0.0, 0.9, 0.1]], -math.log(0.9),
+       [[0.0, -math.log(0.9), -math.log(0.1)], [0.0, -1 / 0.9, 0.0]]),
+    # sqrt and pow at 0 and for tiny negatives
+    _v("sqrt/zero", "sqrt", [[0.0, -0.0, -1e-9, 4.0]], [0.0, 0.0, 0.0, 2.0], [[0.0, 0.0, 0.0, 0.25]]),
+    _v("pow/cube-root", "pow", [[0.0, 8.0, -1.0]], [0.0, 2.0, 0.0], [[0.0, 1 / 12, 0.0]], exponent=1 / 3),
+    _v("pow/p>1", "pow", [[0.0, 4.0]], [0.0, 32.0], [[0.0, 20.0]], exponent=2.5),
+    # norms at the zero vector
+    _v("norm/zero", "norm", [[[0.0, 0.0], [3.0, 4.0]]], [0.0, 5.0], [[[0.0, 0.0], [0.6, 0.8]]], axis=-1),
+    _v("norm/all", "norm", [[0.0, -0.0, 0.0]], 0.0, [[0.0, 0.0, 0.0]]),
+    _v("normalize/zero", "normalize", [[[0.0, 0.0], [3.0, 4.0]]], [[0.0, 0.0], [0.6, 0.8]],
+       [[[0.0, 0.0], [-0.064, 0.048]]], weights=[[1.0, 2.0], [1.0, 2.0]]),
+    _v("cosine_similarity/zero", "cosine_similarity", [[[0.0, 0.0], [1.0, 0.0]], [[1.0, 1.0], [1.0, 1.0]]],
+       [0.0, R2], [[[0.0, 0.0], [0.0, R2]], [[0.0, 0.0], [R2 / 2, -R2 / 2]]]),
+    _v("distance_matrix/diagonal", "distance_matrix", [[[0.0, 0.0], [3.0, 4.0], [0.0, 0.0]]],
+       [[0.0, 5.0, 0.0], [5.0, 0.0, 5.0], [0.0, 5.0, 0.0]], [[[-1.2, -1.6], [2.4, 3.2], [-1.2, -1.6]]]),
+    _v("distance_matrix/xy", "distance_matrix", [[[1.0, 1.0]], [[1.0, 1.0], [4.0, 5.0]]], [[0.0, 5.0]],
+       [[[-0.6, -0.8]], [[0.0, 0.0], [0.6, 0.8]]]),
+    # div and masked_mean: division by zero
+    _v("div/zero", "div", [[1.0, 1.0, 0.0, -3.0], [2.0, 0.0, 0.0, -0.0]], [0.5, 0.0, 0.0, 0.0],
+       [[0.5, 0.0, 0.0, 0.0], [-0.25, 0.0, 0.0, 0.0]]),
+    _v("div/fill", "div", [[1.0, 1.0], [2.0, 0.0]], [0.5, 7.0], [[0.5, 0.0], [-0.25, 0.0]], fill=7.0),
+    _v("masked_mean/empty", "masked_mean", [[[1.0, 3.0, NAN], [5.0, 7.0, INF]]], [2.0, 0.0],
+       [[[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]], axis=1, mask=M_KEEP),
+    # std and var: constant slices and too few elements
+    _v("std/constant", "std", [[2.0, 2.0, 2.0]], 0.0, [[0.0, 0.0, 0.0]]),
+    _v("std/one", "std", [[5.0]], 0.0, [[0.0]]),
+    _v("std/two", "std", [[1.0, 3.0]], math.sqrt(2.0), [[-R2, R2]]),
+    _v("var/one", "var", [[5.0]], 0.0, [[0.0]], axis=0),
+    _v("var/constant", "var", [[2.0, 2.0, 2.0]], 0.0, [[0.0, 0.0, 0.0]]),
+    _v("var/rows", "var", [[[1.0, 3.0], [4.0, 4.0]]], [0.0, 0.0], [[[0.0, 0.0], [0.0, 0.0]]], axis=1, correction=2),
+    # acos / asin at ±1 and a rounding error outside
+    _v("acos/ends", "acos", [[1.0, -1.0, 0.0, "1+2ulp"]], [0.0, PI, PI / 2, 0.0], [[0.0, 0.0, -1.0, 0.0]]),
+    _v("asin/ends", "asin", [[1.0, -1.0, 0.0, "-1-2ulp"]], [PI / 2, -PI / 2, 0.0, -PI / 2], [[0.0, 0.0, 1.0, 0.0]]),
+    # safe_where: the seed's 1/x, and a log whose other branch is x itself
+    _v("safe_where/seed", "safe_where", [[-1.0, 0.0, 1.0]], [-1.0, 0.0, 1.0], [[-1.0, 0.0, -1.0]],
+       where="nonzero", fn="reciprocal"),
+    _v("safe_where/log", "safe_where", [[0.0, -2.0, math.e]], [0.0, -2.0, 1.0], [[1.0, 1.0, 1 / math.e]],
+       where="positive", fn="log", other="identity"),
+)
+
+# every op of the catalogue, in the order of the README's table
+OPS: Tuple[str, ...] = (
+    "softplus", "logaddexp", "logsumexp", "softmax", "log_softmax", "xlogy", "entropy", "cross_entropy_probs",
+    "sqrt", "pow", "norm", "normalize", "cosine_similarity", "distance_matrix", "div", "masked_mean", "std", "var",
+    "acos", "asin", "safe_where",
+)
