@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import check_dim, check_floating, check_mask
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, lowest
+from nanguard.torch.ops._core import SafeFunction, can_branch_on_data
 
 _NEG_INF = float("-inf")
 
@@ -28,11 +28,11 @@ def _repair_dead_slices(out: torch.Tensor, scores: torch.Tensor, dim: int, dead_
     # is enough to know that nothing needs repair
     if can_branch_on_data(scores) and not bool(torch.isnan(out.select(dim, 0)).any()):
         return out
-    row_max = torch.amax(scores, dim, keepdim=True)
-    out = out.nan_to_num_(nan=dead_value, posinf=float("inf"), neginf=_NEG_INF)
-    # 0 for rows whose max is finite or -inf, NaN for rows whose max is NaN or +inf
-    poison = torch.clamp_min(row_max, lowest(row_max.dtype)).mul_(0)
-    return out.add_(poison)
+    # a dead slice has max -inf; a NaN anywhere in the slice makes the max NaN, and +inf
+    # makes it +inf, so those slices are left alone. An explicit select, not arithmetic
+    # such as `max * 0`, because compilers (inductor) fold `x * 0` to 0 and hide the NaN.
+    dead = torch.amax(scores, dim, keepdim=True) == _NEG_INF
+    return torch.where(dead, dead_value, out)
 
 
 class _Softmax(SafeFunction):

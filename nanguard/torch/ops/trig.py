@@ -47,8 +47,9 @@ class _InverseSine(SafeFunction):
     def backward(ctx, grad: torch.Tensor):
         x, out = ctx.saved_tensors
         # where the value is NaN (NaN input, or |x| beyond the rounding tolerance) the
-        # gradient is NaN too: out * 0 is 0 for every real value and NaN there
-        nan_where_value_is = out.detach() * 0
+        # gradient is NaN too. A select, not `out * 0`: inductor folds `x * 0` to 0.
+        value = out.detach()
+        nan_where_value_is = torch.where(torch.isnan(value), value, torch.zeros((), dtype=value.dtype))
         if torch.is_grad_enabled():
             inside = torch.clamp(x, -1.0, 1.0)
             room = (1 - inside) * (1 + inside)

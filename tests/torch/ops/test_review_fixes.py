@@ -13,6 +13,7 @@ import nanguard as ng
 import nanguard.torch.ops
 
 NAN = float("nan")
+INF = float("inf")
 
 
 def _grads(fn, *inputs, create_graph: bool):
@@ -232,3 +233,36 @@ def test_float64_distance_of_rows_whose_difference_squares_underflow():
     assert out[0, 1].item() == pytest.approx(1e-200, rel=1e-12, abs=0.0)
     assert out[0, 0].item() == 0.0
     assert x.grad.tolist() == [[2.0, 0.0], [-2.0, 0.0]]  # d|x0 - x1|/dx0 = unit vector, both pairs
+
+
+# ---------------------------------------------------------------- inductor keeps NaN visible
+_IND_X = [[1.0, NAN, 2.0], [1.0, INF, 0.0], [-INF, -INF, -INF], [0.0, 1.0, 2.0]]
+_IND_MASK = [[True, True, False]] * 4
+_INDUCTOR_CASES = {
+    "softmax": lambda x: ng.softmax(x, -1),
+    "log_softmax": lambda x: ng.log_softmax(x, -1),
+    "softmax_mask": lambda x: ng.softmax(x, -1, mask=torch.tensor(_IND_MASK)),
+    "log_softmax_mask": lambda x: ng.log_softmax(x, -1, mask=torch.tensor(_IND_MASK)),
+    "acos": lambda x: ng.acos(x / 2.5),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(_INDUCTOR_CASES))
+def test_inductor_keeps_nan_rows_nan_in_value_and_gradient(name: str) -> None:
+    """inductor folds `x * 0` to 0; the ops must not rely on NaN * 0 to mark NaN rows."""
+    fn = _INDUCTOR_CASES[name]
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True)
+    w = torch.linspace(0.5, 1.5, 12).reshape(4, 3)
+    results = []
+    for f in (fn, compiled):
+        x = torch.tensor(_IND_X, requires_grad=True)
+        out = f(x)
+        finite_loss = torch.where(torch.isinf(out), 0.0, out).mul(w).sum()
+        (g,) = torch.autograd.grad(finite_loss, x)
+        results.append((out.detach(), g))
+    (eager, eager_grad), (comp, comp_grad) = results
+    assert bool(torch.isnan(eager[:2]).any()), "the eager op must show the NaN rows"
+    torch.testing.assert_close(comp, eager, equal_nan=True)
+    torch.testing.assert_close(comp_grad, eager_grad, equal_nan=True)
