@@ -82,10 +82,49 @@ def pow2_scale(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> torch.Tensor
     return torch.where(ok, scale, torch.ones_like(scale))
 
 
+_TENSOR = object()  # marks where a tensor input goes back among the constant inputs
+
+
 class SafeFunction(torch.autograd.Function):
-    """Base for the safe ops: ``setup_context`` style so torch.func and vmap work."""
+    """Base for the safe ops: ``setup_context`` style so torch.func and vmap work.
+
+    Each subclass gets a twin, ``forward_mode``, that also has a ``jvp`` (derived from the
+    backward, see ``_forward_mode``) for ``torch.func.jvp``, ``jacfwd``, ``hessian`` and
+    dual numbers. Dynamo cannot trace a Function that defines ``jvp``, so ``apply_op``
+    calls the plain class under ``torch.compile`` and the twin everywhere else.
+    """
 
     generate_vmap_rule = True
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "setup_context" not in cls.__dict__ or "jvp" in cls.__dict__:
+            return
+        own = cls.__dict__["setup_context"].__func__
+
+        def setup_context(ctx, inputs, output):
+            own(ctx, inputs, output)
+            ctx.save_for_forward(*[x for x in inputs if isinstance(x, torch.Tensor)])
+            ctx.jvp_constants = [_TENSOR if isinstance(x, torch.Tensor) else x for x in inputs]
+
+        def jvp(ctx, *tangents):
+            from nanguard.torch.ops._forward_mode import jvp_from_backward
+
+            tensors = iter(ctx.saved_for_forward)
+            inputs = [next(tensors) if c is _TENSOR else c for c in ctx.jvp_constants]
+            return jvp_from_backward(cls, inputs, tangents)
+
+        # the same name, so that users see grad_fn=<_SqrtBackward>, whichever class ran
+        cls.forward_mode = type(cls.__name__, (cls,), {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "setup_context": staticmethod(setup_context), "jvp": staticmethod(jvp)})
+
+
+def apply_op(function: type, *args: object):
+    """``function.apply(*args)``, with forward-mode AD outside ``torch.compile``."""
+    if torch.compiler.is_compiling():
+        return function.apply(*args)
+    return function.forward_mode.apply(*args)
 
 
 def zero_indicator(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import check_floating
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, nonpositive_is_singular, pow2_scale
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular, pow2_scale
 
 _EXACT = "donot_use_mm_for_euclid_dist"
 
@@ -164,4 +164,4 @@ def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.
     compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     xc = x.to(compute).expand(*batch, *x.shape[-2:])
     yc = y.to(compute).expand(*batch, *y.shape[-2:])
-    return _DistanceMatrix.apply(xc, yc).to(dtype)
+    return apply_op(_DistanceMatrix, xc, yc).to(dtype)

@@ -7,7 +7,15 @@ from typing import Sequence, Tuple, Union
 import torch
 
 from nanguard.torch._checks import broadcast_pair, check_dim, check_floating, check_mask, check_number, check_real
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, compute_dtype, fill_at, sum_to, zero_positions
+from nanguard.torch.ops._core import (
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    compute_dtype,
+    fill_at,
+    sum_to,
+    zero_positions,
+)
 
 
 class _Div(SafeFunction):
@@ -113,7 +121,7 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
     fill = check_number(fill, "fill", "div")
     a, b = a.to(work), b.to(work)
     # torch.compile cannot trace a Function that receives one tensor twice
-    return _Div.apply(a, b.view_as(b) if b is a else b, fill)[0].to(dtype)
+    return apply_op(_Div, a, b.view_as(b) if b is a else b, fill)[0].to(dtype)
 
 
 class _MaskedMean(SafeFunction):
@@ -190,7 +198,7 @@ def masked_mean(
     dims = check_dim(x, dim, "masked_mean")
     fill = check_number(fill, "fill", "masked_mean")
     dims = tuple(range(x.dim())) if dims is None else dims
-    mean = _MaskedMean.apply(x.to(compute_dtype(x.dtype)), mask, dims, fill)[0]
+    mean = apply_op(_MaskedMean, x.to(compute_dtype(x.dtype)), mask, dims, fill)[0]
     if not keepdim:
         mean = mean.squeeze(dims) if dims else mean
     return mean.to(x.dtype)

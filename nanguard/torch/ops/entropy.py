@@ -8,7 +8,14 @@ import torch
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating
 from nanguard.torch.ops._core import (
-    SafeFunction, can_branch_on_data, compute_dtype, lowest, nonpositive_is_singular, sum_to, zero_indicator,
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    compute_dtype,
+    lowest,
+    nonpositive_is_singular,
+    sum_to,
+    zero_indicator,
     zero_over_zero_to_zero,
 )
 
@@ -80,7 +87,7 @@ def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
     dtype = torch.promote_types(x.dtype, y.dtype)
     x, y = x.to(dtype), y.to(dtype)
     # torch.compile cannot trace a Function that receives one tensor twice (xlogy(p, p))
-    return _Xlogy.apply(x, y.view_as(y) if y is x else y)
+    return apply_op(_Xlogy, x, y.view_as(y) if y is x else y)
 
 
 class _Entropy(SafeFunction):
@@ -140,7 +147,7 @@ def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
         raise TypeError(f"nanguard.entropy: `dim` must be an int, got {dim!r}")
     (axis,) = check_dim(p, dim, "entropy")
     # float16/bfloat16: terms and sum in float32, so one large term cannot overflow the sum
-    return _Entropy.apply(p.to(compute_dtype(p.dtype)), axis)[0].to(p.dtype)
+    return apply_op(_Entropy, p.to(compute_dtype(p.dtype)), axis)[0].to(p.dtype)
 
 
 class _CrossEntropy(SafeFunction):
@@ -231,9 +238,9 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     target, probs = target.to(wide), probs.to(wide)
     if target is probs:
         probs = probs.view_as(probs)  # torch.compile cannot trace one tensor passed twice
-    loss = _CrossEntropy.apply(target, probs, axis)[0]
+    loss = apply_op(_CrossEntropy, target, probs, axis)[0]
     if wide != torch.float64 and not (can_branch_on_data(loss) and not bool(torch.isnan(loss).any())):
         # terms of opposite sign can overflow to inf - inf although their sum is finite
-        exact = _CrossEntropy.apply(target.double(), probs.double(), axis)[0]
+        exact = apply_op(_CrossEntropy, target.double(), probs.double(), axis)[0]
         loss = torch.where(torch.isnan(loss), exact.to(wide), loss)
     return loss.to(dtype)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, lowest, sum_to, unsqueeze_dims
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, lowest, sum_to, unsqueeze_dims
 
 # Above beta*x = t, log1p(exp(-beta*x)) is below half an ulp of x in the compute precision
 # (float32 for float16/bfloat16/float32, float64 for float64), so returning x is exact
@@ -114,7 +114,7 @@ def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
     dtype = torch.promote_types(a.dtype, b.dtype)
     a, b = a.to(dtype), b.to(dtype)
     # torch.compile cannot trace a Function that receives one tensor twice
-    return _LogAddExp.apply(a, b.view_as(b) if b is a else b)
+    return apply_op(_LogAddExp, a, b.view_as(b) if b is a else b)
 
 
 class _LogSumExp(SafeFunction):
@@ -175,4 +175,4 @@ def logsumexp(
     if mask is not None:
         check_mask(mask, x, "logsumexp")
         x = torch.where(mask, x, float("-inf"))
-    return _LogSumExp.apply(x, dims, bool(keepdim))
+    return apply_op(_LogSumExp, x, dims, bool(keepdim))

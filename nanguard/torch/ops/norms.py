@@ -7,7 +7,14 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from nanguard.torch._checks import broadcast_pair, check_dim, check_floating
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, compute_dtype, pow2_scale, unsqueeze_dims
+from nanguard.torch.ops._core import (
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    compute_dtype,
+    pow2_scale,
+    unsqueeze_dims,
+)
 
 
 def _safe_range(dtype: torch.dtype) -> Tuple[float, float]:
@@ -39,6 +46,20 @@ def _l2_norm(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) ->
     if not keepdim:
         rescued = rescued.reshape(fast.shape)
     return torch.where(outside, rescued, fast)
+
+
+def _norm_and_unit_for_graph(x: torch.Tensor, dim: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(|x|, x/|x|) along ``dim`` (keepdim), 0 for zero vectors, from plain torch ops.
+
+    For the differentiable backward formulas: the double-where keeps their derivatives
+    finite at the zero vector, and plain ops (no nested safe op) keep forward mode
+    (``torch.func.jvp`` over these formulas, as in ``hessian``) traceable.
+    """
+    zero = (x == 0).all(dim, keepdim=True)
+    safe_x = torch.where(zero, torch.ones_like(x), x)
+    n = _l2_norm(safe_x, (dim,), keepdim=True)
+    unit = torch.where(zero, torch.zeros_like(x), safe_x / n)
+    return torch.where(zero, torch.zeros_like(n), n), unit
 
 
 def _all_in_safe_range(n: torch.Tensor) -> bool:
@@ -96,7 +117,7 @@ def norm(x: torch.Tensor, dim: Union[int, Sequence[int], None] = None, keepdim: 
     dims = check_dim(x, dim, "norm")
     if x.dim() == 0:
         dims = None
-    return _Norm.apply(x, dims, bool(keepdim))
+    return apply_op(_Norm, x, dims, bool(keepdim))
 
 
 class _Normalize(SafeFunction):
@@ -121,7 +142,7 @@ class _Normalize(SafeFunction):
         x, unit = ctx.saved_tensors
         dim = ctx.dim
         if torch.is_grad_enabled():
-            n = norm(x, dim, keepdim=True)
+            n, _ = _norm_and_unit_for_graph(x, dim)
             positive = n != 0  # NaN counts as nonzero: its gradient is NaN, not 0
             safe_n = torch.where(positive, n, torch.ones_like(n))
             tangent = grad - unit * (unit * grad).sum(dim, keepdim=True)
@@ -163,7 +184,7 @@ def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         raise ValueError("nanguard.normalize: `x` must have at least one dimension")
     (axis,) = check_dim(x, dim, "normalize")
     # float16 in float32: the norm of [60000, 60000] overflows float16 although the unit vector does not
-    return _Normalize.apply(x.to(compute_dtype(x.dtype)), axis).to(x.dtype)
+    return apply_op(_Normalize, x.to(compute_dtype(x.dtype)), axis).to(x.dtype)
 
 
 class _Cosine(SafeFunction):
@@ -201,8 +222,7 @@ class _Cosine(SafeFunction):
         cos = cos.unsqueeze(dim)
         grad = grad.unsqueeze(dim)
         if torch.is_grad_enabled():
-            na, nb = norm(a, dim, keepdim=True), norm(b, dim, keepdim=True)
-            ua, ub = normalize(a, dim), normalize(b, dim)
+            (na, ua), (nb, ub) = _norm_and_unit_for_graph(a, dim), _norm_and_unit_for_graph(b, dim)
         else:
             na, nb = _l2_norm(a, (dim,), keepdim=True), _l2_norm(b, (dim,), keepdim=True)
             ua = _Normalize.forward(a, dim)
@@ -253,4 +273,4 @@ def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.
     dtype = torch.promote_types(a.dtype, b.dtype)
     # float16/bfloat16 in float32: |a||b| of two float16 vectors of length 256 overflows
     wide = compute_dtype(dtype)
-    return _Cosine.apply(a.to(wide).expand(shape), b.to(wide).expand(shape), axis).to(dtype)
+    return apply_op(_Cosine, a.to(wide).expand(shape), b.to(wide).expand(shape), axis).to(dtype)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import torch
-
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating, check_number
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, nonpositive_is_singular
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular
 
 _INF = float("inf")
 
@@ -57,7 +56,7 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         tensor([0.0000, 0.2500])
     """
     check_floating(x, "x", "sqrt")
-    return _Sqrt.apply(x)
+    return apply_op(_Sqrt, x)
 
 
 class _NonNegativePow(SafeFunction):
@@ -121,4 +120,4 @@ def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:
     """
     check_floating(x, "x", "pow")
     p = check_number(exponent, "exponent", "pow", positive=True)
-    return _NonNegativePow.apply(x, p)
+    return apply_op(_NonNegativePow, x, p)

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import check_dim, check_floating, check_mask
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data
 
 _NEG_INF = float("-inf")
 
@@ -134,7 +134,7 @@ def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> t
                 [0.0000, 0.0000]])
     """
     axis = _prepare(x, dim, mask, "softmax")
-    return _Softmax.apply(x, axis, mask)
+    return apply_op(_Softmax, x, axis, mask)
 
 
 def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -164,5 +164,5 @@ def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) 
     """
     axis = _prepare(x, dim, mask, "log_softmax")
     if mask is None:
-        return _LogSoftmax.apply(x, axis)
-    return _MaskedLogSoftmax.apply(x, axis, mask)[0]
+        return apply_op(_LogSoftmax, x, axis)
+    return apply_op(_MaskedLogSoftmax, x, axis, mask)[0]

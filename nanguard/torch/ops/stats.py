@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from nanguard.torch._checks import check_dim, check_floating
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data, numel_over, pow2_scale, unsqueeze_dims
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, numel_over, pow2_scale, unsqueeze_dims
 
 Dim = Union[int, Sequence[int], None]
 
@@ -73,7 +73,7 @@ def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool =
     """
     dims, correction = _prepare(x, dim, correction, "var")
     if numel_over(x, dims) - correction <= 0:
-        return _ZeroSpread.apply(x, dims, bool(keepdim))
+        return apply_op(_ZeroSpread, x, dims, bool(keepdim))
     return torch.var(x, dim=dims, correction=correction, keepdim=keepdim)
 
 
@@ -154,5 +154,5 @@ def std(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool =
     """
     dims, correction = _prepare(x, dim, correction, "std")
     if numel_over(x, dims) - correction <= 0:
-        return _ZeroSpread.apply(x, dims, bool(keepdim))
-    return _Std.apply(x, dims, correction, bool(keepdim))
+        return apply_op(_ZeroSpread, x, dims, bool(keepdim))
+    return apply_op(_Std, x, dims, correction, bool(keepdim))

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating
-from nanguard.torch.ops._core import SafeFunction, can_branch_on_data
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data
 
 # How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
 # of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
@@ -86,7 +86,7 @@ def asin(x: torch.Tensor) -> torch.Tensor:
         tensor([0.0000, 1.1547])
     """
     check_floating(x, "x", "asin")
-    return _InverseSine.apply(x, 1.0)
+    return apply_op(_InverseSine, x, 1.0)
 
 
 def acos(x: torch.Tensor) -> torch.Tensor:
@@ -112,4 +112,4 @@ def acos(x: torch.Tensor) -> torch.Tensor:
         tensor([0.0000, 1.5708], grad_fn=<_InverseSineBackward>)
     """
     check_floating(x, "x", "acos")
-    return _InverseSine.apply(x, -1.0)
+    return apply_op(_InverseSine, x, -1.0)
