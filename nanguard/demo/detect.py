@@ -1,10 +1,11 @@
 """Demo section "detect": a real program with a NaN bug, run under ``nanguard run``.
 
-Replays the distance-matrix seed: the loss prints ``nan`` from step 2 and nothing says why.
-``nanguard run`` stops at the first non-finite value (the backward of sqrt on the matrix's
-zero diagonal), prints the line, the module-free location, the explanation and the fix; the
-fixed script, which uses ``nanguard.distance_matrix``, then runs clean under the same command.
-Both are real subprocesses, exactly what a user would type.
+Replays the founding seed story (``nanguard_stories.distance_matrix_nan``): the loss prints
+``nan`` from step 2 and nothing says why. ``nanguard run`` stops at the first non-finite
+value (the backward of sqrt on the matrix's zero diagonal), prints the line, the
+explanation and the fix; the fixed program, which uses ``nanguard.distance_matrix``, then
+runs clean under the same command. Both are real subprocesses, exactly what a user would
+type, and both programs ship with nanguard, so this works from an installed wheel too.
 """
 
 from __future__ import annotations
@@ -15,51 +16,45 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Tuple
 
 import torch
 
 import nanguard
+import nanguard_stories
 from nanguard.demo import Show
 
-_EXAMPLES = Path(nanguard.__file__).resolve().parent.parent / "examples"
-BUGGY = "distance_matrix_nan.py"
-FIXED = "distance_matrix_fixed.py"
+STORY = nanguard_stories.get("distance_matrix")
 
 
-def _nanguard_run(script: Path, json_path: Optional[str]) -> Tuple[int, str, str]:
+def _nanguard_run(module: str, json_path: str | None) -> tuple[int, str, str]:
+    """``nanguard run [--json PATH] -m module`` in a subprocess that imports this nanguard."""
     cmd = [sys.executable, "-m", "nanguard", "run", "--color", "never"]
     if json_path:
         cmd += ["--json", json_path]
-    cmd.append(str(script))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(_EXAMPLES.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(_EXAMPLES.parent), env=env)
+    cmd += ["-m", module]
+    roots = [str(Path(m.__file__).resolve().parent.parent) for m in (nanguard, nanguard_stories)]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(roots + inherited)))
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=roots[1], env=env,
+                          check=False)
     return done.returncode, done.stdout, done.stderr
-
-
-def _indent(text: str) -> List[str]:
-    return [line for line in text.rstrip("\n").splitlines()]
 
 
 def run(show: Show) -> None:
     show.title("Detect & locate: the first NaN, where and why")
-    buggy, fixed = _EXAMPLES / BUGGY, _EXAMPLES / FIXED
-    if not buggy.exists() or not fixed.exists():
-        show.note(f"(skipped: the example scripts are not in {_EXAMPLES}; run from a source checkout)")
-        return
+    buggy, fixed = STORY.module("nan"), STORY.module("fixed")
 
     show.story("Seed: a distance-matrix loss prints `nan` from the second step, and nothing says why.")
-    show.code("""
-distance_matrix = torch.sqrt(diag_1 + diag_2 - (2 * gram_matrix))   # diagonal is exactly 0
-loss = obj(pred_distance_matrix, true_distance_matrix)
-loss.backward()                                                       # grad of sqrt at 0: inf
-""")
-    show.code(f"$ nanguard run --json report.json examples/{BUGGY}")
+    source = STORY.source("nan").splitlines()
+    for text in ("torch.sqrt(", "loss = obj(", "loss.backward()"):
+        n = STORY.line(text)
+        show.code(f"{n:3} │ {source[n - 1].strip()}")
+    show.note("(the diagonal of the matrix under the sqrt is exactly 0, and sqrt's gradient at 0 is inf)")
+    show.code(f"$ nanguard run --json report.json -m {buggy}")
     with tempfile.TemporaryDirectory() as tmp:
         report_path = os.path.join(tmp, "report.json")
         status, out, err = _nanguard_run(buggy, report_path)
-        for line in _indent(err):
+        for line in err.rstrip("\n").splitlines():
             show.note(line)
         if status == 1 and os.path.exists(report_path):
             with open(report_path, encoding="utf-8") as fh:
@@ -70,8 +65,8 @@ loss.backward()                                                       # grad of 
         else:
             show.bad("unexpected result", f"status {status}\n{out}\n{err}")
 
-    show.story("The fix it names: nanguard.distance_matrix (zero gradient on the diagonal).")
-    show.code(f"$ nanguard run examples/{FIXED}")
+    show.story(f"The fix it names: {STORY.fix} (zero gradient on the diagonal).")
+    show.code(f"$ nanguard run -m {fixed}")
     status, out, err = _nanguard_run(fixed, None)
     losses = [line for line in out.splitlines() if line.startswith("step")]
     if status == 0:

@@ -1,8 +1,11 @@
 """Demo section "lint": the seed stories' code, checked before anything runs.
 
-Writes the bundled program below to a temporary `seed_stories.py`, lints it exactly as
-`nanguard lint seed_stories.py` would, prints the findings, and shows the `--diff` of the
-fixes the linter can make on its own. Nothing here imports or runs the program.
+First the founding story's two programs, read from ``nanguard_stories`` (the files
+``nanguard demo`` runs in the detect section): the NaN version is flagged at its sqrt, the
+fixed one is clean. Then the bundled program below, the other seed stories' anti-patterns,
+written to a temporary `seed_stories.py` and linted exactly as `nanguard lint
+seed_stories.py` would, with the `--diff` of the fixes the linter can make on its own.
+Nothing here imports or runs a program, and nothing imports torch.
 """
 
 from __future__ import annotations
@@ -10,11 +13,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import nanguard_stories
 from nanguard.lint.checker import ALL_CODES, check_source
 from nanguard.lint.output import unified_diff
 from nanguard.lint.runner import fix_text
 
-# The anti-patterns of the seed stories, as their authors first wrote them (trimmed).
+STORY = nanguard_stories.get("distance_matrix")
+
+# The other seed stories' anti-patterns, as their authors first wrote them (trimmed).
 SEED_PROGRAM = '''\
 """The seed stories' code, as first written."""
 import tensorflow as tf
@@ -28,14 +34,6 @@ def softplus(x):                                    # story 1: log(1 + exp(x)) b
 def softplus_patched(x):                            # story 1: "replace the infs with x"
     exp = x.exp()
     return x.where(torch.isinf(exp), exp.log1p())
-
-
-def compute_distance_matrix(coordinates):           # story 2: sqrt of a Gram expansion
-    gram_matrix = torch.mm(coordinates, torch.transpose(coordinates, 0, 1))
-    gram_diag = torch.diagonal(gram_matrix, dim1=0, dim2=1)
-    diag_1 = gram_diag.unsqueeze(-1).expand_as(gram_matrix)
-    diag_2 = torch.transpose(diag_1, dim0=0, dim1=1)
-    return torch.sqrt(diag_1 + diag_2 - (2 * gram_matrix))
 
 
 def classifier_loss(logits, y_):                    # story 3: cross-entropy by hand
@@ -63,6 +61,18 @@ def attention_logp(scores, keep):                   # padding mask, then log of 
 '''
 
 
+def story_display(version: str) -> str:
+    """How `nanguard lint` would be given the story's file: package/file.py."""
+    path = STORY.path(version)
+    return f"{path.parent.name}/{path.name}"
+
+
+def lint_story(version: str) -> list:
+    """The findings of `nanguard lint` on one version ("nan" or "fixed") of the story."""
+    return check_source(STORY.path(version).read_bytes(), story_display(version), ALL_CODES,
+                        STORY.module(version))
+
+
 def lint_demo_program(directory: Path) -> tuple:
     """Write the program, lint it; return (path, findings, fixed text, fixes applied)."""
     path = directory / "seed_stories.py"
@@ -74,7 +84,15 @@ def lint_demo_program(directory: Path) -> tuple:
 
 def run(show) -> None:
     show.title("Lint: find the anti-patterns before anything runs")
-    show.story("The seed stories' code, checked statically (`nanguard lint seed_stories.py`)")
+    show.story("The founding story, checked statically: the NaN version and its fix")
+    for version in ("nan", "fixed"):
+        show.code(f"$ nanguard lint {story_display(version)}")
+        found = lint_story(version)
+        for f in found:
+            show.bad(f"{f.path}:{f.line}:{f.col}", f"{f.code} {f.message}")
+        if not found:
+            show.good(story_display(version), "no findings")
+    show.story("The other seed stories' code, checked statically (`nanguard lint seed_stories.py`)")
     with tempfile.TemporaryDirectory() as tmp:
         _path, findings, fixed, applied = lint_demo_program(Path(tmp))
     show.code("$ nanguard lint seed_stories.py")

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import List
 
 import torch
 
 import nanguard as ng
+import nanguard_stories
 
 
 def _fmt(t: torch.Tensor) -> str:
     values = (t.detach().reshape(-1) + 0.0).tolist()  # + 0.0 prints -0.0 as 0
     return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
-
-
-def _seed_distance_matrix(coordinates: torch.Tensor) -> torch.Tensor:
-    """The seed's compute_distance_matrix (Gram expansion, then sqrt)."""
-    n = len(coordinates)
-    gram = coordinates @ coordinates.T
-    diag = torch.diagonal(gram).unsqueeze(-1) @ torch.ones(1, n)
-    return torch.sqrt(diag + diag.T - 2 * gram)
 
 
 def _train(distance, steps: int) -> List[float]:
@@ -56,8 +50,12 @@ def run(show) -> None:
     show.good("gradient", _fmt(x.grad) + "  (= sigmoid(x))")
 
     show.story("a distance matrix via sqrt(Gram expansion): zeros on the diagonal, NaN after one step")
-    naive_losses = _train(_seed_distance_matrix, 3)
-    show.code("sqrt(diag_1 + diag_2 - 2 * gram); Adam on MSE(D(pred), D(true))")
+    story = nanguard_stories.get("distance_matrix")
+    seed = importlib.import_module(story.module("nan")).compute_distance_matrix  # Gram expansion, sqrt
+    naive_losses = _train(seed, 3)
+    n = story.line("torch.sqrt(")
+    show.code(f"{story.source().splitlines()[n - 1].strip()}   # {story.path().name}:{n}")
+    show.code("Adam on MSE(D(pred), D(true))")
     show.bad("loss per step", ", ".join(f"{v:.4f}" for v in naive_losses))
     safe_losses = _train(ng.distance_matrix, 500)
     show.code("nanguard.distance_matrix(pred)")

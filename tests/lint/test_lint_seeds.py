@@ -6,6 +6,7 @@ version that really is correct must be clean.
 
 from __future__ import annotations
 
+import nanguard_stories
 from nanguard.lint import lint_source
 
 
@@ -29,20 +30,12 @@ y = x.where(torch.isinf(exp), exp.log1p())  # Replace infs with x
 
 
 def test_seed_001_distance_matrix_via_gram():
-    source = '''\
-import torch
-
-def compute_distance_matrix(coordinates):
-    L = len(coordinates)
-    gram_matrix = torch.mm(coordinates, torch.transpose(coordinates, 0, 1))
-    gram_diag = torch.diagonal(gram_matrix, dim1=0, dim2=1)
-    diag_1 = torch.matmul(gram_diag.unsqueeze(-1), torch.ones(1, L).to(coordinates.device))
-    diag_2 = torch.transpose(diag_1, dim0=0, dim1=1)
-    distance_matrix = torch.sqrt(diag_1 + diag_2 - (2 * gram_matrix))
-    return distance_matrix
-'''
-    found = lint_source(source)
-    assert [(f.line, f.code) for f in found] == [(9, "NG301")]
+    """The founding story, read from its one copy in nanguard_stories (the file the demo and
+    the detector tests run): the sqrt of the Gram expansion is NG301, the fix is clean."""
+    story = nanguard_stories.get("distance_matrix")
+    found = lint_source(story.source("nan"), str(story.path("nan")), module=story.module("nan"))
+    assert [(f.line, f.code) for f in found] == [(story.line("torch.sqrt("), "NG301")]
+    assert lint_source(story.source("fixed"), str(story.path("fixed")), module=story.module("fixed")) == []
 
 
 def test_seed_003_tensorflow_cross_entropy_variants():

@@ -6,10 +6,12 @@
 - :class:`GradNormMonitor` — early warning (:class:`GradientGrowthWarning`) when per-module
   gradient norms explode, naming the module where the growth started.
 
-Modules, one concept each: ``guard`` (GradGuard and its policies), ``check`` (the fused
-finiteness check), ``amp`` (GradScaler protocol), ``distributed`` (agreement across ranks),
-``clip`` (the guarded clip), ``monitor`` (norm history and early warning), ``records``
-(events and the summary), ``params`` (names), ``plot`` (matplotlib, optional).
+Modules, one concept each: ``guard`` (the GradGuard class and its API), ``policy`` (skip,
+zero or raise: the arguments, the decision, the error message), ``verdict`` (one step's
+inspection and its single host read), ``check`` (the fused finiteness check), ``amp``
+(GradScaler protocol), ``distributed`` (agreement across ranks), ``clip`` (the guarded clip),
+``monitor`` (norm history and early warning), ``records`` (events and the summary),
+``params`` (names), ``plot`` (matplotlib, optional).
 """
 
 from nanguard.torch.guard.guard import GradGuard

@@ -9,7 +9,7 @@ vector, which says both *whether* to skip and *which* ranks saw the non-finite v
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -27,7 +27,7 @@ class Agreement:
     True insists on it (an error if it is not initialised); False keeps decisions local.
     """
 
-    def __init__(self, enabled: Optional[bool] = None, group: Optional[Any] = None) -> None:
+    def __init__(self, enabled: bool | None = None, group: Any | None = None) -> None:
         if enabled is not None and not isinstance(enabled, bool):
             raise TypeError(f"nanguard.GradGuard: `distributed` must be None, True or False, "
                             f"got {enabled!r}")
@@ -49,6 +49,10 @@ class Agreement:
     def rank_and_size(self) -> tuple[int, int]:
         dist = _dist()
         return dist.get_rank(self.group), dist.get_world_size(self.group)
+
+    def rank(self) -> int:
+        """This process's rank in the group; 0 when agreement is off."""
+        return self.rank_and_size()[0] if self.active() else 0
 
     def _device(self, local: torch.device) -> torch.device:
         # NCCL reduces only CUDA tensors, Gloo is happiest with CPU ones

@@ -2,65 +2,51 @@
 
 One step of the guard:
 
-1. the fused finiteness check (`check.py`: one ``_foreach_norm`` launch, whose total is
-   non-finite iff an element is; or the GradScaler's own inf check when a scaler is given)
-   leaves its result on the device, no host sync;
-2. under torch.distributed the per-rank flags are all-reduced (`distributed.py`);
-3. one host read brings back the verdict, the total norm and (when monitoring) the
-   per-module norms together;
-4. a finite step calls ``optimizer.step()``; a bad one goes to the slow path, which counts
-   the non-finite elements per parameter, applies the policy and records the event.
+1. `verdict.inspect`: the fused finiteness check (`check.py`) and, under torch.distributed,
+   the agreement of all ranks (`distributed.py`), with one host read;
+2. a finite step calls ``optimizer.step()``; a bad one goes to the slow path, which counts
+   the non-finite elements per parameter, applies the policy (`policy.py`) and records the
+   event (`records.py`).
+
+This module is the class that ties them together, and its public API.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import torch
 
 from nanguard.errors import NonFiniteError
 from nanguard.torch.guard import amp, clip
-from nanguard.torch.guard.check import (Diagnosis, Grads, diagnose, foreach_norms, gather, total_norm,
-                                  zero_nonfinite_)
+from nanguard.torch.guard.check import zero_nonfinite_
 from nanguard.torch.guard.distributed import Agreement
-from nanguard.torch.guard.monitor import TOTAL, GradNormMonitor, GrowthAlert, NormHistory
-from nanguard.torch.guard.params import (NamedParams, ParamTable, build_table, check_optimizer,
-                                   names_from, optimizer_key)
-from nanguard.torch.guard.records import (GRADIENTS, LOSS, RAISED, SKIPPED, ZEROED, GuardEvent,
-                                    GuardRecords, ParamIssue)
-
-POLICIES = ("skip", "zero", "raise")
-
-# 2**16 (GradScaler's initial scale) halves to 1 in 16 overflowing steps; a limit above that
-# lets AMP calibrate its scale while still stopping a run whose every step is non-finite.
-DEFAULT_MAX_CONSECUTIVE = 25
-
-
-@dataclass
-class _Verdict:
-    """The outcome of one inspection, kept until `step()` consumes it."""
-
-    grads: Grads
-    bad: bool  # agreed across ranks
-    ranks: Tuple[int, ...]  # ranks whose gradients were non-finite
-    total: torch.Tensor  # total norm (device tensor; NaN when not computed)
-    total_value: float
-    module_norms: Optional[List[float]]
-    diagnosis: Optional[Diagnosis]  # this rank's non-finite elements, when it has any
-    scale: Optional[float]
-    zeroed: bool = False
-    stamp: Optional[Tuple[Tuple[int, int], ...]] = None  # gradients it was computed on
-
-
-def _stamp(table: ParamTable) -> Optional[Tuple[Tuple[int, int], ...]]:
-    """Identity and version counter of every gradient: any backward or in-place change
-    after the clip's check (and before step) changes it, and the check is redone."""
-    try:
-        return tuple((id(p.grad), p.grad._version) for p in table.params if p.grad is not None)
-    except RuntimeError:  # inference tensors have no version counter: never reuse
-        return None
+from nanguard.torch.guard.monitor import (
+    TOTAL,
+    GradNormMonitor,
+    GrowthAlert,
+    NormHistory,
+)
+from nanguard.torch.guard.params import (
+    NamedParams,
+    ParamTable,
+    build_table,
+    check_optimizer,
+    names_from,
+    optimizer_key,
+)
+from nanguard.torch.guard.policy import (
+    DEFAULT_MAX_CONSECUTIVE,
+    check_max_consecutive,
+    check_max_events,
+    check_monitor,
+    check_policy,
+    decide,
+    gradient_event,
+    raise_message,
+)
+from nanguard.torch.guard.records import LOSS, RAISED, ZEROED, GuardEvent, GuardRecords
+from nanguard.torch.guard.verdict import Verdict, inspect, stamp
 
 
 class GradGuard:
@@ -115,42 +101,24 @@ class GradGuard:
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, policy: str = "skip",
-                 max_consecutive: Optional[int] = DEFAULT_MAX_CONSECUTIVE,
-                 model: Optional[NamedParams] = None, *, scaler: Optional[Any] = None,
-                 monitor: Union[bool, GradNormMonitor] = False,
-                 distributed: Optional[bool] = None, process_group: Optional[Any] = None,
+                 max_consecutive: int | None = DEFAULT_MAX_CONSECUTIVE,
+                 model: NamedParams | None = None, *, scaler: Any | None = None,
+                 monitor: bool | GradNormMonitor = False,
+                 distributed: bool | None = None, process_group: Any | None = None,
                  max_events: int = 1000) -> None:
         self.optimizer = check_optimizer(optimizer, "GradGuard")
-        if not isinstance(policy, str) or policy not in POLICIES:
-            raise ValueError(f"nanguard.GradGuard: unknown policy {policy!r}; choose one of "
-                             f"{', '.join(map(repr, POLICIES))}")
-        self.policy = policy
-        if max_consecutive is not None:
-            if isinstance(max_consecutive, bool) or not isinstance(max_consecutive, int):
-                raise TypeError(f"nanguard.GradGuard: `max_consecutive` must be an int >= 1 or None, "
-                                f"got {type(max_consecutive).__name__}")
-            if max_consecutive < 1:
-                raise ValueError(f"nanguard.GradGuard: `max_consecutive` must be >= 1 (the bad step "
-                                 f"in a row that raises) or None, got {max_consecutive}")
-        self.max_consecutive = max_consecutive
-        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
-            raise ValueError(f"nanguard.GradGuard: `max_events` must be an int >= 1, got {max_events!r}")
+        self.policy = check_policy(policy)
+        self.max_consecutive = check_max_consecutive(max_consecutive)
+        max_events = check_max_events(max_events)
         self.scaler = amp.check_scaler(scaler)
-        if monitor is True:
-            monitor = GradNormMonitor()
-        elif monitor is False or monitor is None:
-            monitor = None
-        elif not isinstance(monitor, GradNormMonitor):
-            raise TypeError(f"nanguard.GradGuard: `monitor` must be a bool or a GradNormMonitor, "
-                            f"got {type(monitor).__name__}")
-        self.monitor: Optional[GradNormMonitor] = monitor
+        self.monitor: GradNormMonitor | None = check_monitor(monitor)
         self._agreement = Agreement(distributed, process_group)
         self._names = names_from(model, "GradGuard")
         self._table = self._build_table()  # validates that the model owns the parameters now
         self.records = GuardRecords(policy, max_consecutive, max_events=max_events,
                                     n_params=len(self._table))
         self._history = NormHistory([TOTAL], 2048)  # the total norm, when not monitoring
-        self._pending: Optional[_Verdict] = None
+        self._pending: Verdict | None = None
 
     # -- public API ----------------------------------------------------------------------
     def step(self, *args: Any, **kwargs: Any) -> bool:
@@ -174,7 +142,7 @@ class GradGuard:
             )
         verdict = self._pending
         self._pending = None
-        if verdict is None or verdict.stamp is None or verdict.stamp != _stamp(self._table):
+        if verdict is None or verdict.stamp is None or verdict.stamp != stamp(self._table):
             verdict = self._inspect()
         self.records.steps += 1
         n = self.records.steps
@@ -185,13 +153,10 @@ class GradGuard:
             self._observe(n, verdict)
             return True
 
-        run = self.records.bad()
-        limit = self.max_consecutive is not None and run >= self.max_consecutive
-        action = RAISED if (self.policy == "raise" or limit) else (
-            SKIPPED if self.policy == "skip" else ZEROED)
+        action, limit = decide(self.policy, self.records.bad(), self.max_consecutive)
         if action == ZEROED and not verdict.zeroed and verdict.diagnosis is not None:
             zero_nonfinite_(verdict.grads, verdict.diagnosis)
-        event = self._event(n, GRADIENTS, action, verdict)
+        event = gradient_event(n, action, verdict, self._table)
         self.records.add(event)
         self._observe(n, verdict)
         if self.scaler is not None and amp.active(self.scaler) and verdict.diagnosis is None:
@@ -202,7 +167,7 @@ class GradGuard:
         if self.scaler is not None and amp.active(self.scaler):
             amp.mark_stepped(self.scaler, self.optimizer)  # the scaler backs off in update()
         if action == RAISED:
-            raise NonFiniteError(self._raise_message(event, limit), report=event)
+            raise self._error(event, limit)
         return False
 
     def check_loss(self, loss: torch.Tensor) -> bool:
@@ -227,18 +192,15 @@ class GradGuard:
             flags = self._agreement.flags(local).tolist()
         if not any(flags):
             return True
-        rank = self._rank()
         value = None
-        if flags[rank] and loss.numel() == 1:
+        if flags[self._agreement.rank()] and loss.numel() == 1:
             value = float(loss.detach().float().reshape(()))
-        run = self.records.bad()
-        limit = self.max_consecutive is not None and run >= self.max_consecutive
-        action = RAISED if (self.policy == "raise" or limit) else SKIPPED
+        action, limit = decide(self.policy, self.records.bad(), self.max_consecutive, can_zero=False)
         event = GuardEvent(step=self.records.steps + 1, kind=LOSS, action=action,
                            ranks=tuple(i for i, f in enumerate(flags) if f), loss=value)
         self.records.add(event)
         if action == RAISED:
-            raise NonFiniteError(self._raise_message(event, limit), report=event)
+            raise self._error(event, limit)
         return False
 
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
@@ -267,7 +229,7 @@ class GradGuard:
         total, verdict.zeroed = clip.clip_(verdict.grads, verdict.total, verdict.bad,
                                            verdict.diagnosis, self.policy == "zero",
                                            max_norm, norm_type)
-        verdict.stamp = _stamp(self._table)
+        verdict.stamp = stamp(self._table)
         self._pending = verdict  # step() reuses this check unless the gradients change
         return total
 
@@ -284,11 +246,11 @@ class GradGuard:
         return self.records.summary()
 
     @property
-    def alerts(self) -> List[GrowthAlert]:
+    def alerts(self) -> list[GrowthAlert]:
         """The gradient-growth early warnings given so far (empty without a monitor)."""
         return self.monitor.alerts if self.monitor is not None else []
 
-    def plot(self, path: Optional[str] = None, top: int = 8) -> Any:
+    def plot(self, path: str | None = None, top: int = 8) -> Any:
         """Draw the gradient-norm history (log scale): the `top` modules with the largest
         norms and the total, skipped steps marked in red, growth warnings in orange.
 
@@ -304,13 +266,13 @@ class GradGuard:
         return plot_history(history, self.alerts, path=path, top=top,
                             bad_steps=self.records.bad_steps)
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """The counters, for a checkpoint (so a resumed run keeps its bad-step streak)."""
         keys = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
                 "consecutive", "longest_run")
         return {k: getattr(self.records, k) for k in keys}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             if not hasattr(self.records, k) or not isinstance(v, int):
                 raise ValueError(f"nanguard.GradGuard.load_state_dict: unexpected entry {k!r}")
@@ -336,82 +298,20 @@ class GradGuard:
             self.records.n_params = len(self._table)
         return self._table
 
-    def _rank(self) -> int:
-        return self._agreement.rank_and_size()[0] if self._agreement.active() else 0
+    def _inspect(self, ord: float = 2.0, need_norms: bool = False) -> Verdict:
+        return inspect(self._current_table(), self.optimizer, self.scaler, self.monitor,
+                       self._agreement, ord=ord, need_norms=need_norms)
 
-    @torch.no_grad()
-    def _inspect(self, ord: float = 2.0, need_norms: bool = False) -> _Verdict:
-        table = self._current_table()
-        grads = gather(table)
-        scaled = amp.active(self.scaler)
-        norms: Optional[torch.Tensor] = None
-        if scaled:
-            # unscale once; the scaler's fused kernel already flagged any NaN/Inf
-            flag = amp.found_inf(self.scaler, self.optimizer) > 0
-        if not scaled or self.monitor is not None or need_norms:
-            norms = foreach_norms(grads.tensors, ord)
-        if norms is not None:
-            total = total_norm(norms, ord)
-        else:
-            total = torch.full((), math.nan)
-        modules = None
-        if self.monitor is not None and norms is not None:
-            l2 = norms if ord == 2.0 else foreach_norms(grads.tensors, 2.0)
-            modules = self.monitor.module_norms(l2, grads.index)
-        if self._agreement.active() or scaled:
-            # the flags travel with the norms: one read for everything
-            if not scaled:
-                flag = ~torch.isfinite(total)  # any NaN/Inf element makes the norm non-finite
-            flags = self._agreement.flags(flag)
-            parts = [flags.to(torch.float64), total.reshape(1).to(flags.device, torch.float64)]
-            if modules is not None:
-                parts.append(modules.to(flags.device, torch.float64))
-            values = torch.cat(parts).tolist()  # the one host sync of a finite step
-            nflags = flags.numel()
-            flag_values = values[:nflags]
-        else:
-            # local and unscaled: the total norm is the verdict, read it and nothing else
-            if modules is not None:
-                values = torch.cat([total.reshape(1).to(modules.dtype), modules]).tolist()
-            else:
-                values = [total.item()]  # the one host sync of a finite step
-            values.insert(0, 0.0 if math.isfinite(values[0]) else 1.0)
-            nflags = 1
-            flag_values = values[:1]
-        module_norms = values[nflags + 1:] if modules is not None else None
-        rank = self._rank() if nflags > 1 else 0
-        diagnosis = None
-        scale = None
-        if any(flag_values):
-            # slow path: only on a bad step somewhere
-            if scaled:
-                scale = amp.scale(self.scaler)
-            if flag_values[rank]:
-                suspects = None
-                if norms is not None:
-                    suspects = (~torch.isfinite(norms)).nonzero().flatten().tolist()
-                diagnosis = diagnose(grads, suspects)
-                if not diagnosis.nonfinite:
-                    # every element finite: the norm itself overflowed (|g| > ~1e19 in float32),
-                    # the step is finite after all. The scaler's kernel checks elements, so
-                    # this only happens with the norm-based check.
-                    diagnosis = None
-            if not scaled:  # the scaler's flags are exact and already agreed
-                confirmed = torch.tensor(float(diagnosis is not None))
-                # every rank takes this branch (the flags were agreed), so the collective matches
-                flag_values = self._agreement.flags(confirmed).tolist() if nflags > 1 else [
-                    float(diagnosis is not None)]
-        ranks = tuple(i for i, f in enumerate(flag_values) if f)
-        return _Verdict(grads=grads, bad=bool(ranks), ranks=ranks, total=total,
-                        total_value=values[nflags], module_norms=module_norms,
-                        diagnosis=diagnosis, scale=scale)
-
-    def _apply(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
+    def _apply(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.optimizer.step(*args, **kwargs)
         if self.scaler is not None and amp.active(self.scaler):
             amp.mark_stepped(self.scaler, self.optimizer)
 
-    def _observe(self, step: int, verdict: _Verdict) -> None:
+    def _error(self, event: GuardEvent, limit: bool) -> NonFiniteError:
+        message = raise_message(event, limit, self.policy, self.max_consecutive, self.records)
+        return NonFiniteError(message, report=event)
+
+    def _observe(self, step: int, verdict: Verdict) -> None:
         if self.monitor is not None and verdict.module_norms is not None:
             alert = self.monitor.observe(step, verdict.module_norms, verdict.total_value, verdict.bad)
             if alert is not None:
@@ -419,43 +319,3 @@ class GradGuard:
                 del self.records.growth_warnings[:-1000]
         else:
             self._history.add(step, [verdict.total_value], verdict.bad)
-
-    def _event(self, step: int, kind: str, action: str, verdict: _Verdict) -> GuardEvent:
-        issues: Tuple[ParamIssue, ...] = ()
-        if verdict.diagnosis is not None:
-            table = self._table
-            issues = tuple(  # output side first: where it entered the backward pass
-                ParamIssue(table.names[i], tuple(table.params[i].shape), nan, inf, i)
-                for i, (nan, inf) in sorted(verdict.diagnosis.counts.items(), reverse=True)
-            )
-        total = verdict.total_value
-        return GuardEvent(step=step, kind=kind, action=action, params=issues,
-                          ranks=verdict.ranks, total_norm=None if total != total else total,
-                          scale=verdict.scale)
-
-    def _raise_message(self, event: GuardEvent, limit: bool) -> str:
-        if limit and self.policy != "raise":
-            head = (f"nanguard: {self.records.consecutive} bad steps in a row "
-                    f"(max_consecutive={self.max_consecutive}); stopping instead of "
-                    f"{'skipping' if self.policy == 'skip' else 'zeroing'} forever.\n"
-                    f"  last: {event.describe()}")
-        else:
-            head = f"nanguard: {event.describe()} (policy 'raise')"
-        lines = [head]
-        if event.kind == GRADIENTS:
-            lines.append("  parameters and optimizer state were left untouched by this step.")
-            for p in event.params[:10]:
-                lines.append(f"  {p.name} {list(p.shape)}: {p.nan} NaN, {p.inf} Inf "
-                             f"of {p.numel} elements")
-            if len(event.params) > 10:
-                lines.append(f"  … {len(event.params) - 10} more parameters")
-        if event.scale is not None:
-            lines.append(f"  GradScaler scale was {event.scale:g}: with AMP an occasional overflow "
-                         f"is expected while the scale calibrates; policy 'skip' lets the scaler "
-                         f"back off instead of stopping.")
-        if limit:
-            lines.append("")
-            lines.append(self.records.summary())
-        lines.append("  to find the operation that produced it: run the step under nanguard's "
-                     "detector (`nanguard run your_script.py`).")
-        return "\n".join(lines)

@@ -209,10 +209,14 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     .. math:: H(t, q) = -\sum_i t_i \log q_i
 
     The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
-    a predicted probability is exactly 0, even where the target is 0 too. Built on
-    :func:`xlogy`, so terms with ``target_i = 0`` contribute 0 with gradient 0 whatever
-    ``probs_i`` is (0 included). If you have logits, prefer
-    ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
+    a predicted probability is exactly 0, even where the target is 0 too. It does not call
+    :func:`xlogy`: it is its own autograd Function, whose forward computes ``target * log(probs)``
+    with ``log probs_i`` replaced by 0 exactly where ``target_i = probs_i = 0``, and whose
+    hand-written backward gives those terms gradient 0. So terms with ``target_i = 0``
+    contribute 0 with gradient 0 in ``probs_i`` for every probability ``probs_i`` (0 included).
+    float16/bfloat16 inputs are computed in float32, and wherever a float32 sum comes out NaN
+    (terms of opposite sign overflowing to inf - inf) it is recomputed in float64. If you have
+    logits, prefer ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
 
     Singular points:
         * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when

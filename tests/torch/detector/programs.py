@@ -4,22 +4,44 @@ Each program marks the line the report must point at with a ``# BUG: <name>`` co
 `CATALOGUE` says what the report must contain: phase, kind, aten op, autograd node, module.
 The seed stories (the where + log1p(exp) gradient, the distance matrix, the cross-entropy
 0·log 0, the mean over an empty sequence, the double-where reciprocal, the fully masked
-softmax) are all here.
+softmax) are all here. A story that lives in the `nanguard_stories` corpus is not copied:
+its program here runs the story's own file, `STORY_CASES` lists it, and `line_of` /
+`file_of` point into that file.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
 import torch
 
+import nanguard_stories
+
 INF = float("inf")
+PROGRAMS_FILE = os.path.abspath(__file__)
+
+DISTANCE_STORY = nanguard_stories.get("distance_matrix")
+# Programs that run a seed story: name -> (story, text of the line the report must point at)
+STORY_LINES = {"distance_matrix": (DISTANCE_STORY, "torch.sqrt(")}
+
+
+def file_of(name: str) -> str:
+    """The file the report for program `name` must point into."""
+    if name in STORY_LINES:
+        return str(STORY_LINES[name][0].path())
+    return PROGRAMS_FILE
 
 
 def line_of(name: str) -> int:
-    """The line in this file carrying ``# BUG: name``."""
+    """The line the report for program `name` must point at: for a story, the story's line;
+    otherwise the line in this file carrying ``# BUG: name``."""
+    if name in STORY_LINES:
+        story, text = STORY_LINES[name]
+        return story.line(text)
     lines = inspect.getsource(inspect.getmodule(line_of)).splitlines()
     hits = [i + 1 for i, text in enumerate(lines) if text.rstrip().endswith(f"# BUG: {name}")]
     assert len(hits) == 1, f"marker {name!r} found {len(hits)} times"
@@ -158,26 +180,10 @@ def where_log1p_exp():
     y.sum().backward()
 
 
-def compute_distance_matrix(coordinates):
-    L = len(coordinates)
-    gram_matrix = torch.mm(coordinates, torch.transpose(coordinates, 0, 1))
-    gram_diag = torch.diagonal(gram_matrix, dim1=0, dim2=1)
-    diag_1 = torch.matmul(gram_diag.unsqueeze(-1), torch.ones(1, L).to(coordinates.device))
-    diag_2 = torch.transpose(diag_1, dim0=0, dim1=1)
-    return torch.sqrt(diag_1 + diag_2 - (2 * gram_matrix))  # BUG: distance_matrix
-
-
 def distance_matrix():
-    # Seed: distance-matrix loss, NaN gradient from the zero diagonal.
-    torch.manual_seed(0)
-    pred = torch.randn(10, 3, requires_grad=True)
-    true = torch.randn(10, 3)
-    optimizer = torch.optim.Adam([pred])
-    for _ in range(2):
-        optimizer.zero_grad()
-        loss = torch.nn.MSELoss()(compute_distance_matrix(pred), compute_distance_matrix(true))
-        loss.backward()
-        optimizer.step()
+    # Seed: distance-matrix loss, NaN gradient from the zero diagonal. Two training steps of
+    # the story's own program (nanguard_stories.distance_matrix_nan); it prints its losses.
+    importlib.import_module(DISTANCE_STORY.module("nan")).main(steps=2)
 
 
 def xlogy_at_zero():
@@ -250,6 +256,10 @@ class Case:
     def line(self) -> int:
         return line_of(self.name)
 
+    @property
+    def file(self) -> str:
+        return file_of(self.name)
+
 
 CATALOGUE = [
     Case("log_of_zero", log_of_zero, "forward", "inf", "aten.log.default"),
@@ -272,7 +282,6 @@ CATALOGUE = [
          module="mha"),
     Case("where_log1p_exp", where_log1p_exp, "backward", "nan", "aten.mul.Tensor", node="ExpBackward0",
          check="nan"),
-    Case("distance_matrix", distance_matrix, "backward", "nan", "aten.div.Tensor", node="SqrtBackward0"),
     Case("xlogy_at_zero", xlogy_at_zero, "backward", "nan", "aten.div.Tensor", node="XlogyBackward0"),
     Case("logsumexp_all_masked", logsumexp_all_masked, "backward", "nan", "aten.sub.Tensor",
          node="LogsumexpBackward0"),
@@ -283,4 +292,10 @@ CATALOGUE = [
     Case("pow_half_at_zero", pow_half_at_zero, "backward", "inf", "aten.pow.Tensor_Scalar", node="PowBackward0"),
     Case("nan_data_into_model", nan_data_into_model, "input", "nan", "aten.addmm.default", module="model.0"),
     Case("nan_literal", nan_literal, "input", "nan", "aten.mul.Tensor"),
+]
+
+# The programs that run a seed story from nanguard_stories (their report points into the
+# story's file, not this one); checked like CATALOGUE by tests/torch/detector/test_demo.py.
+STORY_CASES = [
+    Case("distance_matrix", distance_matrix, "backward", "nan", "aten.div.Tensor", node="SqrtBackward0"),
 ]

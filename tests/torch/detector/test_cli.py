@@ -147,3 +147,23 @@ def test_check_option_and_argv_restored(capsys, tmp_path):
     status, _, err = _run_inprocess(capsys, "--check", "inf", "--exhaustive", script)
     assert status == 1 and "inf.py:2" in err
     assert sys.argv == argv and sys.path[0] == path0
+
+
+@pytest.mark.slow
+def test_shipped_story_runs_as_documented_from_any_directory(tmp_path):
+    """The README's command, `nanguard run --json report.json -m nanguard_stories...`, from a
+    directory that holds nothing: the story is found as an installed module, reported at its
+    sqrt, and its fix exits 0."""
+    import nanguard_stories
+
+    story = nanguard_stories.get("distance_matrix")
+    done = _nanguard("--json", "report.json", "-m", story.module("nan"), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "step 1: loss" not in done.stdout          # stopped at the first backward
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert (data["file"], data["line"]) == (str(story.path("nan")), story.line("torch.sqrt("))
+    assert data["call_line"] == story.line("loss.backward()")
+    assert data["node"] == "SqrtBackward0" and story.fix in data["suggestion"]
+    done = _nanguard("-m", story.module("fixed"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "step 5: loss" in done.stdout and "nan" not in done.stdout

@@ -1,46 +1,107 @@
-"""The `make demo` section: the shipped NaN example fails under `nanguard run`, the fix passes."""
+"""The seed-story corpus (`nanguard_stories`) under the detector, and the `make demo` section.
+
+The founding story is written once, in nanguard_stories; the demo, the lint tests and these
+tests all read that file. Here: the NaN version is reported at the story's own sqrt line
+(in process, in both checking modes, and as a subprocess under `nanguard run`), the fixed
+version trains clean, and the README's excerpt of the report names the story's real lines.
+"""
 
 from __future__ import annotations
 
+import importlib
 import io
+import linecache
 import os
-import runpy
-import sys
+import re
 
 import pytest
 import torch
 
 import nanguard
+import nanguard_stories
 from nanguard.demo import Show
+from tests.torch.detector.programs import STORY_CASES
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "examples")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+STORY = nanguard_stories.get("distance_matrix")
+MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
+
+
+def _story_module(version: str):
+    return importlib.import_module(STORY.module(version))
+
+
+def test_corpus_lists_runnable_stories_with_both_versions():
+    assert [s.name for s in nanguard_stories.STORIES] == ["distance_matrix"]
+    for story in nanguard_stories.STORIES:
+        for version in nanguard_stories.VERSIONS:
+            path = story.path(version)
+            assert path.is_file() and path.parent == STORY.path().parent
+            module = importlib.import_module(story.module(version))
+            assert os.path.abspath(module.__file__) == str(path)
+            assert callable(module.main)
+    assert nanguard_stories.get("distance_matrix") is STORY
+    with pytest.raises(KeyError, match="no story 'nope'"):
+        nanguard_stories.get("nope")
+    with pytest.raises(ValueError, match="version must be one of"):
+        STORY.path("broken")
+    with pytest.raises(LookupError, match="on 3 lines"):
+        STORY.line("compute_distance_matrix(")      # the def and both calls
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+@pytest.mark.parametrize("case", STORY_CASES, ids=lambda c: c.name)
+def test_story_reported_at_its_own_line(case, exhaustive):
+    """As test_catalogue's exact-location check, for the programs that run a corpus story."""
+    with nanguard.detect(mode="record", check=case.check, exhaustive=exhaustive) as d:
+        case.fn()
+    r = d.report
+    assert r is not None, f"{case.name}: nothing reported"
+    assert (r.phase, r.kind, r.op, r.node, r.module) == (case.phase, case.kind, case.op, case.node, case.module)
+    assert (r.file, r.line) == (case.file, case.line)
+    assert r.code == linecache.getline(case.file, case.line).strip()
+    assert (r.forward_file, r.forward_line) == (r.file, r.line)
+    assert r.call_file == case.file and r.call_line is not None
+    assert r.explanation and r.suggestion and r.message
+    assert r.outputs and any(not s.finite for s in r.outputs)
+
+
+def test_story_in_process_buggy_caught_fixed_clean():
+    with nanguard.detect(mode="record") as d:
+        _story_module("nan").main(steps=2)
+    r = d.report
+    assert (r.file, r.line) == (str(STORY.path("nan")), STORY.line("torch.sqrt("))
+    assert r.call_line == STORY.line("loss.backward()")
+    assert r.node == "SqrtBackward0" and r.function == "compute_distance_matrix"
+    assert STORY.fix in r.suggestion
+    with nanguard.detect() as d:
+        final = _story_module("fixed").main(steps=5)
+    assert d.report is None and torch.isfinite(torch.tensor(final))
+
+
+def test_story_without_nanguard_goes_nan():
+    """The story is real: run plainly, its loss is NaN from step 2, as the README says."""
+    assert torch.isnan(torch.tensor(_story_module("nan").main(steps=2)))
+
+
+def test_readme_excerpt_names_the_storys_lines():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    cited = re.findall(r"nanguard_stories/distance_matrix_nan\.py:(\d+)", readme)
+    assert cited == [str(STORY.line("torch.sqrt(")), str(STORY.line("loss.backward()"))]
+    n = STORY.line("torch.sqrt(")
+    assert f"{n} │ {linecache.getline(str(STORY.path()), n).strip()}" in readme
+    assert "examples/" not in readme
 
 
 @pytest.mark.slow
-def test_demo_section_runs_the_real_example():
+def test_demo_section_runs_the_real_story():
     from nanguard.demo import detect as section
     out = io.StringIO()
     section.run(Show(out))
     text = out.getvalue()
     assert "nanguard: first non-finite value (NaN) — backward of sqrt" in text
-    assert "exit status 1: backward of torch.sqrt (aten.div.Tensor, node SqrtBackward0) at distance_matrix_nan.py:" in text
+    assert ("exit status 1: backward of torch.sqrt (aten.div.Tensor, node SqrtBackward0) at "
+            f"distance_matrix_nan.py:{STORY.line('torch.sqrt(')}") in text
     assert "✓ exit status 0" in text and "step 5: loss" in text
     assert "detect() stayed quiet" in text
-
-
-def test_examples_in_process():
-    """The same two scripts, in this process: the buggy one is caught at the sqrt line, the fixed
-    one trains with finite losses."""
-    sys.path.insert(0, EXAMPLES)
-    try:
-        buggy = runpy.run_path(os.path.join(EXAMPLES, "distance_matrix_nan.py"))
-        with nanguard.detect(mode="record") as d:
-            buggy["main"](steps=2)
-        assert d.report.node == "SqrtBackward0" and d.report.function == "compute_distance_matrix"
-        assert "nanguard.distance_matrix" in d.report.suggestion
-        fixed = runpy.run_path(os.path.join(EXAMPLES, "distance_matrix_fixed.py"))
-        with nanguard.detect() as d:
-            final = fixed["main"](steps=5)
-        assert d.report is None and torch.isfinite(torch.tensor(final))
-    finally:
-        sys.path.remove(EXAMPLES)

@@ -1,12 +1,13 @@
-"""A seed story: a distance-matrix loss whose gradient is NaN from the first step.
+"""The founding seed story: a distance-matrix loss whose gradient is NaN from the first step.
 
 The network predicts 3-D coordinates; the loss compares their pairwise distance matrix with
 the true one. The diagonal distance is sqrt(0), whose gradient 1/(2*sqrt(0)) is infinite,
 so every coordinate's gradient becomes NaN and the loss prints `nan` from step 2 on.
 
-Run it under detection to see where and why:
+Run it, then run it under detection to see where and why:
 
-    nanguard run examples/distance_matrix_nan.py
+    python -m nanguard_stories.distance_matrix_nan
+    nanguard run -m nanguard_stories.distance_matrix_nan
 """
 
 import torch
@@ -18,8 +19,7 @@ def compute_distance_matrix(coordinates):
     gram_diag = torch.diagonal(gram_matrix, dim1=0, dim2=1)
     diag_1 = torch.matmul(gram_diag.unsqueeze(-1), torch.ones(1, L).to(coordinates.device))
     diag_2 = torch.transpose(diag_1, dim0=0, dim1=1)
-    distance_matrix = torch.sqrt(diag_1 + diag_2 - (2 * gram_matrix))
-    return distance_matrix
+    return torch.sqrt(diag_1 + diag_2 - (2 * gram_matrix))
 
 
 def main(steps: int = 5) -> float:
