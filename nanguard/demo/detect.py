@@ -1,6 +1,6 @@
 """Demo section "detect": a real program with a NaN bug, run under ``nanguard run``.
 
-Replays the founding seed story (``nanguard_stories.distance_matrix_nan``): the loss prints
+Replays the founding seed story (``nanguard.stories.distance_matrix_nan``): the loss prints
 ``nan`` from step 2 and nothing says why. ``nanguard run`` stops at the first non-finite
 value (the backward of sqrt on the matrix's zero diagonal), prints the line, the
 explanation and the fix; the fixed program, which uses ``nanguard.distance_matrix``, then
@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 
 import nanguard
-import nanguard_stories
+import nanguard.stories
 from nanguard.demo import Show
 
-STORY = nanguard_stories.get("distance_matrix")
+STORY = nanguard.stories.get("distance_matrix")
 
 
 def _nanguard_run(module: str, json_path: str | None) -> tuple[int, str, str]:
@@ -32,11 +32,12 @@ def _nanguard_run(module: str, json_path: str | None) -> tuple[int, str, str]:
     if json_path:
         cmd += ["--json", json_path]
     cmd += ["-m", module]
-    roots = [str(Path(m.__file__).resolve().parent.parent) for m in (nanguard, nanguard_stories)]
+    # run from the directory holding the nanguard package, so the report names the story as
+    # nanguard/stories/<file>.py (from inside the package, `import torch` would find nanguard/torch)
+    root = str(Path(nanguard.__file__).resolve().parent.parent)
     inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(roots + inherited)))
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=roots[1], env=env,
-                          check=False)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys([root, *inherited])))
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=root, env=env, check=False)
     return done.returncode, done.stdout, done.stderr
 
 

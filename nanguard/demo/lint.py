@@ -1,6 +1,6 @@
 """Demo section "lint": the seed stories' code, checked before anything runs.
 
-First the founding story's two programs, read from ``nanguard_stories`` (the files
+First the founding story's two programs, read from ``nanguard.stories`` (the files
 ``nanguard demo`` runs in the detect section): the NaN version is flagged at its sqrt, the
 fixed one is clean. Then the bundled program below, the other seed stories' anti-patterns,
 written to a temporary `seed_stories.py` and linted exactly as `nanguard lint
@@ -13,12 +13,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import nanguard_stories
+import nanguard.stories
 from nanguard.lint.checker import ALL_CODES, check_source
 from nanguard.lint.output import unified_diff
 from nanguard.lint.runner import fix_text
 
-STORY = nanguard_stories.get("distance_matrix")
+STORY = nanguard.stories.get("distance_matrix")
 
 # The other seed stories' anti-patterns, as their authors first wrote them (trimmed).
 SEED_PROGRAM = '''\
@@ -62,9 +62,9 @@ def attention_logp(scores, keep):                   # padding mask, then log of 
 
 
 def story_display(version: str) -> str:
-    """How `nanguard lint` would be given the story's file: package/file.py."""
+    """How `nanguard lint` would be given the story's file: nanguard/stories/file.py."""
     path = STORY.path(version)
-    return f"{path.parent.name}/{path.name}"
+    return f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
 
 
 def lint_story(version: str) -> list:

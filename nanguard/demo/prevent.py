@@ -8,7 +8,7 @@ from typing import List
 import torch
 
 import nanguard as ng
-import nanguard_stories
+import nanguard.stories
 
 
 def _fmt(t: torch.Tensor) -> str:
@@ -50,7 +50,7 @@ def run(show) -> None:
     show.good("gradient", _fmt(x.grad) + "  (= sigmoid(x))")
 
     show.story("a distance matrix via sqrt(Gram expansion): zeros on the diagonal, NaN after one step")
-    story = nanguard_stories.get("distance_matrix")
+    story = nanguard.stories.get("distance_matrix")
     seed = importlib.import_module(story.module("nan")).compute_distance_matrix  # Gram expansion, sqrt
     naive_losses = _train(seed, 3)
     n = story.line("torch.sqrt(")

@@ -19,10 +19,10 @@ def test_demo_program_findings_and_fix(tmp_path):
 
 
 def test_demo_lints_the_story_corpus():
-    """The founding story is linted from its file in nanguard_stories, not from a copy."""
+    """The founding story is linted from its file in nanguard.stories, not from a copy."""
     story = lint_demo.STORY
     assert [(f.path, f.line, f.code) for f in lint_demo.lint_story("nan")] == [
-        ("nanguard_stories/distance_matrix_nan.py", story.line("torch.sqrt("), "NG301")]
+        ("nanguard/stories/distance_matrix_nan.py", story.line("torch.sqrt("), "NG301")]
     assert lint_demo.lint_story("fixed") == []
     assert "sqrt" not in lint_demo.SEED_PROGRAM       # written once: not copied here too
 
@@ -32,8 +32,8 @@ def test_demo_section_prints_findings_and_diff():
     lint_demo.run(Show(out))
     text = out.getvalue()
     line = lint_demo.STORY.line("torch.sqrt(")
-    assert f"nanguard_stories/distance_matrix_nan.py:{line}:12: NG301" in text
-    assert "✓ nanguard_stories/distance_matrix_fixed.py: no findings" in text
+    assert f"nanguard/stories/distance_matrix_nan.py:{line}:12: NG301" in text
+    assert "✓ nanguard/stories/distance_matrix_fixed.py: no findings" in text
     assert "seed_stories.py:7:12: NG104" in text
     assert "+    return torch.log_softmax(scores, dim=-1)" in text
     assert "fixes that --fix would apply: 2" in text

@@ -6,7 +6,7 @@ version that really is correct must be clean.
 
 from __future__ import annotations
 
-import nanguard_stories
+import nanguard.stories
 from nanguard.lint import lint_source
 
 
@@ -30,9 +30,9 @@ y = x.where(torch.isinf(exp), exp.log1p())  # Replace infs with x
 
 
 def test_seed_001_distance_matrix_via_gram():
-    """The founding story, read from its one copy in nanguard_stories (the file the demo and
+    """The founding story, read from its one copy in nanguard.stories (the file the demo and
     the detector tests run): the sqrt of the Gram expansion is NG301, the fix is clean."""
-    story = nanguard_stories.get("distance_matrix")
+    story = nanguard.stories.get("distance_matrix")
     found = lint_source(story.source("nan"), str(story.path("nan")), module=story.module("nan"))
     assert [(f.line, f.code) for f in found] == [(story.line("torch.sqrt("), "NG301")]
     assert lint_source(story.source("fixed"), str(story.path("fixed")), module=story.module("fixed")) == []

@@ -21,6 +21,8 @@ import nanguard
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep
+# the seed stories ship inside the package but are user programs: their lines are the finding
+_STORIES_DIR = os.path.join(_NANGUARD_DIR, "stories") + os.sep
 _RUNPY = os.path.abspath(runpy.__file__)
 _INTERNAL_CACHE: dict = {}
 
@@ -35,8 +37,8 @@ def is_internal(filename: str) -> bool:
     hit = _INTERNAL_CACHE.get(filename)
     if hit is None:
         path = os.path.abspath(filename) if not filename.startswith("<") else filename
-        hit = (path.startswith(_TORCH_DIR) or path.startswith(_NANGUARD_DIR) or path == _RUNPY
-               or filename.startswith("<frozen"))
+        ours = path.startswith(_NANGUARD_DIR) and not path.startswith(_STORIES_DIR)
+        hit = path.startswith(_TORCH_DIR) or ours or path == _RUNPY or filename.startswith("<frozen")
         _INTERNAL_CACHE[filename] = hit
     return hit
 

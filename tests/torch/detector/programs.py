@@ -4,7 +4,7 @@ Each program marks the line the report must point at with a ``# BUG: <name>`` co
 `CATALOGUE` says what the report must contain: phase, kind, aten op, autograd node, module.
 The seed stories (the where + log1p(exp) gradient, the distance matrix, the cross-entropy
 0·log 0, the mean over an empty sequence, the double-where reciprocal, the fully masked
-softmax) are all here. A story that lives in the `nanguard_stories` corpus is not copied:
+softmax) are all here. A story that lives in the `nanguard.stories` corpus is not copied:
 its program here runs the story's own file, `STORY_CASES` lists it, and `line_of` /
 `file_of` point into that file.
 """
@@ -19,12 +19,12 @@ from typing import Callable, Dict, Optional
 
 import torch
 
-import nanguard_stories
+import nanguard.stories
 
 INF = float("inf")
 PROGRAMS_FILE = os.path.abspath(__file__)
 
-DISTANCE_STORY = nanguard_stories.get("distance_matrix")
+DISTANCE_STORY = nanguard.stories.get("distance_matrix")
 # Programs that run a seed story: name -> (story, text of the line the report must point at)
 STORY_LINES = {"distance_matrix": (DISTANCE_STORY, "torch.sqrt(")}
 
@@ -182,7 +182,7 @@ def where_log1p_exp():
 
 def distance_matrix():
     # Seed: distance-matrix loss, NaN gradient from the zero diagonal. Two training steps of
-    # the story's own program (nanguard_stories.distance_matrix_nan); it prints its losses.
+    # the story's own program (nanguard.stories.distance_matrix_nan); it prints its losses.
     importlib.import_module(DISTANCE_STORY.module("nan")).main(steps=2)
 
 
@@ -294,7 +294,7 @@ CATALOGUE = [
     Case("nan_literal", nan_literal, "input", "nan", "aten.mul.Tensor"),
 ]
 
-# The programs that run a seed story from nanguard_stories (their report points into the
+# The programs that run a seed story from nanguard.stories (their report points into the
 # story's file, not this one); checked like CATALOGUE by tests/torch/detector/test_demo.py.
 STORY_CASES = [
     Case("distance_matrix", distance_matrix, "backward", "nan", "aten.div.Tensor", node="SqrtBackward0"),

@@ -151,12 +151,12 @@ def test_check_option_and_argv_restored(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_shipped_story_runs_as_documented_from_any_directory(tmp_path):
-    """The README's command, `nanguard run --json report.json -m nanguard_stories...`, from a
+    """The README's command, `nanguard run --json report.json -m nanguard.stories...`, from a
     directory that holds nothing: the story is found as an installed module, reported at its
     sqrt, and its fix exits 0."""
-    import nanguard_stories
+    import nanguard.stories
 
-    story = nanguard_stories.get("distance_matrix")
+    story = nanguard.stories.get("distance_matrix")
     done = _nanguard("--json", "report.json", "-m", story.module("nan"), cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "step 1: loss" not in done.stdout          # stopped at the first backward

@@ -1,6 +1,6 @@
-"""The seed-story corpus (`nanguard_stories`) under the detector, and the `make demo` section.
+"""The seed-story corpus (`nanguard.stories`) under the detector, and the `make demo` section.
 
-The founding story is written once, in nanguard_stories; the demo, the lint tests and these
+The founding story is written once, in nanguard.stories; the demo, the lint tests and these
 tests all read that file. Here: the NaN version is reported at the story's own sqrt line
 (in process, in both checking modes, and as a subprocess under `nanguard run`), the fixed
 version trains clean, and the README's excerpt of the report names the story's real lines.
@@ -18,12 +18,12 @@ import pytest
 import torch
 
 import nanguard
-import nanguard_stories
+import nanguard.stories
 from nanguard.demo import Show
 from tests.torch.detector.programs import STORY_CASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-STORY = nanguard_stories.get("distance_matrix")
+STORY = nanguard.stories.get("distance_matrix")
 MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
 
 
@@ -32,17 +32,17 @@ def _story_module(version: str):
 
 
 def test_corpus_lists_runnable_stories_with_both_versions():
-    assert [s.name for s in nanguard_stories.STORIES] == ["distance_matrix"]
-    for story in nanguard_stories.STORIES:
-        for version in nanguard_stories.VERSIONS:
+    assert [s.name for s in nanguard.stories.STORIES] == ["distance_matrix"]
+    for story in nanguard.stories.STORIES:
+        for version in nanguard.stories.VERSIONS:
             path = story.path(version)
             assert path.is_file() and path.parent == STORY.path().parent
             module = importlib.import_module(story.module(version))
             assert os.path.abspath(module.__file__) == str(path)
             assert callable(module.main)
-    assert nanguard_stories.get("distance_matrix") is STORY
+    assert nanguard.stories.get("distance_matrix") is STORY
     with pytest.raises(KeyError, match="no story 'nope'"):
-        nanguard_stories.get("nope")
+        nanguard.stories.get("nope")
     with pytest.raises(ValueError, match="version must be one of"):
         STORY.path("broken")
     with pytest.raises(LookupError, match="on 3 lines"):
@@ -87,7 +87,7 @@ def test_story_without_nanguard_goes_nan():
 def test_readme_excerpt_names_the_storys_lines():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         readme = fh.read()
-    cited = re.findall(r"nanguard_stories/distance_matrix_nan\.py:(\d+)", readme)
+    cited = re.findall(r"nanguard/stories/distance_matrix_nan\.py:(\d+)", readme)
     assert cited == [str(STORY.line("torch.sqrt(")), str(STORY.line("loss.backward()"))]
     n = STORY.line("torch.sqrt(")
     assert f"{n} │ {linecache.getline(str(STORY.path()), n).strip()}" in readme

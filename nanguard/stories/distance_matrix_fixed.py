@@ -4,7 +4,7 @@ The naive version (`distance_matrix_nan.py`) takes sqrt of a matrix whose diagon
 0, and sqrt's gradient there is infinite. `nanguard.distance_matrix(x)` returns the same
 distances with gradient 0 on the diagonal (the minimum-norm subgradient), so training works:
 
-    nanguard run -m nanguard_stories.distance_matrix_fixed
+    nanguard run -m nanguard.stories.distance_matrix_fixed
 """
 
 import torch

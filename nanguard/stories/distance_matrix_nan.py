@@ -6,8 +6,8 @@ so every coordinate's gradient becomes NaN and the loss prints `nan` from step 2
 
 Run it, then run it under detection to see where and why:
 
-    python -m nanguard_stories.distance_matrix_nan
-    nanguard run -m nanguard_stories.distance_matrix_nan
+    python -m nanguard.stories.distance_matrix_nan
+    nanguard run -m nanguard.stories.distance_matrix_nan
 """
 
 import torch

@@ -5,13 +5,12 @@ author wrote it, which goes NaN) and ``<name>_fixed`` (the same program with the
 that removes the NaN). ``nanguard demo``, the linter's tests and the detector's tests all
 read these files, so the story told in the README is the one that is tested.
 
-    python -m nanguard_stories.distance_matrix_nan          # loss: nan from step 2
-    nanguard run -m nanguard_stories.distance_matrix_nan    # where and why
-    nanguard run -m nanguard_stories.distance_matrix_fixed  # clean
+    python -m nanguard.stories.distance_matrix_nan          # loss: nan from step 2
+    nanguard run -m nanguard.stories.distance_matrix_nan    # where and why
+    nanguard run -m nanguard.stories.distance_matrix_fixed  # clean
 
-This is a package of its own, next to ``nanguard`` rather than inside it, because nanguard's
-detector treats every frame under ``nanguard/`` as its own machinery and names the first
-frame outside it: a story inside ``nanguard`` would be reported without its line.
+nanguard's detector skips its own frames to name the user's line; it counts the frames
+of these programs as user code (``nanguard.torch.detector.frames.is_internal``).
 
 This module imports no framework (the linter reads the stories without torch installed).
 """
@@ -39,7 +38,7 @@ class Story:
 
     def _stem(self, version: str) -> str:
         if version not in VERSIONS:
-            raise ValueError(f"nanguard_stories: version must be one of {VERSIONS}, got {version!r}")
+            raise ValueError(f"nanguard.stories: version must be one of {VERSIONS}, got {version!r}")
         return f"{self.name}_{version}"
 
     def module(self, version: str = "nan") -> str:
@@ -57,7 +56,7 @@ class Story:
         """The number of the one line of the program that contains `text`."""
         hits = [i for i, code in enumerate(self.source(version).splitlines(), 1) if text in code]
         if len(hits) != 1:
-            raise LookupError(f"nanguard_stories: {text!r} is on {len(hits)} lines of "
+            raise LookupError(f"nanguard.stories: {text!r} is on {len(hits)} lines of "
                               f"{self.path(version).name}, expected exactly one")
         return hits[0]
 
@@ -77,4 +76,4 @@ def get(name: str) -> Story:
     for story in STORIES:
         if story.name == name:
             return story
-    raise KeyError(f"nanguard_stories: no story {name!r}; there are {[s.name for s in STORIES]}")
+    raise KeyError(f"nanguard.stories: no story {name!r}; there are {[s.name for s in STORIES]}")
