@@ -8,7 +8,15 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, lowest, sum_to, unsqueeze_dims
+from nanguard.torch.ops._core import (
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    compute_dtype,
+    lowest,
+    sum_to,
+    unsqueeze_dims,
+)
 
 # Above beta*x = t, log1p(exp(-beta*x)) is below half an ulp of x in the compute precision
 # (float32 for float16/bfloat16/float32, float64 for float64), so returning x is exact
@@ -175,4 +183,8 @@ def logsumexp(
     if mask is not None:
         check_mask(mask, x, "logsumexp")
         x = torch.where(mask, x, float("-inf"))
+    if x.dtype in (torch.float16, torch.bfloat16):
+        # in float32, and the float32 result is what backward reuses: exp(x - lse) from an
+        # lse rounded to bfloat16 (8 bits) is off by up to |lse| * 2^-8 in the exponent
+        return apply_op(_LogSumExp, x.to(compute_dtype(x.dtype)), dims, bool(keepdim)).to(x.dtype)
     return apply_op(_LogSumExp, x, dims, bool(keepdim))

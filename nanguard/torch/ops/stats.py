@@ -7,7 +7,15 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from nanguard.torch._checks import check_dim, check_floating
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, numel_over, pow2_scale, unsqueeze_dims
+from nanguard.torch.ops._core import (
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    compute_dtype,
+    numel_over,
+    pow2_scale,
+    unsqueeze_dims,
+)
 
 Dim = Union[int, Sequence[int], None]
 
@@ -51,6 +59,27 @@ def _prepare(x: torch.Tensor, dim: Dim, correction: object, op: str):
     return dims, _check_correction(correction, op)
 
 
+def _shifted_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) -> Optional[torch.Tensor]:
+    """``x`` minus its mean when some slice's spread is small against its mean, else None.
+
+    torch rounds the mean to x's dtype before centring, and for a nearly constant slice that
+    rounding is as large as the spread itself (float32 ``std([1, 1, 1, 1 + eps])`` comes out
+    15% high with gradient ``[0, 0, 0, 0.58]``). Spread is shift-invariant and ``x - mean``
+    is exact there (Sterbenz), so the spread of the shifted slice is the accurate one.
+    Off the eager CPU path the shift is always taken (no data-dependent branch).
+    """
+    mean = x.mean(dim=dims, keepdim=True, dtype=compute_dtype(x.dtype))
+    # a mean that overflows (huge half-precision slices) shifts nothing: those slices are
+    # far from constant, and the rescue for huge values takes them
+    mean = torch.where(torch.isfinite(mean), mean, 0.0)
+    # |mean| / 4: below that the mean's rounding error is more than a few ulps of the spread
+    nearly_constant = spread.reshape(mean.shape) < mean.abs() * 0.25
+    if can_branch_on_data(x) and not bool(nearly_constant.any()):
+        return None
+    # only those slices move: x - mean is exact and small there, and cannot overflow
+    return x - torch.where(nearly_constant, mean, 0.0).to(x.dtype)
+
+
 def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
     r"""Variance over ``dim`` with ``correction`` (Bessel's by default), finite for small slices.
 
@@ -74,11 +103,21 @@ def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool =
     dims, correction = _prepare(x, dim, correction, "var")
     if numel_over(x, dims) - correction <= 0:
         return apply_op(_ZeroSpread, x, dims, bool(keepdim))
-    return torch.var(x, dim=dims, correction=correction, keepdim=keepdim)
+    out = torch.var(x, dim=dims, correction=correction, keepdim=keepdim)
+    shifted = _shifted_where_nearly_constant(x.detach(), dims, out.detach().sqrt())
+    if shifted is None:
+        return out
+    # the mean is detached: var(x - c) = var(x) for a constant c, so value and every
+    # derivative are those of torch.var, taken where they are accurate
+    return torch.var(x - (x.detach() - shifted), dim=dims, correction=correction, keepdim=keepdim)
 
 
 def _std_value(x: torch.Tensor, dims, correction: float, keepdim: bool) -> torch.Tensor:
     out = torch.std(x, dim=dims, correction=correction, keepdim=keepdim)
+    shifted = _shifted_where_nearly_constant(x, dims, out)
+    if shifted is not None:
+        x = shifted
+        out = torch.std(x, dim=dims, correction=correction, keepdim=keepdim)
     # torch accumulates float32 in float64, but float64 and bfloat16 slices whose squares
     # overflow (|x| > 1e154 or 1e19) come back inf although the std is finite, and slices
     # whose squares underflow (float64 |x| < 1e-154) come back 0 or short: redo those on
@@ -92,6 +131,12 @@ def _std_value(x: torch.Tensor, dims, correction: float, keepdim: bool) -> torch
     if not keepdim:
         scaled = scaled.reshape(out.shape)
     return torch.where(suspect, scaled, out)
+
+
+def _centred(x: torch.Tensor, dims) -> torch.Tensor:
+    """x minus its mean, centred a second time to remove the rounding error of the first mean."""
+    centred = x - x.mean(dim=dims, keepdim=True)
+    return centred - centred.mean(dim=dims, keepdim=True)
 
 
 class _Std(SafeFunction):
@@ -119,7 +164,7 @@ class _Std(SafeFunction):
         if torch.is_grad_enabled():
             positive = std != 0
             safe_std = torch.where(positive, std, torch.ones_like(std))
-            ratio = (x - x.mean(dim=dims, keepdim=True)) / safe_std
+            ratio = _centred(x, dims) / safe_std
             return torch.where(positive, ratio * (grad / ctx.dof), torch.zeros_like(ratio)), None, None, None
         finfo = torch.finfo(std.dtype)
         lo, hi = finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
@@ -128,7 +173,7 @@ class _Std(SafeFunction):
             std = torch.std(x, dim=dims, correction=ctx.correction, keepdim=True)
         positive = std != 0
         safe_std = torch.where(positive, std, torch.ones_like(std))
-        centred = x - x.mean(dim=dims, keepdim=True)
+        centred = _centred(x, dims)
         return centred.div_(safe_std).mul_(torch.where(positive, grad / ctx.dof, 0.0)), None, None, None
 
 
