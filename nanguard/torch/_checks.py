@@ -91,7 +91,7 @@ def check_mask(mask: object, x: torch.Tensor, op: str) -> torch.Tensor:
             f"use e.g. `mask != 0`"
         )
     try:
-        shape = torch.broadcast_shapes(mask.shape, x.shape)
+        shape = broadcast_shape(mask.shape, x.shape)
     except RuntimeError:
         shape = None
     if shape != x.shape:
@@ -104,9 +104,17 @@ def check_mask(mask: object, x: torch.Tensor, op: str) -> torch.Tensor:
     return mask
 
 
+def broadcast_shape(*shapes: torch.Size) -> torch.Size:
+    """``torch.broadcast_shapes``, without its ~25 us of Python when the shapes are equal."""
+    first = shapes[0]
+    if all(shape == first for shape in shapes[1:]):
+        return torch.Size(first)
+    return torch.broadcast_shapes(*shapes)
+
+
 def broadcast_pair(a: torch.Tensor, b: torch.Tensor, op: str, names: tuple[str, str] = ("a", "b")) -> None:
     try:
-        torch.broadcast_shapes(a.shape, b.shape)
+        broadcast_shape(a.shape, b.shape)
     except RuntimeError:
         raise ValueError(
             f"nanguard.{op}: shapes {tuple(a.shape)} (`{names[0]}`) and {tuple(b.shape)} (`{names[1]}`) "

@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from nanguard.torch._checks import check_floating
+from nanguard.torch._checks import broadcast_shape, check_floating
 from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular, pow2_scale
 
 _EXACT = "donot_use_mm_for_euclid_dist"
@@ -153,7 +153,7 @@ def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.
             f"dimension), got {x.shape[-1]} and {y.shape[-1]}"
         )
     try:
-        batch = torch.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+        batch = broadcast_shape(x.shape[:-2], y.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"nanguard.distance_matrix: batch dimensions {tuple(x.shape[:-2])} and "

@@ -6,7 +6,7 @@ from typing import Union
 
 import torch
 
-from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating
+from nanguard.torch._checks import as_floating, broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
     SafeFunction,
     apply_op,
@@ -235,7 +235,7 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     broadcast_pair(target, probs, "cross_entropy_probs", ("target", "probs"))
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"nanguard.cross_entropy_probs: `dim` must be an int, got {dim!r}")
-    shape = torch.broadcast_shapes(target.shape, probs.shape)
+    shape = broadcast_shape(target.shape, probs.shape)
     (axis,) = check_dim(torch.empty(shape, device="meta"), dim, "cross_entropy_probs")
     dtype = torch.promote_types(target.dtype, probs.dtype)
     wide = compute_dtype(dtype)

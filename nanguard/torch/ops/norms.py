@@ -6,7 +6,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from nanguard.torch._checks import broadcast_pair, check_dim, check_floating
+from nanguard.torch._checks import broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
     SafeFunction,
     apply_op,
@@ -266,7 +266,7 @@ def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.
     broadcast_pair(a, b, "cosine_similarity")
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"nanguard.cosine_similarity: `dim` must be an int, got {dim!r}")
-    shape = torch.broadcast_shapes(a.shape, b.shape)
+    shape = broadcast_shape(a.shape, b.shape)
     if len(shape) == 0:
         raise ValueError("nanguard.cosine_similarity: inputs must have at least one dimension")
     (axis,) = check_dim(torch.empty(shape, device="meta"), dim, "cosine_similarity")
