@@ -34,8 +34,9 @@ ENTRIES: list[Hazard] = [
          safe=nanguard_op("distance_matrix"), lint=("NG301",),
          evidence={"forward": "{negative} of {numel} squared distances are round-off negatives (min {min}, "
                               "max {max})",
-                   "backward": "{zeros} of {numel} squared distances were exactly 0{where}"},
-         defaults={"where": ""}),
+                   "backward": "sqrt's gradient is 1/(2·sqrt(x)); {zeros} of {numel} inputs were exactly 0",
+                   "diagonal": "sqrt's gradient is 1/(2·sqrt(x)); {zeros} of {numel} inputs were exactly 0 "
+                               "({diagonal} on the diagonal)"}),
     make("norm_zero", "norm of the zero vector", ("norm", "linalg_vector_norm", "frobenius_norm", "sqrt", "pow"),
          value="finite: ‖0‖ = 0, but 1/‖x‖ is inf there",
          gradient="x/‖x‖ = 0/0 = NaN at the zero vector",

@@ -45,7 +45,7 @@ class Hazard:
     evidence: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
-    def text(self, template: str, **fields: Any) -> str:
+    def text(self, template: str, /, **fields: Any) -> str:
         """``template`` with its fields filled from ``fields``, then from `defaults`."""
         if not fields and not self.defaults:
             return template
@@ -59,9 +59,9 @@ class Hazard:
     def fix_text(self, **fields: Any) -> str:
         return self.text(self.fix, **fields)
 
-    def evidence_text(self, name: str, **fields: Any) -> str:
-        """The evidence template ``name`` filled in; KeyError for a name the hazard lacks."""
-        return self.text(self.evidence[name], **fields)
+    def evidence_text(self, which: str, /, **fields: Any) -> str:
+        """The evidence template ``which`` filled in; KeyError for one the hazard lacks."""
+        return self.text(self.evidence[which], **fields)
 
     def fields(self) -> frozenset[str]:
         """Every field name the why and fix templates use (each has a default)."""
@@ -89,18 +89,18 @@ def nanguard_op(name: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------- wording
-def lint_message(hazard: Hazard, pattern: str, **fields: Any) -> str:
+def lint_message(hazard: Hazard, pattern: str, /, **fields: Any) -> str:
     """A lint finding: the pattern the linter matched, the hazard's why, and its fix."""
     return f"{pattern}: {hazard.why_text(**fields)}; fix: {hazard.fix_text(**fields)}"
 
 
-def explanation(hazard: Hazard, evidence: str = "", **fields: Any) -> str:
+def explanation(hazard: Hazard, evidence: str = "", /, **fields: Any) -> str:
     """A runtime report's "why": what the values show (``evidence``), then the hazard's why."""
     why = hazard.why_text(**fields)
     return f"{evidence}: {why}." if evidence else f"{why}."
 
 
-def suggestion(hazard: Hazard, **fields: Any) -> str:
+def suggestion(hazard: Hazard, /, **fields: Any) -> str:
     """A runtime report's "fix": the hazard's fix as a sentence."""
     return f"{hazard.fix_text(**fields)}."
 
