@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import List, Optional, Tuple
 
-from nanguard.lint.analysis import Analysis, _name_key
+from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import WRAPPER_METHODS, OpCall
+from nanguard.lint.scope import name_key
 
 _MAX_DEPTH = 40
 
 
-def const_value(expr: Optional[ast.AST]) -> Optional[float]:
+def const_value(expr: ast.AST | None) -> float | None:
     """The value of a numeric literal expression (`2`, `-0.5`, `1/3`, `1e-10`), else None."""
     if expr is None:
         return None
@@ -58,7 +58,7 @@ def const_value(expr: Optional[ast.AST]) -> Optional[float]:
 _EPS_WORD = re.compile(r"(^|_)(eps|epsilon|tiny|min_value|clamp_min|min_val)(_|$)|eps$|^eps", re.IGNORECASE)
 
 
-def _last_identifier(expr: ast.AST) -> Optional[str]:
+def _last_identifier(expr: ast.AST) -> str | None:
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute):
@@ -66,7 +66,7 @@ def _last_identifier(expr: ast.AST) -> Optional[str]:
     return None
 
 
-def is_eps_like(expr: Optional[ast.AST]) -> bool:
+def is_eps_like(expr: ast.AST | None) -> bool:
     """A small positive constant by name: `eps`, `self.eps`, `torch.finfo(t).tiny`, `K.epsilon()`."""
     if expr is None:
         return False
@@ -76,14 +76,14 @@ def is_eps_like(expr: Optional[ast.AST]) -> bool:
     return ident is not None and bool(_EPS_WORD.search(ident))
 
 
-def is_positive_const(expr: Optional[ast.AST]) -> bool:
+def is_positive_const(expr: ast.AST | None) -> bool:
     v = const_value(expr)
     if v is not None:
         return v > 0
     return is_eps_like(expr)
 
 
-def _is_inf_literal(expr: ast.AST) -> Optional[int]:
+def _is_inf_literal(expr: ast.AST) -> int | None:
     """+1 / -1 for an infinity literal (`float('-inf')`, `math.inf`, `-np.inf`, `-torch.inf`)."""
     sign = 1
     while isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
@@ -105,11 +105,11 @@ def _is_inf_literal(expr: ast.AST) -> Optional[int]:
     return None
 
 
-def is_neg_inf(expr: Optional[ast.AST]) -> bool:
+def is_neg_inf(expr: ast.AST | None) -> bool:
     return expr is not None and _is_inf_literal(expr) == -1
 
 
-def is_pos_inf(expr: Optional[ast.AST]) -> bool:
+def is_pos_inf(expr: ast.AST | None) -> bool:
     return expr is not None and _is_inf_literal(expr) == 1
 
 
@@ -143,10 +143,10 @@ def _broadcast_index(index: ast.AST) -> bool:
     return True
 
 
-def additive_terms(expr: ast.expr) -> List[Tuple[int, ast.expr]]:
+def additive_terms(expr: ast.expr) -> list[tuple[int, ast.expr]]:
     """`a + b - 2*c` -> [(+1, a), (+1, b), (-1, 2*c)]; a single term otherwise."""
-    out: List[Tuple[int, ast.expr]] = []
-    stack: List[Tuple[int, ast.expr]] = [(1, expr)]
+    out: list[tuple[int, ast.expr]] = []
+    stack: list[tuple[int, ast.expr]] = [(1, expr)]
     while stack and len(out) < 64:
         sign, e = stack.pop()
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
@@ -159,9 +159,9 @@ def additive_terms(expr: ast.expr) -> List[Tuple[int, ast.expr]]:
     return out
 
 
-def mult_factors(expr: ast.expr) -> List[ast.expr]:
+def mult_factors(expr: ast.expr) -> list[ast.expr]:
     """`2 * a @ b.T` -> [2, a, b.T] (products and matrix products flattened)."""
-    out: List[ast.expr] = []
+    out: list[ast.expr] = []
     stack = [expr]
     while stack and len(out) < 64:
         e = stack.pop()
@@ -187,7 +187,7 @@ def has_positive_offset(expr: ast.expr) -> bool:
     return False
 
 
-def clamp_lower(oc: OpCall) -> Optional[ast.expr]:
+def clamp_lower(oc: OpCall) -> ast.expr | None:
     """The lower bound of a clamp/clip/clamp_min/maximum call, when it has one."""
     if oc.op == "clamp":
         return oc.operand(1, "min", "clip_value_min", "min_value", "x_min", "a_min")
@@ -245,7 +245,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
                 return True
         if oc.op in ("where", "masked_fill", "nan_to_num", "softplus", "exp", "sigmoid", "softmax"):
             return True
-    key = _name_key(e)
+    key = name_key(e)
     if key is not None:
         if "safe" in key.lower():
             return True
@@ -259,7 +259,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
-def square_base(ctx: Analysis, expr: ast.expr) -> Optional[ast.expr]:
+def square_base(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
     """The x of `x ** 2`, `x * x`, `x.pow(2)`, `torch.square(x)`; None otherwise."""
     if isinstance(expr, ast.BinOp):
         if isinstance(expr.op, ast.Pow) and const_value(expr.right) == 2:
@@ -309,7 +309,7 @@ def gram_expansion(ctx: Analysis, expr: ast.expr) -> bool:
         if len(factors) < 2:
             continue
         coeff = 1.0
-        symbolic: List[ast.expr] = []
+        symbolic: list[ast.expr] = []
         for f in factors:
             v = const_value(f)
             if v is None:
@@ -324,7 +324,7 @@ def gram_expansion(ctx: Analysis, expr: ast.expr) -> bool:
 _GRAM_WORDS = ("gram", "dot", "inner", "prod", "xy", "xtx", "ata", "cross", "sim", "mm")
 
 
-def _inner_product(ctx: Analysis, term: ast.expr, symbolic: List[ast.expr]) -> bool:
+def _inner_product(ctx: Analysis, term: ast.expr, symbolic: list[ast.expr]) -> bool:
     """Does the `2 * ...` term multiply two vectors (`a * b`, `a @ b.T`, `torch.mm`, `gram`)?"""
     if len(symbolic) >= 2:
         return True
@@ -446,8 +446,8 @@ def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
     return False
 
 
-def _bounded_walk(expr: ast.AST, limit: int) -> List[ast.AST]:
-    out: List[ast.AST] = []
+def _bounded_walk(expr: ast.AST, limit: int) -> list[ast.AST]:
+    out: list[ast.AST] = []
     stack = [expr]
     while stack and len(out) < limit:
         node = stack.pop()
@@ -458,7 +458,7 @@ def _bounded_walk(expr: ast.AST, limit: int) -> List[ast.AST]:
     return out
 
 
-def bounded_walk(expr: ast.AST, limit: int = 200) -> List[ast.AST]:
+def bounded_walk(expr: ast.AST, limit: int = 200) -> list[ast.AST]:
     """Nodes of `expr` (pre-order, not entering lambdas), at most `limit` of them."""
     return _bounded_walk(expr, limit)
 
@@ -467,7 +467,7 @@ def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:
     """Variable names (and `self.x`) that `expr` depends on, one assignment deep."""
     out = set()
     for node in _bounded_walk(expr, 200):
-        key = _name_key(node)
+        key = name_key(node)
         if key is None or key in ctx.imports.aliases or key in ("self", "True", "False", "None"):
             continue
         out.add(key)

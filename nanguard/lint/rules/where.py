@@ -9,30 +9,34 @@ where that replaces x by a safe value before f sees it: the "double where".
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.analysis import _name_key
 from nanguard.lint.patterns import (
-    bounded_walk, const_value, describe, guarded_positive, is_eps_like, is_neg_inf, is_pos_inf, names_in,
+    bounded_walk,
+    const_value,
+    describe,
+    guarded_positive,
+    is_eps_like,
+    is_neg_inf,
+    is_pos_inf,
+    names_in,
     nonpositive_by_construction,
 )
 from nanguard.lint.rules.base import checks
+from nanguard.lint.scope import name_key
 
 SINGLE_WHERE = Rule(
     code="NG501",
     name="where-with-singular-branch",
     summary="`where(cond, f(x), y)` with f singular where cond is False (log, sqrt, 1/x, pow, acos, exp)",
-    fix_hint="`nanguard.safe_where(cond, fn, x, other, safe)` (the double where)",
     hazard=GRADIENT,
+    hazards=("where_gradient",),
     explanation="""\
-torch.where / tf.where / x.masked_fill select values, but autograd still differentiates the
-branch that was not selected. With upstream gradient 0 there and f'(x) = inf, the chain
-rule gives 0 * inf = NaN, and the NaN lands in x.grad although every forward value is
-finite (the seed stories: `tf.where(x_ok, 1. / x, 0)`, `x.where(torch.isinf(exp),
-exp.log1p())`).
+The NaN lands in x.grad although every forward value is finite (the seed stories:
+`tf.where(x_ok, 1. / x, 0)`, `x.where(torch.isinf(exp), exp.log1p())`).
 
     y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))           # NaN grad at x == 0
 ->  safe_x = torch.where(x > 0, x, torch.ones_like(x))                   # inner where
@@ -62,17 +66,17 @@ class Singular:
     arguments), and `via`, the branch variable it was reached through (`exp` in
     `exp = x.exp(); where(isinf(exp), x, exp.log1p())`)."""
 
-    __slots__ = ("label", "node", "input", "extra_names", "via")
+    __slots__ = ("extra_names", "input", "label", "node", "via")
 
-    def __init__(self, label: str, node: ast.AST, input_: Optional[ast.expr], extra_names: frozenset = frozenset()):
+    def __init__(self, label: str, node: ast.AST, input_: ast.expr | None, extra_names: frozenset = frozenset()):
         self.label = label
         self.node = node
         self.input = input_
         self.extra_names = extra_names
-        self.via: Optional[str] = None
+        self.via: str | None = None
 
 
-def _classify(ctx: Analysis, node: ast.AST) -> Optional[Singular]:
+def _classify(ctx: Analysis, node: ast.AST) -> Singular | None:
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Div) and const_value(node.right) is None:
             return Singular("division", node, node.right)
@@ -101,7 +105,7 @@ def _classify(ctx: Analysis, node: ast.AST) -> Optional[Singular]:
 
 def _singulars(ctx: Analysis, branch: ast.expr) -> Iterator[Singular]:
     """Singular ops evaluated when `branch` is, looking one assignment deep and into local lambdas."""
-    stack: List[Tuple[ast.AST, Optional[str]]] = [(branch, None)]
+    stack: list[tuple[ast.AST, str | None]] = [(branch, None)]
     seen = 0
     while stack and seen < 300:
         node, via = stack.pop()
@@ -120,7 +124,7 @@ def _singulars(ctx: Analysis, branch: ast.expr) -> Iterator[Singular]:
         if found is not None:
             found.via = via
             yield found
-        key = _name_key(node)
+        key = name_key(node)
         if key is not None:
             if via is None:
                 # Every value the name may hold here (`rhs = ...` in both arms of an if).
@@ -135,7 +139,7 @@ def _lambda_singulars(ctx: Analysis, call: ast.Call) -> Iterator[Singular]:
     if not isinstance(value, ast.Lambda):
         return
     params = [a.arg for a in value.args.posonlyargs + value.args.args]
-    binding: Dict[str, ast.expr] = {p: a for p, a in zip(params, call.args)}
+    binding: dict[str, ast.expr] = {p: a for p, a in zip(params, call.args)}
     for node in bounded_walk(value.body, 200):
         found = _classify(ctx, node)
         if found is None or found.input is None:
@@ -152,9 +156,9 @@ def _lambda_singulars(ctx: Analysis, call: ast.Call) -> Iterator[Singular]:
             yield Singular(found.label, found.node, found.input, extra)
 
 
-def prior_values(ctx: Analysis, name: ast.AST, at: ast.AST) -> List[ast.expr]:
+def prior_values(ctx: Analysis, name: ast.AST, at: ast.AST) -> list[ast.expr]:
     """Values assigned to `name` (a Name or `self.x`) before the line of `at`."""
-    key = _name_key(name)
+    key = name_key(name)
     if key is None:
         return []
     _, values = ctx.lookup(key)
@@ -183,12 +187,12 @@ class Test:
     """One comparison in a condition: `subject op value` (value None: a finite unknown such as
     a threshold variable), possibly negated by `~`/`not`/`logical_not`."""
 
-    __slots__ = ("names", "op", "value", "negated")
+    __slots__ = ("names", "negated", "op", "value")
 
-    def __init__(self, names: Set[str], op: str, value: Optional[float], negated: bool) -> None:
+    def __init__(self, names: set[str], op: str, value: float | None, negated: bool) -> None:
         self.names, self.op, self.value, self.negated = names, op, value, negated
 
-    def at(self, point: float) -> Optional[bool]:
+    def at(self, point: float) -> bool | None:
         """The test's truth value when its subject equals `point` (None: cannot tell)."""
         v = self.value
         if v is None:
@@ -209,26 +213,26 @@ class Condition:
     an infinite subject.
     """
 
-    __slots__ = ("tests", "finite")
+    __slots__ = ("finite", "tests")
 
     def __init__(self) -> None:
-        self.tests: List[Test] = []
-        self.finite: Dict[str, Tuple[bool, bool]] = {}
+        self.tests: list[Test] = []
+        self.finite: dict[str, tuple[bool, bool]] = {}
 
 
-def _direct_names(ctx: Analysis, expr: ast.expr) -> Set[str]:
+def _direct_names(ctx: Analysis, expr: ast.expr) -> set[str]:
     return names_in(ctx, expr, expand=False)
 
 
 def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool = False,
-                    out: Optional[Condition] = None) -> Condition:
+                    out: Condition | None = None) -> Condition:
     out = out if out is not None else Condition()
-    stack: List[Tuple[ast.AST, bool]] = [(cond, negated)]
+    stack: list[tuple[ast.AST, bool]] = [(cond, negated)]
     seen = 0
     while stack and seen < 150:
         node, neg = stack.pop()
         seen += 1
-        pairs: List[Tuple[ast.expr, str, ast.expr]] = []
+        pairs: list[tuple[ast.expr, str, ast.expr]] = []
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
             stack.append((node.operand, not neg))
             continue
@@ -251,7 +255,7 @@ def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool
                 pos = list(oc.positional) + [k.value for k in node.keywords if k.arg in ("other", "y")]
                 if name in _CALL_OPS and len(pos) == 2:
                     pairs = [(pos[0], _CALL_OPS[name], pos[1])]
-        elif isinstance(node, (ast.Name, ast.Attribute)) and _name_key(node) is not None:
+        elif isinstance(node, (ast.Name, ast.Attribute)) and name_key(node) is not None:
             if depth > 0:
                 for value in prior_values(ctx, node, cond):
                     condition_names(ctx, value, depth - 1, neg, out)
@@ -289,7 +293,7 @@ def _sign(expr: ast.expr) -> float:
     return sign
 
 
-def discards(cond: Condition, names: Set[str], points: Tuple[float, ...], kept_when_true: bool) -> bool:
+def discards(cond: Condition, names: set[str], points: tuple[float, ...], kept_when_true: bool) -> bool:
     """Does some comparison of `names` put one of `points` in the region the where discards?"""
     for test in cond.tests:
         if not test.names & names:
@@ -310,7 +314,7 @@ def has_inner_guard(ctx: Analysis, expr: ast.expr) -> bool:
             if oc is not None and (oc.op in _GUARDS or (
                     oc.op in ("clamp", "clamp_min", "maximum") and guarded_positive(ctx, node, 0))):
                 return True
-        key = _name_key(node)
+        key = name_key(node)
         if key is None:
             continue
         if "safe" in key.lower():
@@ -335,7 +339,7 @@ def _inside_unit_interval(ctx: Analysis, expr: ast.expr) -> bool:
     return lv is not None and hv is not None and -1 < lv and hv < 1
 
 
-def where_parts(oc: OpCall) -> Optional[Tuple[ast.expr, List[Tuple[ast.expr, bool]]]]:
+def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
     """(condition, [(branch, kept where the condition is True?)]) of where/masked_fill.
 
     Every branch is evaluated everywhere; each is kept only on one side of the condition.
@@ -397,9 +401,8 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                 continue
             kind = "masked_fill" if oc.op == "masked_fill" else "where"
             ctx.report(SINGLE_WHERE, oc.node,
-                       f"`{kind}` still differentiates `{describe(s.node, 40)}` where the condition discards it: "
-                       "0 * inf = NaN gradient; guard its input with an inner where "
-                       "(`nanguard.safe_where`)", subject=inp)
+                       f"`{kind}` still differentiates `{describe(s.node, 40)}` where the condition discards it",
+                       "where_gradient", subject=inp)
             return
 
 
