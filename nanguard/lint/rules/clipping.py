@@ -7,16 +7,10 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    PROBABILITY_WORDS,
-    clamp_lower,
-    const_value,
-    describe,
-    is_eps_like,
-    named_like,
-    strip_wrappers,
-)
+from nanguard.lint.naming import PROBABILITY_WORDS, named_like
+from nanguard.lint.patterns import clamp_lower, strip_wrappers
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.syntax import const_value, describe, is_eps_like
 
 LOG_OF_CLAMP = Rule(
     code="NG601",

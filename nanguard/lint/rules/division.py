@@ -7,16 +7,11 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    const_value,
-    describe,
-    guarded_positive,
-    is_count_name,
-    is_mask_like,
-    strip_wrappers,
-)
+from nanguard.lint.naming import is_count_name, is_mask_like
+from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import const_value, describe
 
 DIV_BY_COUNT = Rule(
     code="NG401",

@@ -13,13 +13,9 @@ from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    additive_terms,
-    const_value,
-    names_in,
-    nonpositive_by_construction,
-)
+from nanguard.lint.patterns import names_in, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.syntax import additive_terms, const_value
 
 LOG_SOFTMAX = Rule(
     code="NG101",

@@ -8,9 +8,9 @@ import re
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import bounded_walk, is_neg_inf
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, is_neg_inf
 
 NEG_INF_SOFTMAX = Rule(
     code="NG701",

@@ -7,22 +7,16 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    additive_terms,
-    bounded_walk,
-    clamp_lower,
-    const_value,
+from nanguard.lint.naming import is_count_name, is_mask_like
+from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers
+from nanguard.lint.rules.base import checks
+from nanguard.lint.shapes import (
     gram_expansion,
-    guarded_positive,
     has_tensor_op,
-    is_count_name,
-    is_eps_like,
-    is_mask_like,
     square_base,
-    strip_wrappers,
     sum_of_squares,
 )
-from nanguard.lint.rules.base import checks
+from nanguard.lint.syntax import additive_terms, bounded_walk, const_value, is_eps_like
 
 SQRT_GRAM = Rule(
     code="NG301",

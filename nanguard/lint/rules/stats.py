@@ -7,8 +7,8 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import const_value
 from nanguard.lint.rules.base import checks
+from nanguard.lint.syntax import const_value
 
 STD_OF_ONE = Rule(
     code="NG801",

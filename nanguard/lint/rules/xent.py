@@ -8,16 +8,10 @@ from collections.abc import Iterator
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    PROBABILITY_WORDS,
-    additive_terms,
-    const_value,
-    describe,
-    guarded_positive,
-    mult_factors,
-    named_like,
-)
+from nanguard.lint.naming import PROBABILITY_WORDS, named_like
+from nanguard.lint.patterns import guarded_positive
 from nanguard.lint.rules.base import checks
+from nanguard.lint.syntax import additive_terms, const_value, describe, mult_factors
 
 HAND_XENT = Rule(
     code="NG201",
