@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import ast
 import warnings
-from typing import AbstractSet, List, Optional, Union
+from collections.abc import Set as AbstractSet
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import Edit, Finding, Fix
 from nanguard.lint.names import ImportMap
 from nanguard.lint.rules import (
-    ON_CALL, ON_DIVISION, ON_POWER, PRE_PASS_OPS, RULES, SYNTAX_ERROR, mark_branches,
+    ON_CALL,
+    ON_DIVISION,
+    ON_POWER,
+    PRE_PASS_OPS,
+    RULES,
+    SYNTAX_ERROR,
+    mark_branches,
 )
 from nanguard.lint.source import ALL, SourceText, decode, file_noqa
 
@@ -39,12 +45,12 @@ def _syntax_finding(path: str, exc: BaseException) -> Finding:
 
 
 def check_source(
-    source: Union[str, bytes],
+    source: str | bytes,
     path: str = "<string>",
-    enabled: Optional[AbstractSet[str]] = None,
-    module: Optional[str] = None,
+    enabled: AbstractSet[str] | None = None,
+    module: str | None = None,
     is_package: bool = False,
-) -> List[Finding]:
+) -> list[Finding]:
     """All findings for one file, sorted by position.
 
     `source` may be bytes (decoded as Python does: PEP 263, BOM) or text. `enabled` is the set
@@ -100,10 +106,10 @@ def run_rules(ctx: Analysis) -> None:
                 check(ctx, node)
 
 
-def _findings(ctx: Analysis, text: str, path: str) -> List[Finding]:
+def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
     src = SourceText(text)
     exempt = file_noqa(text)
-    out: List[Finding] = []
+    out: list[Finding] = []
     for raw in ctx.raw:
         code = raw.rule.code
         if exempt is not None and (exempt is ALL or any(code.startswith(c) for c in exempt)):
@@ -127,6 +133,7 @@ def _findings(ctx: Analysis, text: str, path: str) -> List[Finding]:
             message=raw.message,
             fix=fix,
             span=(start, end),
+            hazard=raw.hazard,
         ))
     out.sort(key=Finding.sort_key)
     return out

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="worker processes (default: the number of usable cores)")
 
 
-def register(subparsers: "argparse._SubParsersAction") -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lint", help="find NaN/Inf anti-patterns in source code (no code is run)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
@@ -68,7 +68,12 @@ def _error(message: str) -> None:
 def run(args: argparse.Namespace, stdout=None) -> int:
     """Run the lint command for parsed arguments; returns the exit status."""
     from nanguard.lint import output
-    from nanguard.lint.config import ConfigError, load_settings, split_codes, validate_selectors
+    from nanguard.lint.config import (
+        ConfigError,
+        load_settings,
+        split_codes,
+        validate_selectors,
+    )
     from nanguard.lint.discovery import Discovery
     from nanguard.lint.rules import BY_NAME, RULES
     from nanguard.lint.runner import Task, default_jobs, run_tasks
@@ -115,9 +120,9 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     from nanguard.lint.config import enabled_codes, relative_to_root
 
     status = EXIT_CLEAN
-    paths: List[str] = args.paths or ["."]
+    paths: list[str] = args.paths or ["."]
     discovery = Discovery(settings.exclude + settings.extend_exclude, settings.root, settings.respect_gitignore)
-    files: List[Path] = []
+    files: list[Path] = []
     seen = set()
     stdin_used = False
     for p in paths:
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     base_enabled = settings.enabled()
     pfi = _compile_pfi(settings.per_file_ignores)
     mode = "fix" if args.fix else "diff" if args.diff else "check"
-    tasks: List[Task] = []
+    tasks: list[Task] = []
     cwd = Path.cwd()
     for f in files:
         display = _display(f, cwd)
@@ -248,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for `python -m nanguard.lint`."""
     args = build_parser().parse_args(argv)
     return run(args)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional
+from typing import Any
 
 from nanguard.lint.rules import BY_NAME, RULES
 
@@ -41,17 +42,17 @@ class ConfigError(ValueError):
 
 @dataclass
 class Settings:
-    select: List[str] = field(default_factory=lambda: ["ALL"])
-    extend_select: List[str] = field(default_factory=list)
-    ignore: List[str] = field(default_factory=list)
-    exclude: List[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
-    extend_exclude: List[str] = field(default_factory=list)
-    per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     respect_gitignore: bool = True
     root: Path = field(default_factory=Path.cwd)
-    config_path: Optional[Path] = None
+    config_path: Path | None = None
 
-    def enabled(self) -> FrozenSet[str]:
+    def enabled(self) -> frozenset[str]:
         return enabled_codes(self.select + self.extend_select, self.ignore)
 
 
@@ -75,21 +76,21 @@ def validate_selectors(selectors: Iterable[str], option: str) -> None:
         raise ConfigError(f"{option}: unknown rule selector {sel!r} (see `nanguard lint --list-rules`)")
 
 
-def enabled_codes(select: Iterable[str], ignore: Iterable[str]) -> FrozenSet[str]:
+def enabled_codes(select: Iterable[str], ignore: Iterable[str]) -> frozenset[str]:
     """Rules matched by some `select` entry and by no `ignore` entry (ignore wins)."""
     select, ignore = list(select), list(ignore)
     return frozenset(code for code in RULES
                      if any(_matches(code, s) for s in select) and not any(_matches(code, i) for i in ignore))
 
 
-def split_codes(value: Optional[str]) -> List[str]:
+def split_codes(value: str | None) -> list[str]:
     """`"NG1,NG301 NG4"` -> ['NG1', 'NG301', 'NG4']."""
     if not value:
         return []
     return [v for v in value.replace(",", " ").split() if v]
 
 
-def _load_toml(path: Path) -> Dict[str, Any]:
+def _load_toml(path: Path) -> dict[str, Any]:
     try:
         import tomllib  # Python >= 3.11
     except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
@@ -109,7 +110,7 @@ def _load_toml(path: Path) -> Dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
-def find_config(start: Path) -> Optional[Path]:
+def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml at or above `start` that has a [tool.nanguard.lint] table.
 
     Like ruff, a pyproject.toml without the table does not stop the search. The check is
@@ -130,7 +131,7 @@ def find_config(start: Path) -> Optional[Path]:
     return None
 
 
-def _str_list(value: Any, key: str, path: Path) -> List[str]:
+def _str_list(value: Any, key: str, path: Path) -> list[str]:
     if isinstance(value, str):
         return split_codes(value) if key in ("select", "extend-select", "ignore") else [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -138,7 +139,7 @@ def _str_list(value: Any, key: str, path: Path) -> List[str]:
     return list(value)
 
 
-def load_settings(config: Optional[Path] = None, start: Optional[Path] = None, isolated: bool = False) -> Settings:
+def load_settings(config: Path | None = None, start: Path | None = None, isolated: bool = False) -> Settings:
     """Settings from `config` (or the nearest pyproject.toml above `start`), else defaults."""
     if isolated:
         return Settings(root=Path.cwd())

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
 
 
 @dataclass(frozen=True)
 class Pattern:
-    regex: "re.Pattern[str]"
+    regex: re.Pattern[str]
     negated: bool
     dir_only: bool
     source: str
@@ -30,7 +30,7 @@ class Pattern:
 
 def _translate(body: str) -> str:
     """gitignore glob -> regex over a POSIX relative path (without anchors)."""
-    out: List[str] = []
+    out: list[str] = []
     i, n = 0, len(body)
     while i < n:
         c = body[i]
@@ -71,7 +71,7 @@ def _translate(body: str) -> str:
     return "".join(out)
 
 
-def compile_pattern(line: str) -> Optional[Pattern]:
+def compile_pattern(line: str) -> Pattern | None:
     """One gitignore line -> Pattern (None for blanks and comments)."""
     text = line.rstrip("\n").rstrip("\r")
     if not text.endswith("\\ "):
@@ -79,9 +79,7 @@ def compile_pattern(line: str) -> Optional[Pattern]:
     if not text or text.startswith("#"):
         return None
     negated = text.startswith("!")
-    if negated:
-        text = text[1:]
-    elif text.startswith("\\!") or text.startswith("\\#"):
+    if negated or text.startswith(("\\!", "\\#")):
         text = text[1:]
     dir_only = text.endswith("/")
     text = text.rstrip("/")
@@ -94,17 +92,17 @@ def compile_pattern(line: str) -> Optional[Pattern]:
     return Pattern(re.compile(regex), negated, dir_only, line.strip())
 
 
-def compile_patterns(lines: Iterable[str]) -> List[Pattern]:
+def compile_patterns(lines: Iterable[str]) -> list[Pattern]:
     return [p for p in (compile_pattern(line) for line in lines) if p is not None]
 
 
 class IgnoreStack:
     """Pattern groups, each with its base directory; evaluated last-match-wins like git."""
 
-    def __init__(self, groups: Optional[List[Tuple[Path, List[Pattern]]]] = None) -> None:
-        self.groups: List[Tuple[Path, List[Pattern]]] = groups or []
+    def __init__(self, groups: list[tuple[Path, list[Pattern]]] | None = None) -> None:
+        self.groups: list[tuple[Path, list[Pattern]]] = groups or []
 
-    def pushed(self, base: Path, patterns: List[Pattern]) -> "IgnoreStack":
+    def pushed(self, base: Path, patterns: list[Pattern]) -> IgnoreStack:
         return IgnoreStack(self.groups + [(base, patterns)]) if patterns else self
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
@@ -124,7 +122,7 @@ class IgnoreStack:
         return verdict
 
 
-def _read_ignore_file(path: Path) -> List[Pattern]:
+def _read_ignore_file(path: Path) -> list[Pattern]:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return compile_patterns(fh)
@@ -132,7 +130,7 @@ def _read_ignore_file(path: Path) -> List[Pattern]:
         return []
 
 
-def _repo_top(directory: Path) -> Optional[Path]:
+def _repo_top(directory: Path) -> Path | None:
     for d in [directory] + list(directory.parents):
         if (d / ".git").exists():
             return d
@@ -142,15 +140,15 @@ def _repo_top(directory: Path) -> Optional[Path]:
 class Discovery:
     """Expand command-line paths into the files to lint."""
 
-    def __init__(self, exclude: List[str], root: Path, respect_gitignore: bool = True,
-                 extensions: Tuple[str, ...] = (".py",)) -> None:
+    def __init__(self, exclude: list[str], root: Path, respect_gitignore: bool = True,
+                 extensions: tuple[str, ...] = (".py",)) -> None:
         self.root = root.resolve()
         self.base = IgnoreStack([(self.root, compile_patterns(exclude))])
         self.respect_gitignore = respect_gitignore
         self.extensions = extensions
-        self._dir_cache: Dict[Path, List[Pattern]] = {}
+        self._dir_cache: dict[Path, list[Pattern]] = {}
 
-    def _gitignore(self, directory: Path) -> List[Pattern]:
+    def _gitignore(self, directory: Path) -> list[Pattern]:
         if directory not in self._dir_cache:
             patterns = _read_ignore_file(directory / ".gitignore")
             if (directory / ".git").is_dir():
@@ -171,10 +169,10 @@ class Discovery:
             stack = stack.pushed(d, self._gitignore(d))
         return stack
 
-    def files(self, paths: Iterable[Path]) -> List[Path]:
+    def files(self, paths: Iterable[Path]) -> list[Path]:
         """Files to lint, sorted and without duplicates. Missing paths raise FileNotFoundError."""
         seen = set()
-        out: List[Path] = []
+        out: list[Path] = []
         for given in paths:
             if not given.exists():
                 raise FileNotFoundError(str(given))
@@ -222,6 +220,5 @@ class Discovery:
                     continue
                 inner = stack.pushed(absolute, self._gitignore(absolute)) if self.respect_gitignore else stack
                 yield from self._walk(path, inner)
-            elif is_file and entry.name.endswith(self.extensions):
-                if not stack.ignored(absolute, False):
-                    yield path
+            elif is_file and entry.name.endswith(self.extensions) and not stack.ignored(absolute, False):
+                yield path

@@ -9,7 +9,7 @@ name the file cannot spell (e.g. `torch.nn.functional` when nothing imports torc
 from __future__ import annotations
 
 import ast
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from nanguard.lint.model import Edit, Fix
 from nanguard.lint.names import METHOD, ImportMap, OpCall
@@ -28,7 +28,7 @@ def _atomic(node: ast.expr) -> bool:
     return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant))
 
 
-def _renamed(src: SourceText, oc: OpCall, new_attr: str) -> Optional[str]:
+def _renamed(src: SourceText, oc: OpCall, new_attr: str) -> str | None:
     """The call's text with its function attribute renamed (`F.softmax(x, 1)` -> `F.log_softmax(x, 1)`)."""
     func = oc.node.func
     if not isinstance(func, ast.Attribute):
@@ -60,7 +60,7 @@ def _kept_outside_only(src: SourceText, outer: ast.AST, kept: Sequence[ast.AST])
     return not _has_comment(src.text[pos:end])
 
 
-def log_softmax_fix(src: SourceText, outer: OpCall, inner: OpCall) -> Optional[Fix]:
+def log_softmax_fix(src: SourceText, outer: OpCall, inner: OpCall) -> Fix | None:
     """`torch.log(torch.softmax(x, 1))` / `x.softmax(1).log()` -> `torch.log_softmax(x, 1)` / `x.log_softmax(1)`."""
     if not _single_operand(outer) or inner.has_star_args():
         return None
@@ -75,7 +75,7 @@ def log_softmax_fix(src: SourceText, outer: OpCall, inner: OpCall) -> Optional[F
     return Fix(f"Replace with `{_head(new)}`", (Edit(start, end, new),))
 
 
-def _functional(imports: ImportMap, framework: str) -> Optional[str]:
+def _functional(imports: ImportMap, framework: str) -> str | None:
     if framework == "torch":
         spelled = imports.spelling("torch.nn.functional")
         return None if spelled is None else spelled + ".logsigmoid"
@@ -87,7 +87,7 @@ def _functional(imports: ImportMap, framework: str) -> Optional[str]:
 
 
 def log_sigmoid_fix(src: SourceText, imports: ImportMap, outer: OpCall, sigmoid: OpCall,
-                    negate: bool, kept_extra: Sequence[ast.AST] = ()) -> Optional[Fix]:
+                    negate: bool, kept_extra: Sequence[ast.AST] = ()) -> Fix | None:
     """`log(sigmoid(x))` -> `F.logsigmoid(x)`; with `negate`, `log(1 - sigmoid(x))` -> `F.logsigmoid(-x)`."""
     if not _single_operand(outer) or not _single_operand(sigmoid):
         return None
@@ -113,14 +113,14 @@ def log_sigmoid_fix(src: SourceText, imports: ImportMap, outer: OpCall, sigmoid:
     return Fix(f"Replace with `{_head(new)}`", (Edit(start, end, new),))
 
 
-def logsumexp_fix(src: SourceText, imports: ImportMap, log: OpCall, total: OpCall, exp: OpCall) -> Optional[Fix]:
+def logsumexp_fix(src: SourceText, imports: ImportMap, log: OpCall, total: OpCall, exp: OpCall) -> Fix | None:
     """`torch.log(torch.sum(torch.exp(x), dim))` -> `torch.logsumexp(x, dim)` (and the method/tf forms)."""
     if not _single_operand(log) or not _single_operand(exp) or total.has_star_args():
         return None
     x = exp.input
     if x is None:
         return None
-    rest: List[ast.AST] = list(total.positional[1:])
+    rest: list[ast.AST] = list(total.positional[1:])
     keywords = total.node.keywords
     if total.framework == "tf":
         if exp.framework != "tf" or not total.qualname.endswith("reduce_sum") \
@@ -168,7 +168,7 @@ def _head(text: str) -> str:
 
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     """Apply non-overlapping edits (sorted by start) to `text`."""
-    out: List[str] = []
+    out: list[str] = []
     pos = 0
     for e in sorted(edits, key=lambda e: (e.start, e.end)):
         out.append(text[pos:e.start])

@@ -1,13 +1,16 @@
 """The data the linter produces: rules, findings and the exact edits of a fix.
 
 Everything here is plain data (no torch, no ast) so findings cross process boundaries
-cheaply and serialise to JSON without surprises.
+cheaply and serialise to JSON without surprises. The words of a rule's findings and fix come
+from the hazard catalogue, `nanguard.core.hazards`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
+
+from nanguard.core.hazards import HAZARDS
 
 # A rule's hazard decides where it applies: a "gradient" hazard (an infinite or NaN
 # derivative behind a finite value) cannot hurt code that autograd never differentiates,
@@ -19,15 +22,33 @@ GRADIENT = "gradient"
 
 @dataclass(frozen=True)
 class Rule:
-    """One lint rule: its code, its one-line summary, and the long form for `--explain`."""
+    """One lint rule: its code, its one-line summary, and the long form for `--explain`.
+
+    ``hazards`` are the keys of the catalogue entries (`nanguard.core.hazards`) the rule
+    finds; their why and fix are the words of its findings and of its ``fix_hint``. Only a
+    rule that finds no NaN/Inf hazard (NG001, a file that does not parse) has its own
+    ``fix``. ``explanation`` is what `--explain` adds: examples and what is matched.
+    """
 
     code: str
     name: str
     summary: str
-    fix_hint: str
     explanation: str
     hazard: str = VALUE
     autofix: bool = False
+    hazards: tuple[str, ...] = ()
+    fix: str = ""
+
+    @property
+    def fix_hint(self) -> str:
+        """The fix of the rule's first hazard, in the catalogue's words."""
+        if not self.hazards:
+            return self.fix
+        return HAZARDS[self.hazards[0]].fix_text()
+
+    def why(self) -> list[str]:
+        """The catalogue's why of each hazard the rule finds."""
+        return [HAZARDS[key].why_text() for key in self.hazards]
 
 
 @dataclass(frozen=True)
@@ -41,8 +62,8 @@ class Edit:
     start: int
     end: int
     text: str
-    location: Tuple[int, int] = field(default=(0, 0), compare=False)
-    end_location: Tuple[int, int] = field(default=(0, 0), compare=False)
+    location: tuple[int, int] = field(default=(0, 0), compare=False)
+    end_location: tuple[int, int] = field(default=(0, 0), compare=False)
 
 
 @dataclass(frozen=True)
@@ -50,7 +71,7 @@ class Fix:
     """A semantics-preserving rewrite: what it does, in words, and the edits that do it."""
 
     description: str
-    edits: Tuple[Edit, ...]
+    edits: tuple[Edit, ...]
 
 
 @dataclass
@@ -64,20 +85,22 @@ class Finding:
     end_col: int
     code: str
     message: str
-    fix: Optional[Fix] = None
+    fix: Fix | None = None
     # Character offsets of the flagged node; the fixer and noqa handling use them.
-    span: Tuple[int, int] = field(default=(0, 0), compare=False)
+    span: tuple[int, int] = field(default=(0, 0), compare=False)
+    # The catalogue key of the hazard the message words (nanguard.core.hazards); None for NG001.
+    hazard: str | None = None
 
     def format(self) -> str:
         """The flake8/ruff one-line form: ``path:line:col: CODE message``."""
         return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
 
-    def sort_key(self) -> Tuple[str, int, int, str]:
+    def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.col, self.code)
 
-    def to_dict(self, name: str = "") -> Dict[str, Any]:
+    def to_dict(self, name: str = "") -> dict[str, Any]:
         """A ruff-compatible JSON object (``filename``, ``location``, ``fix`` with edits)."""
-        fix: Optional[Dict[str, Any]] = None
+        fix: dict[str, Any] | None = None
         if self.fix is not None:
             edits = []
             for e in self.fix.edits:
@@ -97,5 +120,6 @@ class Finding:
             "location": {"row": self.line, "column": self.col},
             "end_location": {"row": self.end_line, "column": self.end_col},
             "fix": fix,
+            "hazard": self.hazard,
         }
 

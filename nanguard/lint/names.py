@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
 
 TORCH = "torch"
 TF = "tf"
@@ -19,7 +18,7 @@ METHOD = "method"
 
 # Canonical op -> qualified function names, after `_normalise` (tf.compat.v1.x -> tensorflow.x,
 # tensorflow.keras.backend -> keras.backend).
-_FUNCTIONS: Dict[str, Tuple[str, ...]] = {
+_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "log": ("torch.log", "tensorflow.log", "tensorflow.math.log", "keras.backend.log", "keras.ops.log"),
     "log2": ("torch.log2", "keras.ops.log2"),
     "log10": ("torch.log10", "keras.ops.log10"),
@@ -105,13 +104,13 @@ _FUNCTIONS: Dict[str, Tuple[str, ...]] = {
     "set_grad_enabled": ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"),
 }
 
-QUALNAME_TO_OP: Dict[str, str] = {q: op for op, names in _FUNCTIONS.items() for q in names}
+QUALNAME_TO_OP: dict[str, str] = {q: op for op, names in _FUNCTIONS.items() for q in names}
 
 # Tensor methods: attribute -> (op, least, most positional arguments, keywords that may
 # stand in for a positional one). Arity is what keeps `self.log("loss", v)` or
 # `logger.exp(...)` from counting.
 _ANY = 99
-METHODS: Dict[str, Tuple[str, int, int]] = {
+METHODS: dict[str, tuple[str, int, int]] = {
     "log": ("log", 0, 0), "log2": ("log2", 0, 0), "log10": ("log10", 0, 0), "log1p": ("log1p", 0, 0),
     "exp": ("exp", 0, 0), "expm1": ("expm1", 0, 0), "sqrt": ("sqrt", 0, 0), "rsqrt": ("rsqrt", 0, 0), "reciprocal": ("reciprocal", 0, 0),
     "sigmoid": ("sigmoid", 0, 0), "square": ("square", 0, 0), "abs": ("abs", 0, 0), "relu": ("relu", 0, 0),
@@ -177,13 +176,13 @@ class OpCall:
         return self.framework == METHOD
 
     @property
-    def positional(self) -> List[ast.expr]:
+    def positional(self) -> list[ast.expr]:
         args = [a for a in self.node.args if not isinstance(a, ast.Starred)]
         if self.method:
             return [self.node.func.value] + args  # type: ignore[attr-defined]
         return args
 
-    def operand(self, index: int, *keywords: str) -> Optional[ast.expr]:
+    def operand(self, index: int, *keywords: str) -> ast.expr | None:
         """Positional operand `index`, or the first keyword among `keywords` that is given."""
         for kw in self.node.keywords:
             if kw.arg in keywords:
@@ -192,10 +191,10 @@ class OpCall:
         return pos[index] if index < len(pos) else None
 
     @property
-    def input(self) -> Optional[ast.expr]:
+    def input(self) -> ast.expr | None:
         return self.operand(0, "input", "x", "input_tensor", "logits", "features", "a", "t")
 
-    def keyword(self, name: str) -> Optional[ast.expr]:
+    def keyword(self, name: str) -> ast.expr | None:
         for kw in self.node.keywords:
             if kw.arg == name:
                 return kw.value
@@ -214,18 +213,18 @@ class ImportMap:
     `from .. import functional as F` inside `torch/nn/modules/` resolves.
     """
 
-    def __init__(self, module: Optional[str] = None, is_package: bool = False) -> None:
-        self.aliases: Dict[str, str] = {}
-        self.module_level: Dict[str, str] = {}
+    def __init__(self, module: str | None = None, is_package: bool = False) -> None:
+        self.aliases: dict[str, str] = {}
+        self.module_level: dict[str, str] = {}
         # Names bound by imports we cannot resolve (relative imports of an unknown package):
         # modules, not tensors, so `F.softmax(x, 1)` is not read as a method call on `F`.
         self.opaque: set = set()
-        self._uses_tensors: Optional[bool] = None
+        self._uses_tensors: bool | None = None
         self.module = module
         self.is_package = is_package
 
     def add(self, node: ast.AST, module_level: bool) -> None:
-        bound: List[Tuple[str, str]] = []
+        bound: list[tuple[str, str]] = []
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -250,7 +249,7 @@ class ImportMap:
             if module_level:
                 self.module_level.setdefault(local, target)
 
-    def _from_base(self, node: ast.ImportFrom) -> Optional[str]:
+    def _from_base(self, node: ast.ImportFrom) -> str | None:
         if not node.level:
             return node.module or ""
         if not self.module:
@@ -265,9 +264,9 @@ class ImportMap:
             parts.append(node.module)
         return ".".join(parts)
 
-    def qualname(self, expr: ast.expr) -> Optional[str]:
+    def qualname(self, expr: ast.expr) -> str | None:
         """`F.softmax` -> 'torch.nn.functional.softmax' when F is imported; None otherwise."""
-        attrs: List[str] = []
+        attrs: list[str] = []
         while isinstance(expr, ast.Attribute):
             attrs.append(expr.attr)
             expr = expr.value
@@ -287,13 +286,13 @@ class ImportMap:
             self._uses_tensors = any(t.split(".", 1)[0] in _FRAMEWORK_ROOTS for t in self.aliases.values())
         return self._uses_tensors
 
-    def spelling(self, qualname: str) -> Optional[str]:
+    def spelling(self, qualname: str) -> str | None:
         """How module `qualname` can be written in this file using module-level imports.
 
         ``spelling("torch.nn.functional")`` is 'F' after ``import torch.nn.functional as F``,
         'torch.nn.functional' after ``import torch``; None when the file cannot name it.
         """
-        best: Optional[str] = None
+        best: str | None = None
         for local, target in self.module_level.items():
             if target == qualname:
                 candidate = local
@@ -306,7 +305,7 @@ class ImportMap:
         return best
 
 
-def function_op(imports: ImportMap, call: ast.Call) -> Optional[OpCall]:
+def function_op(imports: ImportMap, call: ast.Call) -> OpCall | None:
     """Recognise a call to a known function (through imports) or a tensor method."""
     func = call.func
     if isinstance(func, ast.Attribute):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import textwrap
 from collections import Counter
-from typing import List, TextIO
+from typing import TextIO
 
+from nanguard.core.hazards import HAZARDS
 from nanguard.lint.model import GRADIENT, Finding, Rule
 from nanguard.lint.rules import RULES
 
@@ -15,20 +17,20 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def write_text(findings: List[Finding], out: TextIO, show_fixable: bool = True) -> None:
+def write_text(findings: list[Finding], out: TextIO, show_fixable: bool = True) -> None:
     for f in findings:
         mark = " [*]" if show_fixable and f.fix is not None else ""
         # `[*]` goes after the message, so `path:line:col: CODE` stays grep- and editor-parsable.
         out.write(f.format() + mark + "\n")
 
 
-def write_json(findings: List[Finding], out: TextIO) -> None:
+def write_json(findings: list[Finding], out: TextIO) -> None:
     items = [f.to_dict(RULES[f.code].name if f.code in RULES else "") for f in findings]
     json.dump(items, out, indent=2)
     out.write("\n")
 
 
-def write_statistics(findings: List[Finding], out: TextIO) -> None:
+def write_statistics(findings: list[Finding], out: TextIO) -> None:
     counts = Counter(f.code for f in findings)
     fixable = Counter(f.code for f in findings if f.fix is not None)
     width = max((len(str(c)) for c in counts.values()), default=1)
@@ -52,12 +54,22 @@ def explain(rule: Rule) -> str:
         f"{rule.code} {rule.name}" + ("  (autofix available: --fix)" if rule.autofix else ""),
         "",
         f"Pattern: {rule.summary}",
-        f"Fix:     {rule.fix_hint}",
-        f"Hazard:  {hazard}",
-        "",
-        rule.explanation.rstrip(),
     ]
+    # The why and the fix are the catalogue's (nanguard.core.hazards): the words of the
+    # findings, and of a runtime report of the same hazard.
+    for key in rule.hazards:
+        entry = HAZARDS[key]
+        title = f"({entry.title}) " if len(rule.hazards) > 1 else ""
+        lines += _field("Why:", title + entry.why_text())
+        lines += _field("Fix:", title + entry.fix_text())
+    if not rule.hazards:
+        lines += _field("Fix:", rule.fix_hint)
+    lines += [f"Hazard:  {hazard}", "", rule.explanation.rstrip()]
     return "\n".join(lines) + "\n"
+
+
+def _field(label: str, text: str, width: int = 92) -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=f"{label:<9}", subsequent_indent=" " * 9) or [label]
 
 
 def rule_table() -> str:

@@ -1,116 +1,28 @@
-"""Shape predicates shared by the rules: constants, squares, counts, masks, guards.
+"""Guards and wrappers: is this value kept away from zero, bounded above, or only reshaped?
 
-Each predicate answers a narrow syntactic question ("is this a sum of squares?", "is this
-value kept away from zero?") and errs on the side of *not* matching, because a rule fires
-only when its risky shape matches and no guard does: a missed guard is a false positive,
-the thing this linter is built to avoid.
+Each predicate answers a narrow question ("is this value kept away from zero?") and errs on
+the side of *not* matching, because a rule fires only when its risky shape matches and no
+guard does: a missed guard is a false positive, the thing this linter is built to avoid.
+Shapes of the computation (squares, Gram expansions) are in `nanguard.lint.shapes`, what
+names say (counts, masks, probabilities) in `nanguard.lint.naming`.
 """
 
 from __future__ import annotations
 
 import ast
-import re
-from typing import List, Optional, Tuple
 
-from nanguard.lint.analysis import Analysis, _name_key
+from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import WRAPPER_METHODS, OpCall
-
-_MAX_DEPTH = 40
-
-
-def const_value(expr: Optional[ast.AST]) -> Optional[float]:
-    """The value of a numeric literal expression (`2`, `-0.5`, `1/3`, `1e-10`), else None."""
-    if expr is None:
-        return None
-    if isinstance(expr, ast.Constant):
-        v = expr.value
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return None
-        try:
-            return float(v)
-        except OverflowError:  # an int beyond float range (e.g. 10**400 written out)
-            return None
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        v = const_value(expr.operand)
-        if v is None:
-            return None
-        return -v if isinstance(expr.op, ast.USub) else v
-    if isinstance(expr, ast.BinOp):
-        a, b = const_value(expr.left), const_value(expr.right)
-        if a is None or b is None:
-            return None
-        try:
-            if isinstance(expr.op, ast.Add):
-                return a + b
-            if isinstance(expr.op, ast.Sub):
-                return a - b
-            if isinstance(expr.op, ast.Mult):
-                return a * b
-            if isinstance(expr.op, ast.Div):
-                return a / b
-            if isinstance(expr.op, ast.Pow) and abs(b) < 64:
-                return float(a ** b)
-        except (ZeroDivisionError, OverflowError, ValueError, TypeError):
-            return None
-    return None
-
-
-_EPS_WORD = re.compile(r"(^|_)(eps|epsilon|tiny|min_value|clamp_min|min_val)(_|$)|eps$|^eps", re.IGNORECASE)
-
-
-def _last_identifier(expr: ast.AST) -> Optional[str]:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
-
-
-def is_eps_like(expr: Optional[ast.AST]) -> bool:
-    """A small positive constant by name: `eps`, `self.eps`, `torch.finfo(t).tiny`, `K.epsilon()`."""
-    if expr is None:
-        return False
-    if isinstance(expr, ast.Call) and not expr.args:
-        expr = expr.func  # `K.epsilon()`
-    ident = _last_identifier(expr)
-    return ident is not None and bool(_EPS_WORD.search(ident))
-
-
-def is_positive_const(expr: Optional[ast.AST]) -> bool:
-    v = const_value(expr)
-    if v is not None:
-        return v > 0
-    return is_eps_like(expr)
-
-
-def _is_inf_literal(expr: ast.AST) -> Optional[int]:
-    """+1 / -1 for an infinity literal (`float('-inf')`, `math.inf`, `-np.inf`, `-torch.inf`)."""
-    sign = 1
-    while isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        if isinstance(expr.op, ast.USub):
-            sign = -sign
-        expr = expr.operand
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "float" \
-            and len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant) \
-            and isinstance(expr.args[0].value, str):
-        text = expr.args[0].value.strip().lower()
-        if text.lstrip("+-") in ("inf", "infinity"):
-            return -sign if text.startswith("-") else sign
-        return None
-    if isinstance(expr, ast.Attribute) and expr.attr in ("inf", "Inf", "infty", "PINF") \
-            and isinstance(expr.value, ast.Name) and expr.value.id in ("math", "np", "numpy", "torch", "jnp"):
-        return sign
-    if isinstance(expr, ast.Attribute) and expr.attr == "NINF" and isinstance(expr.value, ast.Name):
-        return -sign
-    return None
-
-
-def is_neg_inf(expr: Optional[ast.AST]) -> bool:
-    return expr is not None and _is_inf_literal(expr) == -1
-
-
-def is_pos_inf(expr: Optional[ast.AST]) -> bool:
-    return expr is not None and _is_inf_literal(expr) == 1
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import (
+    _MAX_DEPTH,
+    _bounded_walk,
+    additive_terms,
+    const_value,
+    is_eps_like,
+    is_positive_const,
+    last_identifier,
+)
 
 
 def strip_wrappers(ctx: Analysis, expr: ast.expr) -> ast.expr:
@@ -143,36 +55,6 @@ def _broadcast_index(index: ast.AST) -> bool:
     return True
 
 
-def additive_terms(expr: ast.expr) -> List[Tuple[int, ast.expr]]:
-    """`a + b - 2*c` -> [(+1, a), (+1, b), (-1, 2*c)]; a single term otherwise."""
-    out: List[Tuple[int, ast.expr]] = []
-    stack: List[Tuple[int, ast.expr]] = [(1, expr)]
-    while stack and len(out) < 64:
-        sign, e = stack.pop()
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-            stack.append((sign if isinstance(e.op, ast.Add) else -sign, e.right))
-            stack.append((sign, e.left))
-        elif isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) and const_value(e) is None:
-            stack.append((-sign, e.operand))
-        else:
-            out.append((sign, e))
-    return out
-
-
-def mult_factors(expr: ast.expr) -> List[ast.expr]:
-    """`2 * a @ b.T` -> [2, a, b.T] (products and matrix products flattened)."""
-    out: List[ast.expr] = []
-    stack = [expr]
-    while stack and len(out) < 64:
-        e = stack.pop()
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.MatMult)):
-            stack.append(e.right)
-            stack.append(e.left)
-        else:
-            out.append(e)
-    return out
-
-
 def has_positive_offset(expr: ast.expr) -> bool:
     """`x + 1e-8`, `eps + x`, `x - (-1e-6)`: an additive positive constant keeps x away from 0."""
     terms = additive_terms(expr)
@@ -187,7 +69,7 @@ def has_positive_offset(expr: ast.expr) -> bool:
     return False
 
 
-def clamp_lower(oc: OpCall) -> Optional[ast.expr]:
+def clamp_lower(oc: OpCall) -> ast.expr | None:
     """The lower bound of a clamp/clip/clamp_min/maximum call, when it has one."""
     if oc.op == "clamp":
         return oc.operand(1, "min", "clip_value_min", "min_value", "x_min", "a_min")
@@ -240,12 +122,11 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         return True
     oc = ctx.op(e)
     if oc is not None:
-        if oc.op in ("clamp", "clamp_min", "maximum"):
-            if is_positive_const(clamp_lower(oc)):
-                return True
+        if oc.op in ("clamp", "clamp_min", "maximum") and is_positive_const(clamp_lower(oc)):
+            return True
         if oc.op in ("where", "masked_fill", "nan_to_num", "softplus", "exp", "sigmoid", "softmax"):
             return True
-    key = _name_key(e)
+    key = name_key(e)
     if key is not None:
         if "safe" in key.lower():
             return True
@@ -259,163 +140,13 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
-def square_base(ctx: Analysis, expr: ast.expr) -> Optional[ast.expr]:
-    """The x of `x ** 2`, `x * x`, `x.pow(2)`, `torch.square(x)`; None otherwise."""
-    if isinstance(expr, ast.BinOp):
-        if isinstance(expr.op, ast.Pow) and const_value(expr.right) == 2:
-            return expr.left
-        if isinstance(expr.op, ast.Mult) and ast.dump(expr.left) == ast.dump(expr.right) \
-                and const_value(expr.left) is None:
-            return expr.left
-        return None
-    oc = ctx.op(expr)
-    if oc is None:
-        return None
-    if oc.op == "square":
-        return oc.input
-    if oc.op == "pow" and const_value(oc.operand(1, "exponent", "y")) == 2:
-        return oc.input
-    return None
-
-
-def sum_of_squares(ctx: Analysis, expr: ast.expr) -> bool:
-    """`(x**2).sum(-1)`, `torch.sum(x*x, 1)`, `tf.reduce_sum(tf.square(x))`, `dx**2 + dy**2`."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
-    oc = ctx.op(e)
-    if oc is not None and oc.op in ("sum", "mean") and oc.input is not None:
-        inner = strip_wrappers(ctx, ctx.resolve(oc.input))
-        return square_base(ctx, inner) is not None
-    terms = additive_terms(e)
-    return len(terms) >= 2 and all(s > 0 and square_base(ctx, t) is not None for s, t in terms)
-
-
-def gram_expansion(ctx: Analysis, expr: ast.expr) -> bool:
-    """`a2 + b2 - 2 * a @ b.T`, `x_sq - 2 * torch.mm(x, y.t()) + y_sq`, `addmm(..., alpha=-2)`."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
-    oc = ctx.op(e)
-    if oc is not None and oc.op == "addmm":
-        alpha = oc.keyword("alpha")
-        if alpha is not None:
-            return const_value(alpha) == -2
-        return any(const_value(a) == -2 for a in oc.node.args)
-    terms = additive_terms(e)
-    if len(terms) < 3:
-        return False
-    positives = [t for s, t in terms if s > 0 and const_value(t) is None]
-    if len(positives) < 2:
-        return False  # |a|² + |b|² - 2ab needs both squared norms
-    for sign, term in terms:
-        factors = mult_factors(term)
-        if len(factors) < 2:
-            continue
-        coeff = 1.0
-        symbolic: List[ast.expr] = []
-        for f in factors:
-            v = const_value(f)
-            if v is None:
-                symbolic.append(f)
-            else:
-                coeff *= v
-        if symbolic and sign * coeff == -2 and _inner_product(ctx, term, symbolic):
-            return True
-    return False
-
-
-_GRAM_WORDS = ("gram", "dot", "inner", "prod", "xy", "xtx", "ata", "cross", "sim", "mm")
-
-
-def _inner_product(ctx: Analysis, term: ast.expr, symbolic: List[ast.expr]) -> bool:
-    """Does the `2 * ...` term multiply two vectors (`a * b`, `a @ b.T`, `torch.mm`, `gram`)?"""
-    if len(symbolic) >= 2:
-        return True
-    for node in bounded_walk(term, 40):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            return True
-    only = strip_wrappers(ctx, symbolic[0])
-    for candidate in (only, ctx.value_of(only)):
-        if candidate is None:
-            continue
-        oc = ctx.op(candidate)
-        if oc is not None and oc.op in ("matmul", "addmm"):
-            return True
-        if isinstance(candidate, ast.BinOp) and isinstance(candidate.op, (ast.MatMult, ast.Mult)):
-            return True
-        ident = _last_identifier(candidate)
-        if ident is not None and any(w in ident.lower() for w in _GRAM_WORDS):
-            return True
-    return False
-
-
-def has_tensor_op(ctx: Analysis, expr: ast.expr) -> bool:
-    """Evidence that `expr` is a tensor computation: a recognised torch/tf op or tensor method
-    in it, or in the value of a name it uses (Python floats have neither)."""
-    for node in bounded_walk(expr, 120):
-        if isinstance(node, ast.Call) and ctx.op(node) is not None:
-            return True
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            return True
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            value = ctx.value_of(node)
-            if value is not None:
-                for inner in bounded_walk(value, 60):
-                    if isinstance(inner, ast.Call) and ctx.op(inner) is not None:
-                        return True
-    return False
-
-
-_COUNT_WORDS = frozenset({
-    "len", "lens", "length", "lengths", "count", "counts", "cnt", "cnts", "deg", "degree", "degrees",
-    "nnz", "ntokens", "ntok", "seqlen", "seqlens",
-})
-_COUNT_PREFIXED = re.compile(r"^(num|n|number)_?(valid|tokens?|nonzero|non_zero|nonpad|non_pad|unmasked|"
-                             r"active|present|observed|real|elements|items|members|neighbou?rs|words|frames)$")
-
-
-def is_count_name(expr: ast.AST) -> bool:
-    """`lengths`, `seq_lens`, `self.counts`, `num_valid`, `deg`: names for a count that can be 0."""
-    ident = _last_identifier(expr)
-    if ident is None:
-        return False
-    low = ident.lower()
-    if _COUNT_PREFIXED.match(low):
-        return True
-    return any(word in _COUNT_WORDS for word in low.split("_"))
-
-
-_MASK_WORDS = ("mask", "valid", "nonpad", "non_pad", "not_pad", "notpad", "keep")
-
-
-def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
-    """A boolean/0-1 tensor: a comparison, `~m`, `m1 & m2`, `tf.not_equal(...)`, a name like `mask`."""
-    e = strip_wrappers(ctx, expr)
-    if isinstance(e, ast.Compare):
-        return True
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Invert, ast.Not)):
-        return is_mask_like(ctx, e.operand, depth)
-    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.BitAnd, ast.BitOr)):
-        return is_mask_like(ctx, e.left, depth) or is_mask_like(ctx, e.right, depth)
-    oc = ctx.op(e)
-    if oc is not None and oc.op == "compare":
-        return True
-    ident = _last_identifier(e)
-    if ident is not None:
-        low = ident.lower()
-        if any(w in low for w in _MASK_WORDS):
-            return True
-        if depth > 0:
-            value = ctx.value_of(e)
-            if value is not None:
-                return is_mask_like(ctx, value, depth - 1)
-    return False
-
-
 def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
     """Something that contains a maximum or logsumexp (`x.max(-1, keepdim=True)[0]`, `m`, `x_max`)."""
     for node in _bounded_walk(expr, 60):
         oc = ctx.op(node) if isinstance(node, ast.Call) else None
         if oc is not None and oc.op == "max":
             return True
-        ident = _last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        ident = last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if ident is not None and ("max" in ident.lower() or ident in ("m", "mx", "lse", "c", "shift")):
             return True
         if isinstance(node, ast.Attribute) and node.attr == "values":
@@ -440,34 +171,15 @@ def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
             return True
         if oc.op == "clamp" and oc.keyword("max") is not None:
             return True
-    ident = _last_identifier(e)
-    if ident is not None and any(w in ident.lower() for w in ("log_prob", "logprob", "logp", "log_p", "neg")):
-        return True
-    return False
-
-
-def _bounded_walk(expr: ast.AST, limit: int) -> List[ast.AST]:
-    out: List[ast.AST] = []
-    stack = [expr]
-    while stack and len(out) < limit:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, ast.Lambda):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
-def bounded_walk(expr: ast.AST, limit: int = 200) -> List[ast.AST]:
-    """Nodes of `expr` (pre-order, not entering lambdas), at most `limit` of them."""
-    return _bounded_walk(expr, limit)
+    ident = last_identifier(e)
+    return ident is not None and any(w in ident.lower() for w in ("log_prob", "logprob", "logp", "log_p", "neg"))
 
 
 def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:
     """Variable names (and `self.x`) that `expr` depends on, one assignment deep."""
     out = set()
     for node in _bounded_walk(expr, 200):
-        key = _name_key(node)
+        key = name_key(node)
         if key is None or key in ctx.imports.aliases or key in ("self", "True", "False", "None"):
             continue
         out.add(key)
@@ -476,41 +188,3 @@ def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:
             if value is not None:
                 out |= names_in(ctx, value, expand=False)
     return out
-
-
-def describe(node: ast.AST, limit: int = 48) -> str:
-    """A short source-like rendering for messages: `torch.log(F.softmax(...))`."""
-    try:
-        text = ast.unparse(node)
-    except Exception:  # pragma: no cover - ast.unparse handles every parsed node
-        return "expression"
-    text = " ".join(text.split())
-    if len(text) > limit:
-        if isinstance(node, ast.Call):
-            head = describe(node.func, limit)
-            return f"{head}(...)"
-        return text[: limit - 3] + "..."
-    return text
-
-
-PROBABILITY_WORDS = frozenset({
-    "p", "q", "pi", "py", "px", "pz", "qz", "prob", "probs", "proba", "probas", "probability",
-    "probabilities", "conv", "softmax", "sigmoid", "attn", "attention", "posterior", "likelihood",
-    "yhat", "hat",
-})
-
-
-def named_like(ctx: Analysis, expr: ast.expr, words: frozenset, y_prefix: bool = False) -> bool:
-    """Does a variable in `expr` carry one of `words` as a `_`-separated token (`probs`,
-    `p_hat`, `y_conv`, `self.attn`)? With `y_prefix`, names starting with `y` count too."""
-    for node in _bounded_walk(expr, 40):
-        ident = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-        if ident is None or ident in ctx.imports.aliases:
-            continue
-        low = ident.lower()
-        if y_prefix and low.startswith("y"):
-            return True
-        if any(t in words for t in re.split(r"[_\d]+", low) if t):
-            return True
-    return False
-

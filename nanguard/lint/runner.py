@@ -14,9 +14,9 @@ import multiprocessing
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from nanguard.lint.checker import check_source
 from nanguard.lint.fixes import apply_edits
@@ -25,15 +25,15 @@ from nanguard.lint.source import decode
 
 MAX_FIX_PASSES = 10
 
-_package_cache: Dict[str, Tuple[Optional[str], bool]] = {}
+_package_cache: dict[str, tuple[str | None, bool]] = {}
 
 
-def module_name(path: Path) -> Tuple[Optional[str], bool]:
+def module_name(path: Path) -> tuple[str | None, bool]:
     """(dotted module name, is a package __init__) from the `__init__.py` files above `path`."""
     directory = os.path.dirname(os.path.abspath(path))
     stem = Path(path).stem
     is_package = stem == "__init__"
-    parts: List[str] = []
+    parts: list[str] = []
     if directory in _package_cache:
         prefix, _ = _package_cache[directory]
     else:
@@ -55,7 +55,7 @@ def module_name(path: Path) -> Tuple[Optional[str], bool]:
 class Task:
     path: str          # where to read (and write) the file
     display: str       # how to print it
-    enabled: FrozenSet[str]
+    enabled: frozenset[str]
     mode: str = "check"  # "check" | "fix" | "diff"
 
 
@@ -63,20 +63,20 @@ class Task:
 class FileResult:
     display: str
     path: str
-    findings: List[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     lines: int = 0
-    error: Optional[str] = None      # unreadable input (exit status 2)
-    crash: Optional[str] = None      # an exception inside the linter
-    original: Optional[bytes] = None  # set in fix/diff mode when the file changed
-    fixed: Optional[bytes] = None
+    error: str | None = None      # unreadable input (exit status 2)
+    crash: str | None = None      # an exception inside the linter
+    original: bytes | None = None  # set in fix/diff mode when the file changed
+    fixed: bytes | None = None
     fixes_applied: int = 0
-    fixed_findings: List[Finding] = field(default_factory=list)
+    fixed_findings: list[Finding] = field(default_factory=list)
 
 
-def _choose_edits(findings: Sequence[Finding]) -> List[Edit]:
+def _choose_edits(findings: Sequence[Finding]) -> list[Edit]:
     """Non-overlapping fix edits, in order; an overlapping one waits for the next pass."""
-    chosen: List[Edit] = []
-    taken: List[Tuple[int, int]] = []
+    chosen: list[Edit] = []
+    taken: list[tuple[int, int]] = []
     for f in findings:
         if f.fix is None:
             continue
@@ -88,8 +88,8 @@ def _choose_edits(findings: Sequence[Finding]) -> List[Edit]:
     return chosen
 
 
-def fix_text(text: str, display: str, enabled: FrozenSet[str], module: Optional[str] = None,
-             is_package: bool = False, log: Optional[List[Finding]] = None) -> Tuple[str, int, List[Finding]]:
+def fix_text(text: str, display: str, enabled: frozenset[str], module: str | None = None,
+             is_package: bool = False, log: list[Finding] | None = None) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none is left (at most MAX_FIX_PASSES); (new text, fixes applied, remaining).
 
     The findings whose fixes were applied are appended to `log` (positions as in the text of
@@ -166,7 +166,7 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def run_tasks(tasks: List[Task], jobs: int) -> List[FileResult]:
+def run_tasks(tasks: list[Task], jobs: int) -> list[FileResult]:
     """Lint every task, in parallel when it pays; results in task order."""
     if jobs <= 1 or len(tasks) < 8 or any(t.path == "-" for t in tasks):
         thresholds = gc.get_threshold()
@@ -183,7 +183,7 @@ def run_tasks(tasks: List[Task], jobs: int) -> List[FileResult]:
     ctx = _pool_context()
     with ctx.Pool(processes=jobs, initializer=_tune_gc) as pool:
         results = pool.map(lint_one, ordered, chunksize=chunk)
-    out: List[Optional[FileResult]] = [None] * len(tasks)
+    out: list[FileResult | None] = [None] * len(tasks)
     for i, r in zip(order, results):
         out[i] = r
     return out  # type: ignore[return-value]

@@ -12,7 +12,6 @@ import bisect
 import io
 import re
 import tokenize
-from typing import Dict, FrozenSet, List, Optional, Tuple
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -24,19 +23,18 @@ FILE_NOQA = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 
-ALL: FrozenSet[str] = frozenset({"*"})
+ALL: frozenset[str] = frozenset({"*"})
 
 
-def decode(data: bytes) -> Tuple[str, str]:
+def decode(data: bytes) -> tuple[str, str]:
     """Decode Python source bytes as the interpreter would (PEP 263 cookie, BOM); return (text, encoding)."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     return text, encoding
 
 
-def _codes(match: "re.Match[str]") -> FrozenSet[str]:
+def _codes(match: re.Match[str]) -> frozenset[str]:
     codes = match.group("codes")
     if not codes:
         return ALL
@@ -52,7 +50,7 @@ class SourceText:
         for m in _LINE_BREAK.finditer(text):
             starts.append(m.end())
         self.line_starts = starts
-        self._noqa: Dict[int, Optional[FrozenSet[str]]] = {}
+        self._noqa: dict[int, frozenset[str] | None] = {}
 
     def line_text(self, lineno: int) -> str:
         """Line `lineno` (1-based) without its line break; '' past the end."""
@@ -75,12 +73,12 @@ class SourceText:
             return len(self.text)
         return self.line_starts[lineno - 1] + self.char_col(lineno, byte_col)
 
-    def position(self, offset: int) -> Tuple[int, int]:
+    def position(self, offset: int) -> tuple[int, int]:
         """1-based (row, column) of a character offset."""
         row = bisect.bisect_right(self.line_starts, offset)
         return row, offset - self.line_starts[row - 1] + 1
 
-    def span(self, node: ast.AST) -> Tuple[int, int]:
+    def span(self, node: ast.AST) -> tuple[int, int]:
         """Character offsets [start, end) of a located node."""
         return (
             self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
@@ -91,11 +89,11 @@ class SourceText:
         start, end = self.span(node)
         return self.text[start:end]
 
-    def noqa_codes(self, lineno: int) -> Optional[FrozenSet[str]]:
+    def noqa_codes(self, lineno: int) -> frozenset[str] | None:
         """Codes a `# noqa` comment on this line suppresses: None (no comment), ALL, or a set."""
         if lineno not in self._noqa:
             line = self.line_text(lineno)
-            found: Optional[FrozenSet[str]] = None
+            found: frozenset[str] | None = None
             if "noqa" in line.lower():
                 m = NOQA.search(_comment_part(line))
                 if m:
@@ -103,7 +101,7 @@ class SourceText:
             self._noqa[lineno] = found
         return self._noqa[lineno]
 
-    def suppressed(self, code: str, lines: Tuple[int, ...]) -> bool:
+    def suppressed(self, code: str, lines: tuple[int, ...]) -> bool:
         """True when a noqa comment on any of `lines` covers `code` (exactly or by prefix)."""
         for lineno in lines:
             codes = self.noqa_codes(lineno)
@@ -114,11 +112,11 @@ class SourceText:
         return False
 
 
-def file_noqa(text: str) -> Optional[FrozenSet[str]]:
+def file_noqa(text: str) -> frozenset[str] | None:
     """Codes exempted for the whole file by `# nanguard: noqa[: CODES]`; None when absent."""
     if "noqa" not in text:
         return None
-    found: List[FrozenSet[str]] = [_codes(m) for m in FILE_NOQA.finditer(text)]
+    found: list[frozenset[str]] = [_codes(m) for m in FILE_NOQA.finditer(text)]
     if not found:
         return None
     if any(c is ALL for c in found):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Callable, List
+from collections.abc import Callable
 
 import pytest
 
@@ -18,12 +18,12 @@ import tensorflow as tf
 """
 
 
-def _codes(body: str, header: str = HEADER) -> List[str]:
+def _codes(body: str, header: str = HEADER) -> list[str]:
     source = header + textwrap.dedent(body)
     return [f.code for f in lint_source(source)]
 
 
 @pytest.fixture
-def codes() -> Callable[..., List[str]]:
+def codes() -> Callable[..., list[str]]:
     """codes(body) -> rule codes reported for `body` placed after the standard imports."""
     return _codes

@@ -114,7 +114,7 @@ def test_noqa_inside_a_string_is_not_a_comment(project, capsys):
 
 def test_file_level_noqa(project, capsys):
     (project / "bad.py").write_text("# nanguard: noqa: NG104\n" + BAD)
-    status, out, _ = run(capsys, "-q", "bad.py")
+    _, out, _ = run(capsys, "-q", "bad.py")
     assert [line.split()[1] for line in out.splitlines()] == ["NG101"]
     (project / "bad.py").write_text("# nanguard: noqa\n" + BAD)
     assert run(capsys, "-q", "bad.py")[0] == 0
@@ -197,14 +197,14 @@ def test_discovery_respects_gitignore_and_default_excludes(project, capsys):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(BAD)
     (project / "sub" / ".gitignore").write_text("e.py\n")
-    status, out, _ = run(capsys, "-q", "--select", "NG101", ".")
+    _, out, _ = run(capsys, "-q", "--select", "NG101", ".")
     files = sorted({line.split(":")[0] for line in out.splitlines()})
     assert files == ["a.py", "keep_gen.py"]
-    status, out, _ = run(capsys, "-q", "--select", "NG101", "--no-respect-gitignore", ".")
+    _, out, _ = run(capsys, "-q", "--select", "NG101", "--no-respect-gitignore", ".")
     files = sorted({line.split(":")[0] for line in out.splitlines()})
     assert files == ["a.py", "ignored/b.py", "keep_gen.py", "sub/e.py", "x_gen.py"]
     # Explicitly named paths are linted even when excluded.
-    status, out, _ = run(capsys, "-q", "--select", "NG101", "ignored/b.py", "build")
+    _, out, _ = run(capsys, "-q", "--select", "NG101", "ignored/b.py", "build")
     assert sorted({line.split(":")[0] for line in out.splitlines()}) == ["build/d.py", "ignored/b.py"]
 
 
@@ -213,9 +213,9 @@ def test_exclude_option(project, capsys):
         path = project / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(BAD)
-    status, out, _ = run(capsys, "-q", "--select", "NG101", "--extend-exclude", "vendor,/docs", ".")
+    _, out, _ = run(capsys, "-q", "--select", "NG101", "--extend-exclude", "vendor,/docs", ".")
     assert sorted({line.split(":")[0] for line in out.splitlines()}) == ["a.py"]
-    status, out, _ = run(capsys, "-q", "--select", "NG101", "--extend-exclude", "**/x/**", ".")
+    _, out, _ = run(capsys, "-q", "--select", "NG101", "--extend-exclude", "**/x/**", ".")
     assert "deep/x/vendor/w.py" not in out and "vendor/v.py" in out
 
 
@@ -293,7 +293,7 @@ def test_console_entry_point_subprocess(project):
     (project / "bad.py").write_text(BAD)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "nanguard", "lint", "--format", "json", "bad.py"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     assert proc.returncode == 1, proc.stderr
     assert [i["code"] for i in json.loads(proc.stdout)] == ["NG101", "NG104"]
 
@@ -331,7 +331,7 @@ def test_linter_does_not_import_torch(tmp_path):
         assert "torch" not in sys.modules, "torch was imported"
         sys.exit(status)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stderr
     assert "NG101" in proc.stdout
 

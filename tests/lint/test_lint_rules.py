@@ -115,8 +115,8 @@ POSITIVE = [
     ("NG501", "y = torch.log(x).masked_fill(x <= 0, 0.0)"),
     ("NG501", "y = x.reciprocal().masked_fill(x == 0, 0)"),
     ("NG501", "def f(x):\n    exp = x.exp()\n    return x.where(torch.isinf(exp), exp.log1p())"),
-    ("NG501", "def f(x):\n    x_ok = tf.not_equal(x, 0.)\n    f = lambda x: 1. / x\n"
-              "    safe_f = tf.zeros_like\n    return tf.where(x_ok, f(x), safe_f(x))"),
+    ("NG501", ("def f(x):\n    x_ok = tf.not_equal(x, 0.)\n    f = lambda x: 1. / x\n"
+               "    safe_f = tf.zeros_like\n    return tf.where(x_ok, f(x), safe_f(x))")),
     ("NG501", "def f(x):\n    y = torch.log(x)\n    return torch.where(x > 0, y, 0.0)"),
     ("NG501", "y = torch.where(x >= 0, x, 2 * (x.exp() - 1))"),
     ("NG501", "y = torch.where(~(x > 0), 0.0, torch.log(x))"),
@@ -139,8 +139,8 @@ POSITIVE = [
     ("NG602", "p = tf.nn.softmax(logits=tf.clip_by_value(logits, -15.0, 15.0))"),
     ("NG602", "p = torch.softmax(torch.clamp(z, -15, 15), dim=-1)"),
     ("NG602", "p = F.log_softmax(z.clamp(-50, 50), -1)"),
-    ("NG602", "def f(logits):\n    safe_logits = tf.clip_by_value(logits, -15.0, 15.0)\n"
-              "    return tf.nn.softmax(logits=safe_logits, name='Softmax')"),
+    ("NG602", ("def f(logits):\n    safe_logits = tf.clip_by_value(logits, -15.0, 15.0)\n"
+               "    return tf.nn.softmax(logits=safe_logits, name='Softmax')")),
     # NG701 softmax after a -inf mask
     ("NG701", "a = torch.softmax(s.masked_fill(~mask, float('-inf')), dim=-1)"),
     ("NG701", "def f(s, pad):\n    s = s.masked_fill(pad, -math.inf)\n    return F.softmax(s, dim=-1)"),
@@ -268,8 +268,8 @@ NEGATIVE = [
     ("NG501", "y = np.where(x > 0, np.log(x), 0)"),
     ("NG501", "idx = torch.where(x > 0)"),
     ("NG501", "y = torch.where(target > 0, target * torch.log(target), 0.0)"),
-    ("NG501", "class F(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, g):\n"
-              "        x, = ctx.saved_tensors\n        return torch.where(x > 0, g / x, 0.0)"),
+    ("NG501", ("class F(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, g):\n"
+               "        x, = ctx.saved_tensors\n        return torch.where(x > 0, g / x, 0.0)")),
     # NG601: large bound, not a log, division by a clamp
     ("NG601", "l = torch.log(x.clamp(min=1.0))"),
     ("NG601", "l = torch.log(duration.clamp(min=1e-5))"),  # not a probability
@@ -283,8 +283,8 @@ NEGATIVE = [
     # NG701: finite fills, causal masks
     ("NG701", "a = torch.softmax(s.masked_fill(~mask, -1e9), dim=-1)"),
     ("NG701", "a = torch.softmax(s.masked_fill(~mask, torch.finfo(s.dtype).min), dim=-1)"),
-    ("NG701", "def f(s, n):\n    causal = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)\n"
-              "    s = s.masked_fill(causal, float('-inf'))\n    return s.softmax(-1)"),
+    ("NG701", ("def f(s, n):\n    causal = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)\n"
+               "    s = s.masked_fill(causal, float('-inf'))\n    return s.softmax(-1)")),
     ("NG701", "a = torch.softmax(s.masked_fill(causal_mask, float('-inf')), -1)"),
     ("NG701", "a = torch.softmax(s, -1).masked_fill(~mask, 0.0)"),
     ("NG701", "a = torch.nan_to_num(torch.softmax(s.masked_fill(~m, float('-inf')), -1))"),
@@ -362,10 +362,13 @@ def test_suggested_nanguard_ops_exist():
     import re
 
     import nanguard
+    from nanguard.core.hazards import HAZARDS
     from nanguard.lint.rules import RULES
 
     texts = [r.explanation + r.fix_hint + r.summary for r in RULES.values()]
     texts += [p.read_text() for p in pathlib.Path(nanguard.__file__).parent.joinpath("lint", "rules").glob("*.py")]
+    # The words of every finding come from the hazard catalogue: its advice is checked too.
+    texts += [h.why_text() + h.fix_text() + "".join(h.evidence.values()) for h in HAZARDS.values()]
     named = {m for t in texts for m in re.findall(r"nanguard\.([a-z_]+)\(", t)}
     assert named, "rules should recommend nanguard ops"
     missing = sorted(n for n in named if n not in nanguard.__all__)

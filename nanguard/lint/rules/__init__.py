@@ -7,18 +7,26 @@ NG7xx masking, NG8xx statistics, NG9xx softmax by hand; NG001 is a file that doe
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from collections.abc import Callable
 
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.rules import (
-    clipping, division, exp_log, masking, roots, softmax, stats, where, xent,
+    clipping,
+    division,
+    exp_log,
+    masking,
+    roots,
+    softmax,
+    stats,
+    where,
+    xent,
 )
 
 SYNTAX_ERROR = Rule(
     code="NG001",
     name="syntax-error",
     summary="the file does not parse",
-    fix_hint="fix the syntax error (nothing else in the file was checked)",
+    fix="fix the syntax error (nothing else in the file was checked)",
     hazard=VALUE,
     explanation="""\
 The file could not be parsed by this Python's `ast` (a syntax error, a null byte, an
@@ -29,19 +37,20 @@ Select or ignore it like any other code (`--ignore NG001`).""",
 
 _FAMILIES = [exp_log, xent, roots, division, where, clipping, masking, stats, softmax]
 
-RULES: Dict[str, Rule] = {SYNTAX_ERROR.code: SYNTAX_ERROR}
+RULES: dict[str, Rule] = {SYNTAX_ERROR.code: SYNTAX_ERROR}
 for _module in _FAMILIES:
     for _rule in _module.RULES:
         assert _rule.code not in RULES, _rule.code
+        assert _rule.hazards, f"{_rule.code} names no hazard of the catalogue"
         RULES[_rule.code] = _rule
 RULES = dict(sorted(RULES.items()))
 
-BY_NAME: Dict[str, Rule] = {r.name: r for r in RULES.values()}
+BY_NAME: dict[str, Rule] = {r.name: r for r in RULES.values()}
 
 Check = Callable[..., None]
-ON_CALL: Dict[str, List[Check]] = {}
-ON_DIVISION: List[Check] = []
-ON_POWER: List[Check] = []
+ON_CALL: dict[str, list[Check]] = {}
+ON_DIVISION: list[Check] = []
+ON_POWER: list[Check] = []
 for _module in _FAMILIES:
     for _op, _funcs in getattr(_module, "ON_CALL", {}).items():
         ON_CALL.setdefault(_op, []).extend(_funcs)
@@ -52,5 +61,13 @@ for _module in _FAMILIES:
 PRE_PASS_OPS = frozenset({"where", "masked_fill", "nan_to_num"})
 mark_branches = where.mark_branches
 
-__all__ = ["RULES", "BY_NAME", "ON_CALL", "ON_DIVISION", "ON_POWER", "SYNTAX_ERROR", "PRE_PASS_OPS",
-           "mark_branches"]
+__all__ = [
+    "BY_NAME",
+    "ON_CALL",
+    "ON_DIVISION",
+    "ON_POWER",
+    "PRE_PASS_OPS",
+    "RULES",
+    "SYNTAX_ERROR",
+    "mark_branches",
+]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from typing import Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from nanguard.lint.analysis import Analysis
 
@@ -20,7 +21,7 @@ def checks(*codes: str) -> Callable[[F], F]:
     return mark
 
 
-def via(ctx: Analysis, expr: Optional[ast.AST], value: Optional[ast.AST]) -> str:
+def via(ctx: Analysis, expr: ast.AST | None, value: ast.AST | None) -> str:
     """' (`p` is assigned on line 12)' when a rule looked through a name, else ''."""
     if value is None or expr is None or value is expr:
         return ""

@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import ast
-from typing import Optional
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    PROBABILITY_WORDS, clamp_lower, const_value, describe, is_eps_like, named_like, strip_wrappers,
-)
+from nanguard.lint.naming import PROBABILITY_WORDS, named_like
+from nanguard.lint.patterns import clamp_lower, strip_wrappers
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.syntax import const_value, describe, is_eps_like
 
 LOG_OF_CLAMP = Rule(
     code="NG601",
     name="log-of-clamped-probability",
     summary="`log(clip(p, 1e-10, 1))`, `log(p.clamp(min=eps))`",
-    fix_hint="log-probabilities from logits (`log_softmax`, `F.cross_entropy`, BCE with logits); `nanguard.xlogy`",
     hazard=GRADIENT,
+    hazards=("clamped_log",),
     explanation="""\
-Clamping a probability before the log keeps the value finite, but below the bound the
-clamp's gradient is exactly 0: the examples the model gets most wrong (p tiny for the
-true class) stop contributing any gradient, and the loss is biased by the bound. It hides
-the problem instead of removing it (seed story: `tf.log(tf.clip_by_value(y_conv, 1e-10,
-1.0))`).
+It hides the problem instead of removing it (seed story: `tf.log(tf.clip_by_value(y_conv,
+1e-10, 1.0))`).
 
     loss = -(y * torch.log(probs.clamp(min=1e-10))).sum(-1)
 ->  loss = F.cross_entropy(logits, y)            # from the logits that made `probs`
@@ -39,15 +35,11 @@ CLAMP_BEFORE_SOFTMAX = Rule(
     code="NG602",
     name="clamped-logits",
     summary="`softmax(clamp(logits, -15, 15))`",
-    fix_hint="drop the clamp (softmax is shift-invariant and stable); find the NaN's source (`nanguard run`)",
     hazard=GRADIENT,
+    hazards=("clamped_logits",),
     explanation="""\
-softmax and log_softmax subtract the maximum internally: they are exact for logits of any
-finite size, so clamping logits never prevents an overflow there. What the clamp does is
-zero the gradient of every logit outside the range, silently freezing the most confident
-(or most wrong) predictions; when it "fixes" a NaN, the NaN came from somewhere else,
-typically an exploding gradient upstream (seed story: `tf.clip_by_value(logits, -15.0,
-15.0)` before `tf.nn.softmax`).
+The clamp silently freezes the most confident (or most wrong) predictions (seed story:
+`tf.clip_by_value(logits, -15.0, 15.0)` before `tf.nn.softmax`).
 
     probs = torch.softmax(torch.clamp(logits, -15, 15), dim=-1)
 ->  probs = torch.softmax(logits, dim=-1)
@@ -60,7 +52,7 @@ A gradient hazard: not reported inside `torch.no_grad()`.""",
 RULES = [LOG_OF_CLAMP, CLAMP_BEFORE_SOFTMAX]
 
 
-def _tiny(bound: Optional[ast.expr]) -> bool:
+def _tiny(bound: ast.expr | None) -> bool:
     v = const_value(bound)
     if v is not None:
         return 0 < v <= 1e-2
@@ -99,10 +91,8 @@ def check_log_of_clamp(ctx: Analysis, oc: OpCall) -> None:
     bound = clamp_lower(clamp)
     if not _tiny(bound) or clamp.input is None or not _probability(ctx, clamp):
         return
-    ctx.report(LOG_OF_CLAMP, oc.node,
-               f"`log` of a probability clamped at `{describe(bound, 20)}`: zero gradient below the bound and a "
-               "biased loss; use log-probabilities from logits (`log_softmax`, `cross_entropy`)"
-               + via(ctx, arg, value), subject=clamp.input)
+    ctx.report(LOG_OF_CLAMP, oc.node, f"`log` of a probability clamped at `{describe(bound, 20)}`"
+               + via(ctx, arg, value), "clamped_log", subject=clamp.input)
 
 
 @checks("NG602")
@@ -118,10 +108,8 @@ def check_clamped_logits(ctx: Analysis, oc: OpCall) -> None:
         clamp = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
     if clamp is None or clamp.op != "clamp":
         return
-    ctx.report(CLAMP_BEFORE_SOFTMAX, oc.node,
-               f"`{oc.op}` of clamped logits: softmax is already stable, the clamp only zeroes the gradient "
-               "of logits outside the range; remove it and find the NaN's source" + via(ctx, arg, value),
-               subject=clamp.input)
+    ctx.report(CLAMP_BEFORE_SOFTMAX, oc.node, f"`{oc.op}` of clamped logits" + via(ctx, arg, value),
+               "clamped_logits", subject=clamp.input)
 
 
 ON_CALL = {"log": [check_log_of_clamp], "log2": [check_log_of_clamp], "log10": [check_log_of_clamp],

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import ast
-from typing import Optional, Tuple
 
-from nanguard.lint.analysis import Analysis, _name_key
+from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    const_value, describe, guarded_positive, is_count_name, is_mask_like, strip_wrappers,
-)
+from nanguard.lint.naming import is_count_name, is_mask_like
+from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import const_value, describe
 
 DIV_BY_COUNT = Rule(
     code="NG401",
     name="division-by-count",
     summary="`x / mask.sum()`, `s / lengths`, `/ len(x[mask])`: a count that can be 0",
-    fix_hint="`nanguard.masked_mean(x, mask, dim)` / `nanguard.div(a, b, fill=0.0)`",
     hazard=VALUE,
+    hazards=("mean_empty",),
     explanation="""\
-A masked mean divides by the number of selected elements, and that number is 0 for an
-empty sequence, a fully padded row, or a batch where every label is ignored: 0/0 = NaN,
-which then spreads through every later layer and step (the seed story
+The NaN then spreads through every later layer and step (the seed story
 `tf.reduce_sum(embedded) / tf.reduce_sum(tf.not_equal(input, pad))`).
 
     mean = (x * mask).sum(1) / mask.sum(1)
@@ -56,12 +54,12 @@ def _masked_selection(ctx: Analysis, expr: ast.expr) -> bool:
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) else False
 
 
-def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> Optional[str]:
+def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> str | None:
     d = strip_wrappers(ctx, denominator)
     if const_value(d) is not None or guarded_positive(ctx, d):
         return None
     candidates = [d]
-    if _name_key(d) is not None:
+    if name_key(d) is not None:
         if ctx.zero_checked(d):
             return None
         value = ctx.value_of(d)
@@ -85,7 +83,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
     return None
 
 
-def _operands(ctx: Analysis, target) -> Optional[Tuple[ast.AST, ast.expr, ast.expr]]:
+def _operands(ctx: Analysis, target) -> tuple[ast.AST, ast.expr, ast.expr] | None:
     if isinstance(target, OpCall):
         if target.keyword("rounding_mode") is not None:
             return None  # integer-style division: a different story
@@ -111,9 +109,7 @@ def check_division(ctx: Analysis, target) -> None:
     reason = _count_reason(ctx, num, den)
     if reason is None:
         return
-    ctx.report(DIV_BY_COUNT, node,
-               f"division by `{describe(den, 40)}`, which {reason}: 0/0 = NaN; use `nanguard.masked_mean` "
-               "or `nanguard.div(a, b, fill=0.0)`")
+    ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty")
 
 
 ON_CALL = {"div": [check_division]}

@@ -8,29 +8,25 @@ overflows to inf.
 from __future__ import annotations
 
 import ast
-from typing import Optional
 
 from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import additive_terms, const_value, names_in, nonpositive_by_construction
+from nanguard.lint.patterns import names_in, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.syntax import additive_terms, const_value
 
 LOG_SOFTMAX = Rule(
     code="NG101",
     name="log-of-softmax",
     summary="`log(softmax(x))`",
-    fix_hint="`log_softmax(x, dim)` (torch, F, tf.nn); autofixable",
     hazard=VALUE,
     autofix=True,
+    hazards=("log_softmax",),
     explanation="""\
-softmax(x) rounds to exactly 0 for any class whose logit is more than ~104 (float32) below
-the largest one, so log(softmax(x)) is -inf there, the loss is inf, and the gradient of
-log at 0 (1/p) is inf; one such row turns every parameter NaN after the next update.
-
-log_softmax(x) = x - logsumexp(x) computes the same values in log space and is finite
-for every finite input, with the exact gradient softmax(x) - onehot.
+One row with an underflowed probability makes the loss inf, and after the next update every
+parameter NaN. log_softmax(x) = x - logsumexp(x) has the exact gradient softmax(x) - onehot.
 
     p = torch.softmax(logits, dim=-1)
     loss = -(target * torch.log(p)).sum(-1)          # -inf / NaN for confident wrong rows
@@ -47,15 +43,10 @@ LOG_SIGMOID = Rule(
     code="NG102",
     name="log-of-sigmoid",
     summary="`log(sigmoid(x))`",
-    fix_hint="`F.logsigmoid(x)` / `tf.math.log_sigmoid(x)`; autofixable",
     hazard=VALUE,
     autofix=True,
+    hazards=("log_sigmoid",),
     explanation="""\
-sigmoid(x) rounds to 0 for x below about -88 (float32; -17 in float16), so log(sigmoid(x))
-is -inf and its gradient 1 - sigmoid(x) is multiplied by an infinite 1/sigmoid(x).
-
-logsigmoid(x) = -softplus(-x) is exact and finite for every finite x.
-
     loss = -torch.log(torch.sigmoid(score))
 ->  loss = -F.logsigmoid(score)      # or F.binary_cross_entropy_with_logits
 
@@ -67,16 +58,13 @@ LOG_ONE_MINUS_SIGMOID = Rule(
     code="NG103",
     name="log-of-one-minus-sigmoid",
     summary="`log(1 - sigmoid(x))`, `log1p(-sigmoid(x))`",
-    fix_hint="`F.logsigmoid(-x)`; or `binary_cross_entropy_with_logits`; autofixable",
     hazard=VALUE,
     autofix=True,
+    hazards=("log_one_minus_sigmoid",),
     explanation="""\
-1 - sigmoid(x) cancels to exactly 0 once sigmoid(x) rounds to 1 (x above ~17 in float32),
-so log(1 - sigmoid(x)) is -inf: the negative half of a hand-written binary cross-entropy.
-
-Since 1 - sigmoid(x) = sigmoid(-x) exactly, log(1 - sigmoid(x)) = logsigmoid(-x), which is
-finite everywhere. The whole loss y*log(p) + (1-y)*log(1-p) is
-F.binary_cross_entropy_with_logits(x, y) (tf.nn.sigmoid_cross_entropy_with_logits).
+This is the negative half of a hand-written binary cross-entropy; the whole loss
+y*log(p) + (1-y)*log(1-p) is F.binary_cross_entropy_with_logits(x, y)
+(tf.nn.sigmoid_cross_entropy_with_logits).
 
     loss = -(y * torch.log(torch.sigmoid(x)) + (1 - y) * torch.log(1 - torch.sigmoid(x)))
 ->  loss = F.binary_cross_entropy_with_logits(x, y, reduction="none")
@@ -88,14 +76,10 @@ SOFTPLUS = Rule(
     code="NG104",
     name="hand-written-softplus",
     summary="`log1p(exp(x))`, `log(1 + exp(x))`, `x.exp().log1p()`",
-    fix_hint="`F.softplus(x)` / `nanguard.softplus(x, beta)`",
     hazard=VALUE,
+    hazards=("softplus",),
     explanation="""\
-exp(x) overflows to inf for x > 88.7 (float32), so log(1 + exp(x)) is inf although the
-true value is ~x. Replacing the inf afterwards with torch.where does not help the
-gradient: backward still multiplies 0 by exp(x) = inf, giving NaN (the seed story
-"x.where(torch.isinf(exp), exp.log1p())").
-
+The where() patch is the seed story "x.where(torch.isinf(exp), exp.log1p())".
 softplus(x) = max(x, 0) + log1p(exp(-|x|)) is finite for every finite x, with gradient
 sigmoid(x).
 
@@ -110,15 +94,11 @@ LOGSUMEXP = Rule(
     code="NG105",
     name="hand-written-logsumexp",
     summary="`log(sum(exp(x)))`",
-    fix_hint="`torch.logsumexp(x, dim)` / `tf.reduce_logsumexp`; autofixable",
     hazard=VALUE,
     autofix=True,
+    hazards=("logsumexp_overflow",),
     explanation="""\
-sum(exp(x)) overflows to inf as soon as one entry of x exceeds ~88 (float32), and
-underflows to 0 (log -> -inf) when every entry is below ~-103, although log-sum-exp is
-then just close to max(x).
-
-logsumexp subtracts the maximum first: logsumexp(x) = m + log(sum(exp(x - m))).
+logsumexp(x) = m + log(sum(exp(x - m))) with m = max(x).
 
     lse = torch.log(torch.sum(torch.exp(scores), dim=1))
 ->  lse = torch.logsumexp(scores, dim=1)     # nanguard.logsumexp(x, dim, mask=) for masks
@@ -130,7 +110,7 @@ with an explicit dim (torch.logsumexp requires one) and tf.reduce_sum.""",
 RULES = [LOG_SOFTMAX, LOG_SIGMOID, LOG_ONE_MINUS_SIGMOID, SOFTPLUS, LOGSUMEXP]
 
 
-def _op_through_name(ctx: Analysis, expr: Optional[ast.expr]):
+def _op_through_name(ctx: Analysis, expr: ast.expr | None):
     """(op call, value) for `expr` itself, or for the single value a name holds."""
     if expr is None:
         return None, None
@@ -158,7 +138,7 @@ def _guarded_by_where(ctx: Analysis, node: ast.AST, exp: OpCall) -> bool:
     return bool(names_in(ctx, cond) & names_in(ctx, exp.input)) if cond is not None else False
 
 
-def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> Optional[OpCall]:
+def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> OpCall | None:
     terms = additive_terms(expr)
     if len(terms) != 2:
         return None
@@ -197,16 +177,12 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
     if inner is not None:
         if inner.op == "softmax":
             fix = (lambda src, o=oc, i=inner: fixes.log_softmax_fix(src, o, i)) if direct else None
-            ctx.report(LOG_SOFTMAX, oc.node,
-                       "`log(softmax(x))` is -inf where a probability underflows to 0; use `log_softmax(x, dim)`"
-                       + via(ctx, arg, value), fix)
+            ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + via(ctx, arg, value), "log_softmax", fix)
             return
         if inner.op == "sigmoid":
             fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.imports, o, i, False)) \
                 if direct else None
-            ctx.report(LOG_SIGMOID, oc.node,
-                       "`log(sigmoid(x))` is -inf for large negative x; use `F.logsigmoid(x)` "
-                       "(`tf.math.log_sigmoid`)" + via(ctx, arg, value), fix)
+            ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + via(ctx, arg, value), "log_sigmoid", fix)
             return
         if inner.op in ("sum", "mean") and inner.input is not None:
             exp, exp_value = _op_through_name(ctx, inner.input)
@@ -216,9 +192,8 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
                 if direct and exp_value is None and inner.op == "sum":
                     fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.imports, o, t, e))
                 what = "sum" if inner.op == "sum" else "mean"
-                ctx.report(LOGSUMEXP, oc.node,
-                           f"`log({what}(exp(x)))` overflows to inf once x exceeds ~88 (float32); "
-                           "use `logsumexp(x, dim)`" + via(ctx, arg, value or exp_value), fix)
+                ctx.report(LOGSUMEXP, oc.node, f"`log({what}(exp(x)))`" + via(ctx, arg, value or exp_value),
+                           "logsumexp_overflow", fix)
             return
     for expr in (arg, ctx.value_of(arg)):
         if expr is None:
@@ -229,14 +204,13 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
             if sig_direct and expr is arg:
                 fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True))
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
-                       "`log(1 - sigmoid(x))` is -inf for large positive x; use `F.logsigmoid(-x)` "
-                       "or `binary_cross_entropy_with_logits`" + via(ctx, arg, None if expr is arg else expr), fix)
+                       "`log(1 - sigmoid(x))`" + via(ctx, arg, None if expr is arg else expr), "log_one_minus_sigmoid",
+                       fix)
             return
         exp = _one_plus_exp(ctx, expr)
         if exp is not None and _exp_can_overflow(ctx, exp) and not _guarded_by_where(ctx, oc.node, exp):
-            ctx.report(SOFTPLUS, oc.node,
-                       "`log(1 + exp(x))` overflows to inf for x > 88 (float32); use `F.softplus(x)` "
-                       "or `nanguard.softplus(x)`" + via(ctx, arg, None if expr is arg else expr))
+            ctx.report(SOFTPLUS, oc.node, "`log(1 + exp(x))`" + via(ctx, arg, None if expr is arg else expr),
+                       "softplus")
             return
 
 
@@ -246,16 +220,13 @@ def _check_log1p(ctx: Analysis, oc: OpCall, arg: ast.expr) -> None:
         if sig is not None and sig.op == "sigmoid":
             fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True)) \
                 if value is None else None
-            ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
-                       "`log1p(-sigmoid(x))` is -inf for large positive x; use `F.logsigmoid(-x)`"
-                       + via(ctx, arg.operand, value), fix)
+            ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node, "`log1p(-sigmoid(x))`" + via(ctx, arg.operand, value),
+                       "log_one_minus_sigmoid", fix)
         return
     exp, value = _op_through_name(ctx, arg)
     if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
             and not _guarded_by_where(ctx, oc.node, exp):
-        ctx.report(SOFTPLUS, oc.node,
-                   "`log1p(exp(x))` overflows to inf for x > 88 (float32); use `F.softplus(x)` "
-                   "or `nanguard.softplus(x)`" + via(ctx, arg, value))
+        ctx.report(SOFTPLUS, oc.node, "`log1p(exp(x))`" + via(ctx, arg, value), "softplus")
 
 
 ON_CALL = {"log": [check_log], "log1p": [check_log]}

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Optional
 
-from nanguard.lint.analysis import Analysis, _name_key
+from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import bounded_walk, is_neg_inf
 from nanguard.lint.rules.base import checks
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, is_neg_inf
 
 NEG_INF_SOFTMAX = Rule(
     code="NG701",
     name="softmax-of-neg-inf-mask",
     summary="`masked_fill(mask, -inf)` (or `where(m, x, -inf)`, `s[m] = -inf`) then `softmax`",
-    fix_hint="`nanguard.softmax(scores, dim, mask=keep)` / `nanguard.log_softmax(..., mask=)`",
     hazard=VALUE,
+    hazards=("softmax_masked_row",),
     explanation="""\
-Filling masked scores with -inf works until a row is masked entirely (an empty or
-fully padded sequence, a query with no valid key): softmax then computes
-exp(-inf - (-inf)) = exp(NaN), the whole row is NaN, and it poisons the attention output
-and every gradient that touches it.
+Filling masked scores with -inf works until a row is masked entirely; then the whole row is
+NaN, and it poisons the attention output and every gradient that touches it.
 
     scores = scores.masked_fill(~keep, float("-inf"))
     attn = torch.softmax(scores, dim=-1)
@@ -38,7 +36,7 @@ RULES = [NEG_INF_SOFTMAX]
 _CAUSAL = re.compile(r"causal|subsequent|future|tril|triu|look_?ahead|autoregressive|square_mask", re.IGNORECASE)
 
 
-def _causal(ctx: Analysis, mask: Optional[ast.expr]) -> bool:
+def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
     if mask is None:
         return False
     for expr in (mask, ctx.value_of(mask)):
@@ -52,7 +50,7 @@ def _causal(ctx: Analysis, mask: Optional[ast.expr]) -> bool:
     return False
 
 
-def _fill(ctx: Analysis, node: ast.AST) -> Optional[ast.AST]:
+def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
     """The -inf fill performed by `node` (masked_fill/where with -inf, non-causal), if any."""
     if not isinstance(node, ast.Call):
         return None
@@ -78,12 +76,12 @@ def _fill(ctx: Analysis, node: ast.AST) -> Optional[ast.AST]:
     return None
 
 
-def _neg_inf_source(ctx: Analysis, expr: ast.expr, depth: int = 2) -> Optional[ast.AST]:
+def _neg_inf_source(ctx: Analysis, expr: ast.expr, depth: int = 2) -> ast.AST | None:
     for node in bounded_walk(expr, 150):
         found = _fill(ctx, node)
         if found is not None:
             return found
-        key = _name_key(node)
+        key = name_key(node)
         if key is None or depth == 0:
             continue
         scope, values = ctx.lookup(key)
@@ -112,9 +110,9 @@ def check_masked_softmax(ctx: Analysis, oc: OpCall) -> None:
     if source is None:
         return
     where = f" (filled on line {source.lineno})" if source.lineno != oc.node.lineno else ""  # type: ignore
-    ctx.report(NEG_INF_SOFTMAX, oc.node,
-               f"`{oc.op}` over scores masked with -inf{where}: a fully masked row is NaN; "
-               "use `nanguard.softmax(x, dim, mask=keep)`")
+    fn = "nanguard.log_softmax" if oc.op == "log_softmax" else "nanguard.softmax"
+    ctx.report(NEG_INF_SOFTMAX, oc.node, f"`{oc.op}` over scores masked with -inf{where}", "softmax_masked_row",
+               op=oc.op, fn=fn)
 
 
 ON_CALL = {"softmax": [check_masked_softmax], "log_softmax": [check_masked_softmax]}

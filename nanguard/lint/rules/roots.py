@@ -3,30 +3,29 @@
 from __future__ import annotations
 
 import ast
-from typing import Optional, Tuple
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    additive_terms, bounded_walk, clamp_lower, const_value, gram_expansion, guarded_positive, has_tensor_op,
-    is_count_name,
-    is_eps_like, is_mask_like, square_base, strip_wrappers, sum_of_squares,
-)
+from nanguard.lint.naming import is_count_name, is_mask_like
+from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.shapes import (
+    gram_expansion,
+    has_tensor_op,
+    square_base,
+    sum_of_squares,
+)
+from nanguard.lint.syntax import additive_terms, bounded_walk, const_value, is_eps_like
 
 SQRT_GRAM = Rule(
     code="NG301",
     name="sqrt-of-gram-expansion",
     summary="`sqrt(a² + b² - 2·a·b)` (squared distances via a Gram matrix)",
-    fix_hint="`nanguard.distance_matrix(x, y)` (or `torch.cdist`)",
     hazard=VALUE,
+    hazards=("distance_matrix",),
     explanation="""\
-The expansion |a - b|² = |a|² + |b|² - 2 a·b cancels catastrophically: for a == b (the
-diagonal of a distance matrix) the result is 0 or a tiny negative number such as -1e-7,
-so sqrt returns NaN; and where it is exactly 0, the gradient of sqrt, 1/(2 sqrt(d)), is
-inf (then NaN once multiplied by 0). This is the seed story
-`torch.sqrt(diag_1 + diag_2 - 2 * gram_matrix)`.
+Seed story: `torch.sqrt(diag_1 + diag_2 - 2 * gram_matrix)`.
 
     d = torch.sqrt(sq[:, None] + sq[None, :] - 2 * x @ x.T)
 ->  d = nanguard.distance_matrix(x)          # exact 0 on the diagonal, gradient 0 there
@@ -40,12 +39,11 @@ SQRT_SUM_SQUARES = Rule(
     code="NG302",
     name="sqrt-of-sum-of-squares",
     summary="`sqrt((x**2).sum(dim))`, `sqrt(dx**2 + dy**2)` (a hand-written norm)",
-    fix_hint="`nanguard.norm(x, dim)` / `torch.linalg.vector_norm(x, dim=dim)`",
     hazard=GRADIENT,
+    hazards=("norm_zero",),
     explanation="""\
-The gradient of sqrt(sum(x²)) is x / sqrt(sum(x²)): 0/0 = NaN for the zero vector (a
-padding row, identical points, a dead feature). Torch's own norms define the gradient
-there as 0 (the minimum-norm subgradient), which is what a hand-written norm loses.
+Torch's own norms define the gradient at the zero vector as 0 (the minimum-norm
+subgradient), which is what a hand-written norm loses.
 
     n = torch.sqrt((x ** 2).sum(-1))
 ->  n = torch.linalg.vector_norm(x, dim=-1)    # or nanguard.norm(x, dim=-1)
@@ -58,13 +56,11 @@ ACOS_COSINE = Rule(
     code="NG303",
     name="acos-of-cosine",
     summary="`acos(cosine)`, `asin(dot)` where rounding can leave [-1, 1]",
-    fix_hint="`nanguard.acos(x)` / `nanguard.asin(x)`",
     hazard=VALUE,
+    hazards=("acos_domain", "asin_domain"),
     explanation="""\
-A cosine computed as a·b / (|a||b|), or by cosine_similarity, or a dot product of unit
-vectors, lands slightly outside [-1, 1] through rounding (1.0000001 for parallel vectors):
-acos/asin of it is NaN. Even clamped to exactly [-1, 1], the derivative
--1/sqrt(1 - x²) is infinite at the bounds, so parallel vectors give inf/NaN gradients.
+A cosine from cosine_similarity or a dot product of unit vectors rounds past ±1 as well.
+Even clamped to exactly [-1, 1], parallel vectors give inf/NaN gradients.
 
     angle = torch.acos(F.cosine_similarity(a, b, dim=-1))
 ->  angle = nanguard.acos(F.cosine_similarity(a, b, dim=-1))
@@ -78,11 +74,10 @@ ROOT_OF_ZERO = Rule(
     code="NG304",
     name="fractional-power-at-zero",
     summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
-    fix_hint="`nanguard.pow(x, p)` / `nanguard.sqrt(x)`; a guarded denominator for p < 0",
     hazard=GRADIENT,
+    hazards=("fractional_power_zero", "sqrt_zero", "negative_power_zero"),
     explanation="""\
-For 0 < p < 1 the derivative p·x^(p-1) is infinite at x = 0; for p < 0 the value itself is
-inf. Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
+Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
 constant features, norms and distances of equal points, squares, and counts (the degree of
 an isolated node in `deg ** -0.5`).
 
@@ -99,7 +94,7 @@ Reported only when the base is visibly one of those zero-able values and is not 
 RULES = [SQRT_GRAM, SQRT_SUM_SQUARES, ACOS_COSINE, ROOT_OF_ZERO]
 
 
-def _through_zero_clamp(ctx: Analysis, expr: ast.expr) -> Tuple[ast.expr, bool]:
+def _through_zero_clamp(ctx: Analysis, expr: ast.expr) -> tuple[ast.expr, bool]:
     """Look through `clamp(d, min=0)`, `d.clamp_min(0)`, `relu(d)`: (inner expression, clamped?)."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
     oc = ctx.op(e)
@@ -117,7 +112,7 @@ def _through_zero_clamp(ctx: Analysis, expr: ast.expr) -> Tuple[ast.expr, bool]:
     return e, False
 
 
-def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> Optional[str]:
+def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> str | None:
     """Why `expr` can be exactly 0, when that is visible; None otherwise."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
     oc = ctx.op(e)
@@ -139,7 +134,7 @@ def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> Optional[str]:
     return None
 
 
-def _root_of(ctx: Analysis, node: ast.AST) -> Optional[Tuple[ast.expr, float, str]]:
+def _root_of(ctx: Analysis, node: ast.AST) -> tuple[ast.expr, float, str] | None:
     """(base, exponent, spelling) of sqrt/rsqrt/pow/`**` with a constant exponent."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
         p = const_value(node.right)
@@ -177,33 +172,23 @@ def check_root(ctx: Analysis, target) -> None:
     what = spelling if spelling != "**" else f"** {p:g}"
     if gram_expansion(ctx, inner):
         if clamped and p > 0:
-            msg = (f"`{what}` of a clamped Gram-expansion distance: its gradient is inf where the distance "
-                   "is 0 (the diagonal); use `nanguard.distance_matrix`")
-            ctx.report(SQRT_GRAM, node, msg, hazard=GRADIENT, subject=base)
+            ctx.report(SQRT_GRAM, node, f"`{what}` of a clamped Gram-expansion distance (the clamp removes the "
+                       "NaN value, not the inf gradient at 0)", "distance_matrix", hazard=GRADIENT, subject=base)
         else:
-            msg = (f"`{what}` of `a² + b² - 2ab`: rounding makes it negative (NaN) and its gradient is inf "
-                   "at 0; use `nanguard.distance_matrix` or `torch.cdist`")
-            ctx.report(SQRT_GRAM, node, msg, hazard=VALUE, subject=base)
+            ctx.report(SQRT_GRAM, node, f"`{what}` of `a² + b² - 2ab`", "distance_matrix", hazard=VALUE,
+                       subject=base)
         return
     if sum_of_squares(ctx, inner):
-        if p > 0:
-            msg = (f"`{what}` of a sum of squares has a NaN gradient for the zero vector; use "
-                   "`torch.linalg.vector_norm` or `nanguard.norm`")
-        else:
-            msg = f"`{what}` of a sum of squares is inf for the zero vector; use `nanguard.normalize` / a guard"
-        ctx.report(SQRT_SUM_SQUARES, node, msg, hazard=hazard, subject=base)
+        ctx.report(SQRT_SUM_SQUARES, node, f"`{what}` of a sum of squares", "norm_zero", hazard=hazard, subject=base)
         return
     reason = _zero_source(ctx, base, p) or _zero_source(ctx, inner, p)
     if reason is None:
         return
-    if p > 0:
-        msg = f"`{what}` of {reason}: infinite gradient there; use `nanguard.pow` / `nanguard.sqrt`"
-    else:
-        msg = f"`{what}` of {reason}: the value is inf there; guard it (`nanguard.div`, a clamp)"
-    ctx.report(ROOT_OF_ZERO, node, msg, hazard=hazard, subject=base)
+    key = "negative_power_zero" if p < 0 else "sqrt_zero" if spelling == "sqrt" else "fractional_power_zero"
+    ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base)
 
 
-def _strictly_inside(ctx: Analysis, bound: Optional[ast.expr], upper: bool) -> bool:
+def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool:
     """Is a clamp bound strictly inside (-1, 1): `1 - eps`, `0.9999`, `-1 + 1e-7`?"""
     if bound is None:
         return False
@@ -222,7 +207,7 @@ def _strictly_inside(ctx: Analysis, bound: Optional[ast.expr], upper: bool) -> b
 _COS_WORDS = ("cos", "dot", "sim")
 
 
-def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> Optional[str]:
+def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
     """'raw' (a cosine or dot product), 'clamped' (to exactly ±1), 'guarded', or None (not a cosine)."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
     oc = ctx.op(e)
@@ -265,13 +250,11 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
     state = _cosine_state(ctx, oc.input)
     name = "acos" if oc.op == "acos" else "asin"
     if state == "raw":
-        ctx.report(ACOS_COSINE, oc.node,
-                   f"`{name}` of a cosine/dot product: rounding past ±1 gives NaN and the gradient is inf at ±1; "
-                   f"use `nanguard.{name}`", hazard=VALUE, subject=oc.input)
+        ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,
+                   subject=oc.input)
     elif state == "clamped":
-        ctx.report(ACOS_COSINE, oc.node,
-                   f"`{name}` of a cosine clamped to [-1, 1]: finite value but infinite gradient at ±1; "
-                   f"use `nanguard.{name}`", hazard=GRADIENT, subject=oc.input)
+        ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine clamped to [-1, 1] (finite value, inf gradient "
+                   "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input)
 
 
 ON_CALL = {"sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import ast
-from typing import Optional
 
-from nanguard.lint.analysis import Analysis, _name_key
+from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import nonpositive_by_construction, strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.scope import name_key
 
 NAIVE_SOFTMAX = Rule(
     code="NG901",
     name="hand-written-softmax",
     summary="`exp(x) / exp(x).sum(dim)` without subtracting max(x)",
-    fix_hint="`torch.softmax(x, dim)` / `tf.nn.softmax`; `nanguard.softmax(x, dim, mask=)`",
     hazard=VALUE,
+    hazards=("softmax_overflow",),
     explanation="""\
-exp overflows to inf for inputs above ~88 (float32; ~11 in float16), and inf / inf = NaN:
-a hand-written softmax returns NaN for any row with a large score, and 0/0 = NaN when
-every score is below ~-103.
-
     e = torch.exp(scores)
     p = e / e.sum(dim=-1, keepdim=True)
 ->  p = torch.softmax(scores, dim=-1)          # nanguard.softmax(scores, -1, mask=m) with a mask
@@ -33,7 +29,7 @@ Not reported when the exponent has the maximum subtracted (`x - x.max(-1, keepdi
 RULES = [NAIVE_SOFTMAX]
 
 
-def _exp_of(ctx: Analysis, expr: ast.expr) -> Optional[OpCall]:
+def _exp_of(ctx: Analysis, expr: ast.expr) -> OpCall | None:
     e = strip_wrappers(ctx, ctx.resolve(expr))
     oc = ctx.op(e)
     return oc if oc is not None and oc.op == "exp" else None
@@ -43,14 +39,14 @@ def _exp_of(ctx: Analysis, expr: ast.expr) -> Optional[OpCall]:
 def check_naive_softmax(ctx: Analysis, node) -> None:
     if isinstance(node, ast.BinOp):
         left, right = node.left, node.right
-    elif isinstance(node, ast.AugAssign) and _name_key(node.target) is not None:
+    elif isinstance(node, ast.AugAssign) and name_key(node.target) is not None:
         left, right = node.target, node.value  # `e /= e.sum(-1, keepdim=True)`
     else:
         return
     numerator = _exp_of(ctx, left)
     if numerator is None and isinstance(node, ast.AugAssign):
         # `e = exp(x); e /= ...` binds `e` twice; the value divided is the last one before.
-        _, values = ctx.lookup(_name_key(left))  # type: ignore[arg-type]
+        _, values = ctx.lookup(name_key(left))  # type: ignore[arg-type]
         prior = [v for v in values if v is not None and v.lineno < node.lineno]
         numerator = _exp_of(ctx, prior[-1]) if prior else None
     if numerator is None or numerator.input is None:
@@ -60,7 +56,7 @@ def check_naive_softmax(ctx: Analysis, node) -> None:
     if total is None or total.op != "sum" or total.input is None:
         return
     inner = strip_wrappers(ctx, total.input)
-    same_name = _name_key(inner) is not None and _name_key(inner) == _name_key(left)
+    same_name = name_key(inner) is not None and name_key(inner) == name_key(left)
     if not same_name:
         denominator_exp = _exp_of(ctx, inner)
         if denominator_exp is None or denominator_exp.input is None:
@@ -69,9 +65,7 @@ def check_naive_softmax(ctx: Analysis, node) -> None:
             return
     if nonpositive_by_construction(ctx, numerator.input):
         return
-    ctx.report(NAIVE_SOFTMAX, node,
-               "softmax by hand without subtracting the max: exp overflows and inf/inf = NaN; "
-               "use `torch.softmax(x, dim)` (`nanguard.softmax` with a mask)")
+    ctx.report(NAIVE_SOFTMAX, node, "softmax by hand without subtracting the max", "softmax_overflow")
 
 
 ON_DIVISION = [check_naive_softmax]

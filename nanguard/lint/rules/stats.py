@@ -7,19 +7,19 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import const_value
 from nanguard.lint.rules.base import checks
+from nanguard.lint.syntax import const_value
 
 STD_OF_ONE = Rule(
     code="NG801",
     name="unbiased-std-over-batch",
     summary="`x.std(0)`, `torch.var(x, dim=0)` with Bessel's correction",
-    fix_hint="`correction=0` (population statistics) or `nanguard.std` / `nanguard.var`",
     hazard=VALUE,
+    hazards=("std_degenerate",),
     explanation="""\
-torch.std and torch.var divide by N - 1 by default (correction=1). Over a dimension of
-size 1 that is 0/0 = NaN: dim 0 is usually the batch, and a batch of one happens (the
-last, incomplete batch of an epoch; single-sample inference; one element per group).
+torch.std and torch.var use correction=1 by default. Dim 0 is usually the batch, and a
+batch of one happens (the last, incomplete batch of an epoch; single-sample inference; one
+element per group).
 
     x = (x - x.mean(0)) / x.std(0)           # NaN for a batch of one
 ->  x = (x - x.mean(0)) / nanguard.std(x, dim=0)
@@ -60,9 +60,7 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
         return  # `torch.std(x, 0, False)`: unbiased=False
     if not _is_dim_zero(dim):
         return
-    ctx.report(STD_OF_ONE, oc.node,
-               f"`{oc.op}` over dim 0 with Bessel's correction is NaN when that dim has size 1 (a batch of one); "
-               "use `correction=0` or `nanguard.std`/`nanguard.var`")
+    ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate")
 
 
 ON_CALL = {"std": [check_std], "var": [check_std], "std_mean": [check_std], "var_mean": [check_std]}

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Tuple
+from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    PROBABILITY_WORDS, additive_terms, const_value, describe, guarded_positive, mult_factors, named_like,
-)
+from nanguard.lint.naming import PROBABILITY_WORDS, named_like
+from nanguard.lint.patterns import guarded_positive
 from nanguard.lint.rules.base import checks
+from nanguard.lint.syntax import additive_terms, const_value, describe, mult_factors
 
 HAND_XENT = Rule(
     code="NG201",
     name="hand-written-cross-entropy",
     summary="`-sum(y * log(p))`, `(p * p.log()).sum()`, `nll_loss(log(p), y)` on probabilities",
-    fix_hint="`F.cross_entropy(logits, y)` / `log_softmax`; `nanguard.xlogy(y, p)`, `nanguard.entropy(p)`",
     hazard=VALUE,
+    hazards=("xlogy_zero",),
     explanation="""\
-A probability p reaches exactly 0 (a softmax that underflows, a confident classifier, a
-one-hot or sparse target distribution). Then log(p) = -inf, and
-
-* y * log(p) with y = 0 is 0 * -inf = NaN: the whole sum, the loss and, after the update,
-  every weight become NaN (the seed story `-tf.reduce_sum(y_ * tf.log(y_conv))`);
-* with y > 0 the loss is inf and the gradient y/p is inf.
+One NaN term makes the whole sum, the loss and, after the update, every weight NaN (the
+seed story `-tf.reduce_sum(y_ * tf.log(y_conv))`).
 
 The fix is not `log(p + 1e-10)` or `log(clip(p, 1e-10, 1))`: both bias the loss and
 (clip) zero the gradient below the bound. Compute from logits, where nothing underflows:
@@ -51,7 +47,7 @@ RULES = [HAND_XENT]
 _LOGS = ("log", "log2", "log10")
 
 
-def _products(expr: ast.expr) -> Iterator[Tuple[ast.expr, list]]:
+def _products(expr: ast.expr) -> Iterator[tuple[ast.expr, list]]:
     for _sign, term in additive_terms(expr):
         while isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.USub):
             term = term.operand
@@ -109,13 +105,8 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
             continue
         if not (_probability_like(ctx, p) or any(_probability_like(ctx, f) for f in others)):
             continue  # a log-density term such as `order * diag.log()`, not a cross-entropy
-        if any(ast.dump(f) == ast.dump(p) for f in others):
-            msg = (f"`{describe(product)}` is NaN where p == 0 (0 * -inf); use `nanguard.entropy(p)` "
-                   "or compute from logits")
-        else:
-            msg = (f"`{describe(product)}` is NaN where p == 0 and y == 0 (0 * -inf) and inf otherwise; "
-                   "use `F.cross_entropy`/`log_softmax` on logits or `nanguard.xlogy(y, p)`")
-        ctx.report(HAND_XENT, product, msg)
+        what = "an entropy term" if any(ast.dump(f) == ast.dump(p) for f in others) else "a cross-entropy term"
+        ctx.report(HAND_XENT, product, f"`{describe(product)}`, {what}", "xlogy_zero")
 
 
 @checks("NG201")
@@ -127,9 +118,7 @@ def check_nll_of_log(ctx: Analysis, oc: OpCall) -> None:
     p = lo.input
     if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
         return
-    ctx.report(HAND_XENT, oc.node,
-               f"`nll_loss({describe(lo.node, 30)}, ...)` is inf where a probability is 0, with an infinite "
-               "gradient; use `F.cross_entropy` on the logits (or `F.log_softmax` in place of the log)")
+    ctx.report(HAND_XENT, oc.node, f"`nll_loss({describe(lo.node, 30)}, ...)` on probabilities", "xlogy_zero")
 
 
 ON_CALL = {"sum": [check_reduction], "mean": [check_reduction], "nll_loss": [check_nll_of_log]}

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import nanguard
+from nanguard.core.hazards import HAZARDS, suggestion
 from tests.torch.detector import programs
 
 
@@ -18,10 +19,11 @@ def _report(fn, **kw):
 
 
 @pytest.mark.parametrize("fn, kw, why, fix", [
-    (programs.distance_matrix, {}, "10 of 100 inputs were exactly 0", "nanguard.distance_matrix"),
+    (programs.distance_matrix, {}, "10 of 100 inputs were exactly 0 (10 on the diagonal)",
+     "nanguard.distance_matrix"),
     (programs.sqrt_of_negative, {}, "2 of 2 inputs are negative", "nanguard.sqrt"),
     (programs.log_of_zero, {}, "1 of 3 inputs are exactly 0", "nanguard.xlogy"),
-    (programs.exp_overflow, {}, "1 of 2 inputs exceed it", "nanguard.logsumexp"),
+    (programs.exp_overflow, {}, "1 of 2 inputs exceed 88.72", "nanguard.logsumexp"),
     (programs.where_log1p_exp, {"check": "nan"}, "0·inf = NaN", "nanguard.softplus"),
     (programs.mean_over_empty_sequence, {}, "denominators are 0", "nanguard.masked_mean"),
     (programs.x_over_zero, {}, "2 of 2 denominators are 0", "nanguard.div"),
@@ -33,8 +35,9 @@ def _report(fn, **kw):
     (programs.acos_out_of_range, {}, "defined on [−1, 1] only", "nanguard.acos"),
     (programs.float16_overflow, {}, "float16's largest finite value 65504", "torch.autocast"),
     (programs.float16_cast_overflow, {}, "float16's largest finite value 65504", "float32"),
-    (programs.pow_half_at_zero, {}, "inf at x = 0 when p < 1 (p = 0.5)", "nanguard.pow"),
+    (programs.pow_half_at_zero, {}, "1 of 2 bases were 0 (p = 0.5)", "nanguard.pow"),
     (programs.nan_data_into_model, {}, "already NaN when it reached this op", "Check the data"),
+    (programs.module_backward, {}, "1 of 4 squared norms were exactly 0", "nanguard.norm(x, dim)"),
     (programs.attention_fully_masked, {}, "every entry of", "nanguard.softmax"),
 ])
 def test_explanation_and_fix(fn, kw, why, fix):
@@ -56,3 +59,70 @@ def test_unknown_op_gets_a_generic_but_honest_explanation():
     r = d.report
     assert r.op == "aten.special_i0.default" or r.op.startswith("aten.i0")
     assert "float32's largest finite value" in r.explanation or "produced Inf" in r.explanation
+
+
+# ------------------------------------------------------------------------------------------
+# The hazard is recognised from what the runtime knows (the op, its inputs' values, their
+# autograd history), never from the words on the user's line.
+def _said(fn, **kw):
+    r = _report(fn, **kw)
+    return r, [h.key for h in HAZARDS.values() if suggestion(h, **_FIELDS.get(h.key, {})) == r.suggestion]
+
+
+_FIELDS = {"softmax_masked_row": {"fn": "nanguard.softmax"}}
+
+
+def test_distance_matrix_known_by_its_zero_diagonal_not_by_its_name():
+    def pairwise(points):
+        a = (points * points).sum(-1)
+        b = a[:, None] + a[None, :]
+        c = 2 * points @ points.T
+        return torch.sqrt(b - c)          # no "dist", "gram" or "-2*" on this line
+
+    def run():
+        p = torch.randn(6, 2, requires_grad=True)
+        pairwise(p).sum().backward()
+
+    torch.manual_seed(0)
+    r, keys = _said(run)
+    assert keys == ["distance_matrix"], (r.explanation, r.suggestion)
+    assert "6 of 36 inputs were exactly 0 (6 on the diagonal)" in r.explanation
+
+
+def test_distance_matrix_known_without_autograd_from_round_off_on_the_diagonal():
+    def run():
+        torch.manual_seed(0)
+        x = torch.randn(50, 3) * 100
+        sq = (x * x).sum(-1)
+        m = sq[:, None] + sq[None, :] - 2 * x @ x.T
+        assert float(m.diagonal().min()) < 0          # round-off made the diagonal negative
+        torch.sqrt(m)
+
+    r, keys = _said(run)
+    assert keys == ["distance_matrix"] and "are round-off negatives" in r.explanation
+
+
+def test_a_line_that_says_dist_is_not_taken_for_a_distance_matrix():
+    def run():
+        dist = torch.tensor([0.0, 4.0], requires_grad=True)
+        torch.sqrt(dist).sum().backward()   # "dist" on the line, but a plain sqrt at 0
+
+    r, keys = _said(run)
+    assert keys == ["sqrt_zero"], r.suggestion
+    assert "nanguard.distance_matrix" not in r.suggestion
+
+
+@pytest.mark.parametrize("make, values, key", [
+    (lambda x: F.softmax(x, -1), [-300.0, 300.0], "log_softmax"),
+    (torch.sigmoid, [-300.0, 300.0], "log_sigmoid"),
+    (lambda x: 1 - torch.sigmoid(x), [-300.0, 300.0], "log_one_minus_sigmoid"),
+    (lambda x: torch.exp(x).sum(-1), [-300.0, -200.0], "logsumexp_overflow"),
+    (lambda x: x.relu(), [-300.0, 300.0], "log_zero"),
+])
+def test_log_of_zero_is_named_by_the_op_that_made_the_zero(make, values, key):
+    def run():
+        x = torch.tensor([values], requires_grad=True)
+        torch.log(make(x))
+
+    r, keys = _said(run)
+    assert keys == [key], (r.explanation, r.suggestion)

@@ -1,0 +1,196 @@
+"""Catalogue entries, part two: division and means, statistics, trigonometry, softmax and
+masks, products, where, clamps, overflow, NaN from outside, the optimizer step.
+
+Part of the hazard catalogue `nanguard.core.hazards`; read the entries there.
+"""
+
+from __future__ import annotations
+
+from nanguard.core.hazard import Hazard, make, nanguard_op
+
+_TORCH_CLAMP = {"torch": "torch.clamp", "tf": "tf.clip_by_value", "jax": "jax.numpy.clip"}
+
+
+def _inverse_trig(fn: str, derivative: str) -> Hazard:
+    return make(f"{fn}_domain", f"{fn} at or beyond ±1", (fn, "arc" + fn[1:]),
+                value="NaN for |x| > 1", gradient=f"{derivative}: inf at x = ±1",
+                why=f"{fn} is defined on [−1, 1] only and its gradient {derivative} is inf at ±1; a cosine "
+                    "computed as a·b/(|a||b|) lands just outside [−1, 1] by round-off (1.0000001 for parallel "
+                    "vectors)",
+                fix=f"nanguard.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                    "nanguard.cosine_similarity for the cosine itself",
+                safe=nanguard_op(fn), lint=("NG303",),
+                evidence={"forward": "the inputs reach {peak}", "backward": "the inputs reach {peak}"})
+
+
+ENTRIES: list[Hazard] = [
+    # ---------------------------------------------------------------- division and means
+    make("div_zero", "division by 0", ("div", "true_divide", "reciprocal", "floor_divide", "addcdiv"),
+         value="±inf for x/0, NaN for 0/0", gradient="1/b and −a/b²: inf where b = 0",
+         why="x/0 = ±inf and 0/0 = NaN, and the gradients 1/b and −a/b² are inf where b = 0",
+         fix="nanguard.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or fill=)",
+         safe=nanguard_op("div"),
+         evidence={"x_over_zero": "{zeros} of {numel} denominators are 0 (x/0 = ±inf)",
+                   "zero_over_zero": "{zeros} of {numel} denominators are 0 (0/0 = NaN where the numerator is 0 "
+                                     "too: {num_zeros} numerator zeros)",
+                   "reciprocal": "1/x is inf at x = 0; {zeros} of {numel} inputs are 0",
+                   "scalar": "the divisor is the number 0",
+                   "addcdiv": "addcdiv computes x + value·a/b; {zeros} of {numel} denominators are 0",
+                   "infinite": "the division met ±inf/±inf or 0/0 (see the inputs below)",
+                   "backward": "{zeros} of {numel} denominators were 0"}),
+    make("mean_empty", "mean over an empty set", ("div", "mean", "nanmean"),
+         value="0/0 = NaN for an empty group", gradient="NaN for an empty group",
+         why="a mean divides by the number of elements it averages, which is 0 for an empty sequence, a fully "
+             "padded row or a batch whose labels are all ignored: 0/0 = NaN",
+         fix="nanguard.masked_mean(x, mask, dim) averages over a mask and gives 0 (with a zero gradient) for "
+             "empty groups; nanguard.div(a, b, fill=0.0) for other ratios",
+         safe=nanguard_op("masked_mean"), lint=("NG401",),
+         evidence={"forward": "{zeros} of {numel} denominators are 0, counts of empty groups whose sum is 0 "
+                              "too",
+                   "empty": "the tensor averaged is empty (0 elements)",
+                   "backward": "{zeros} of {numel} counts were 0"}),
+    # -------------------------------------------------------------------- statistics
+    make("std_degenerate", "std/var of one element or a constant", ("std", "var", "std_mean", "var_mean"),
+         value="NaN when the reduced size n ≤ correction (one element with Bessel's correction)",
+         gradient="NaN with the value; the second derivative is NaN for a constant group",
+         why="std and var with Bessel's correction divide by n − 1, which is 0 for a single element (a batch "
+             "of one): 0/0 = NaN in the value and the gradient; and std's second derivative is NaN for a "
+             "constant group",
+         fix="nanguard.std(x, dim) / nanguard.var(x, dim), finite in value and gradient for one element and for "
+             "constant groups; or correction=0 when the population statistic is meant",
+         safe=nanguard_op("std"), lint=("NG801",),
+         evidence={"forward": "the input has {n} element{s} along the reduced dims"}),
+    # -------------------------------------------------------------------- trigonometry
+    _inverse_trig("acos", "−1/sqrt(1 − x²)"),
+    _inverse_trig("asin", "1/sqrt(1 − x²)"),
+    make("atanh_domain", "atanh at or beyond ±1", ("atanh", "arctanh"),
+         value="±inf at ±1, NaN outside [−1, 1]", gradient="1/(1 − x²): inf at ±1",
+         why="atanh is ±inf at ±1 and NaN outside [−1, 1], and its gradient 1/(1 − x²) is inf at ±1",
+         fix="clamp the argument strictly inside (−1, 1), x.clamp(−1 + eps, 1 − eps), or reparametrise",
+         safe=_TORCH_CLAMP,
+         evidence={"forward": "the inputs range over [{min}, {max}]"}),
+    make("atan2_origin", "atan2 at the origin", ("atan2", "arctan2"),
+         value="finite (0 at the origin)", gradient="(x, −y)/(x² + y²): 0/0 at the origin",
+         why="atan2's gradient (x, −y)/(x² + y²) is 0/0 = NaN at the origin",
+         fix="exclude the origin with nanguard.safe_where, or add the angle only where x² + y² > 0",
+         safe=nanguard_op("safe_where")),
+    # -------------------------------------------------------------- softmax and masks
+    make("softmax_masked_row", "softmax of a fully masked row",
+         ("softmax", "log_softmax", "scaled_dot_product_attention", "multi_head_attention_forward"),
+         value="NaN for a row whose every entry is −inf", gradient="NaN on such a row",
+         why="{op} of a row whose every entry is −inf (fully masked: an empty or fully padded sequence, a query "
+             "with no valid key) is exp(−inf − (−inf)) = 0/0 = NaN, in the value and the gradient",
+         fix="{fn}(x, dim, mask=mask) gives 0 for fully masked rows (with a zero gradient) instead of NaN; or "
+             "keep at least one unmasked position per row",
+         safe=nanguard_op("softmax"), lint=("NG701",),
+         evidence={"forward": "every entry of {rows} of {total} rows is −inf (fully masked)",
+                   "neginf": "{neginf} inputs are −inf: rows whose entries are all −inf, or inf − inf",
+                   "attention": "a query attends over keys that are all masked",
+                   "backward": "on {rows} of {total} rows every entry is −inf"},
+         defaults={"op": "softmax", "fn": "nanguard.softmax"}),
+    make("logsumexp_masked_row", "logsumexp of a fully masked row", ("logsumexp",),
+         value="−inf (not NaN) for a row whose every entry is −inf",
+         gradient="exp(x − logsumexp(x)) = exp(−inf − (−inf)) = NaN on such a row",
+         why="logsumexp of a row whose every entry is −inf is −inf, and its gradient exp(x − logsumexp(x)) is "
+             "exp(−inf − (−inf)) = exp(NaN) there",
+         fix="nanguard.logsumexp(x, dim) returns −inf with a zero gradient for all −inf rows (mask= for masks)",
+         safe=nanguard_op("logsumexp"),
+         evidence={"forward": "every entry of {rows} of {total} rows is −inf",
+                   "backward": "on {rows} of {total} rows every entry is −inf"}),
+    make("inf_minus_inf", "inf − inf", ("add", "sub", "rsub", "softmax", "log_softmax", "logsumexp"),
+         value="NaN where infinities of opposite sign meet", gradient="NaN with the value",
+         why="inf − inf = NaN: the operands hold infinities that cancel at the same position",
+         fix="find where the infinities come from (see the inputs); for attention masks pass a mask "
+             "(nanguard.softmax(x, dim, mask=mask)) instead of adding −inf to scores that may be −inf too",
+         safe=nanguard_op("softmax"),
+         evidence={"forward": "the inputs hold {posinf} +inf and {neginf} −inf"}),
+    # ------------------------------------------------------------------------ products
+    make("zero_times_inf", "0 · inf", ("mul",),
+         value="NaN where one factor is 0 and the other ±inf", gradient="NaN with the value",
+         why="0 · ±inf = NaN: one factor holds ±inf where the other is 0",
+         fix="find where the ±inf comes from (see the inputs); nanguard.safe_where keeps masked entries out of "
+             "the product",
+         safe=nanguard_op("safe_where"),
+         evidence={"forward": "the factors hold {inf} ±inf and {zeros} zeros"}),
+    make("xlogy_zero", "x·log(x) and x·log(y) at 0", ("xlogy", "special_xlogy", "mul", "log", "entropy"),
+         value="0·log(0) = NaN where x = y = 0; inf where only y = 0",
+         gradient="x/y = 0/0 = NaN where x = y = 0",
+         why="x·log(y) is 0·log(0) = 0·(−inf) = NaN where x = y = 0 (a sparse target, a probability that "
+             "underflowed) and inf where only y = 0; the gradient with respect to y is x/y, which is 0/0 = NaN "
+             "there",
+         fix="nanguard.xlogy(x, y) uses 0·log 0 = 0 with gradient 0 where x = 0; nanguard.entropy(p) / "
+             "nanguard.cross_entropy_probs(y, p) for the usual sums, F.cross_entropy(logits, y) from logits",
+         safe=nanguard_op("xlogy"), lint=("NG201",),
+         evidence={"forward": "one factor is 0 where the other, a log-probability, is −inf ({neginf} −inf)",
+                   "backward": "{zeros} of {numel} entries of x are 0"}),
+    # ------------------------------------------------------------------- where, clamps
+    make("where_gradient", "where() with a singular discarded branch", ("where", "masked_fill"),
+         value="finite: the where selects the other branch",
+         gradient="0·inf = NaN where the discarded branch's derivative is inf",
+         why="where() and masked_fill() still differentiate the branch they discard, and its zero upstream "
+             "gradient times an infinite derivative (log, sqrt, 1/x at 0; acos at ±1; an overflowing exp) is "
+             "0·inf = NaN",
+         fix="nanguard.safe_where(cond, fn, x, other, safe) (the double where) replaces x by a safe value "
+             "before fn sees it",
+         safe=nanguard_op("safe_where"), lint=("NG501",)),
+    make("clamped_log", "log of a clamped probability", ("log", "clamp"),
+         value="finite: the clamp keeps log away from 0",
+         gradient="0 below the bound: the clamp hides log 0 instead of removing it",
+         why="clamping a probability before the log keeps it finite, but the clamp's gradient is exactly 0 below "
+             "the bound, so the worst-predicted examples stop contributing and the loss is biased by the bound",
+         fix="log-probabilities from the logits (F.log_softmax, F.cross_entropy, "
+             "F.binary_cross_entropy_with_logits); nanguard.xlogy(y, p) when only probabilities exist",
+         safe={"torch": "torch.log_softmax", "tf": "tf.nn.log_softmax", "jax": "jax.nn.log_softmax"},
+         lint=("NG601",)),
+    make("clamped_logits", "clamped logits before softmax", ("softmax", "log_softmax", "clamp"),
+         value="finite with or without the clamp", gradient="0 for every logit outside the clamp's range",
+         why="softmax and log_softmax subtract the maximum internally, so a clamp of the logits prevents no "
+             "overflow; it zeroes the gradient of every logit outside the range, and a NaN it seems to cure "
+             "comes from elsewhere (often an exploding gradient upstream)",
+         fix="drop the clamp (softmax is already stable) and find the NaN's source with `nanguard run`",
+         safe={"torch": "torch.softmax", "tf": "tf.nn.softmax", "jax": "jax.nn.softmax"}, lint=("NG602",)),
+    # ------------------------------------------------------------------------ overflow
+    make("overflow_low_precision", "float16 overflow", ("mul", "matmul", "mm", "addmm", "sum", "_to_copy"),
+         value="inf above 65504", gradient="inf, then NaN, with the value",
+         why="float16 holds values up to 65504 only, so products, sums and casts of ordinary activations "
+             "overflow to inf",
+         fix="compute this op in float32 (x.float()), or use torch.autocast, which keeps overflow-prone ops in "
+             "float32, with torch.amp.GradScaler for the gradients",
+         safe={"torch": "torch.autocast", "tf": "tf.keras.mixed_precision", "jax": "jax.numpy.float32"},
+         evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
+                   "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
+    make("overflow", "overflow of the dtype's range", ("mul", "matmul", "mm", "addmm", "sum", "pow", "exp"),
+         value="inf above the dtype's largest finite value", gradient="inf, then NaN, with the value",
+         why="a finite result too large for its dtype rounds to inf",
+         fix="rescale the values (normalise the inputs, lower the learning rate) or compute in float64",
+         safe={"torch": "torch.float64", "tf": "tf.float64", "jax": "jax.numpy.float64"},
+         evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
+                   "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
+    # ---------------------------------------------------------- from outside, optimizer
+    make("nan_input", "NaN from outside the checked code", (),
+         value="NaN already in an input", gradient="NaN with the value",
+         why="the NaN came from outside the code nanguard checks (the data, loaded weights, or code that ran "
+             "before detect() was entered)",
+         fix="Check the data where it is loaded (torch.isnan(batch).any()), e.g. a header row or a missing value "
+             "parsed as NaN; clean it (drop the rows, or torch.nan_to_num) before the model sees it",
+         safe={"torch": "torch.nan_to_num", "tf": "tf.where", "jax": "jax.numpy.nan_to_num"},
+         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"}),
+    make("optimizer_step", "an optimizer step that makes NaN/Inf", ("step",),
+         value="NaN/Inf in the parameters after a step with finite gradients", gradient="-",
+         why="an optimizer step can turn finite gradients into non-finite parameters: a learning rate too large "
+             "for them, or an update divided by a vanishing second moment",
+         fix="Use eps > 0 (Adam's default 1e-8), a smaller learning rate, or clip the gradients "
+             "(torch.nn.utils.clip_grad_norm_); nanguard.GradGuard can skip a bad step",
+         safe={"torch": "nanguard.GradGuard", "tf": "nanguard.tf.GradGuard", "jax": "nanguard.jax.GradGuard"},
+         evidence={"forward": "the gradients were finite, but {optimizer}.step ({hp}) made {what} in the "
+                              "parameters",
+                   "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"}),
+    make("unexplained", "an op no entry explains", (),
+         value="-", gradient="-",
+         why="no hazard in nanguard's catalogue matches this op and these inputs",
+         fix="look at the input ranges below for zeros, negatives or huge values; nanguard's safe ops "
+             "(nanguard.sqrt, nanguard.div, nanguard.xlogy, nanguard.softmax ...) cover the usual cases",
+         safe=nanguard_op("sqrt"),
+         evidence={"forward": "{fn} produced {what} from finite inputs",
+                   "backward": "the backward of {fn} produced {what} from finite values (node {node}, op {op})"}),
+]

@@ -1,0 +1,83 @@
+"""What names say: counts that can be 0, masks, probabilities and targets.
+
+Variable names are evidence the linter weighs (``lengths``, ``mask``, ``probs``); these
+predicates read them as `_`-separated tokens and look one assignment deep.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.syntax import _bounded_walk, last_identifier
+
+_COUNT_WORDS = frozenset({
+    "len", "lens", "length", "lengths", "count", "counts", "cnt", "cnts", "deg", "degree", "degrees",
+    "nnz", "ntokens", "ntok", "seqlen", "seqlens",
+})
+
+
+_COUNT_PREFIXED = re.compile(r"^(num|n|number)_?(valid|tokens?|nonzero|non_zero|nonpad|non_pad|unmasked|"
+                             r"active|present|observed|real|elements|items|members|neighbou?rs|words|frames)$")
+
+
+def is_count_name(expr: ast.AST) -> bool:
+    """`lengths`, `seq_lens`, `self.counts`, `num_valid`, `deg`: names for a count that can be 0."""
+    ident = last_identifier(expr)
+    if ident is None:
+        return False
+    low = ident.lower()
+    if _COUNT_PREFIXED.match(low):
+        return True
+    return any(word in _COUNT_WORDS for word in low.split("_"))
+
+
+_MASK_WORDS = ("mask", "valid", "nonpad", "non_pad", "not_pad", "notpad", "keep")
+
+
+def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+    """A boolean/0-1 tensor: a comparison, `~m`, `m1 & m2`, `tf.not_equal(...)`, a name like `mask`."""
+    e = strip_wrappers(ctx, expr)
+    if isinstance(e, ast.Compare):
+        return True
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Invert, ast.Not)):
+        return is_mask_like(ctx, e.operand, depth)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.BitAnd, ast.BitOr)):
+        return is_mask_like(ctx, e.left, depth) or is_mask_like(ctx, e.right, depth)
+    oc = ctx.op(e)
+    if oc is not None and oc.op == "compare":
+        return True
+    ident = last_identifier(e)
+    if ident is not None:
+        low = ident.lower()
+        if any(w in low for w in _MASK_WORDS):
+            return True
+        if depth > 0:
+            value = ctx.value_of(e)
+            if value is not None:
+                return is_mask_like(ctx, value, depth - 1)
+    return False
+
+
+PROBABILITY_WORDS = frozenset({
+    "p", "q", "pi", "py", "px", "pz", "qz", "prob", "probs", "proba", "probas", "probability",
+    "probabilities", "conv", "softmax", "sigmoid", "attn", "attention", "posterior", "likelihood",
+    "yhat", "hat",
+})
+
+
+def named_like(ctx: Analysis, expr: ast.expr, words: frozenset, y_prefix: bool = False) -> bool:
+    """Does a variable in `expr` carry one of `words` as a `_`-separated token (`probs`,
+    `p_hat`, `y_conv`, `self.attn`)? With `y_prefix`, names starting with `y` count too."""
+    for node in _bounded_walk(expr, 40):
+        ident = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if ident is None or ident in ctx.imports.aliases:
+            continue
+        low = ident.lower()
+        if y_prefix and low.startswith("y"):
+            return True
+        if any(t in words for t in re.split(r"[_\d]+", low) if t):
+            return True
+    return False

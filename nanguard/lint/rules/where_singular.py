@@ -1,0 +1,152 @@
+"""The singular ops a where branch evaluates everywhere (NG501's first half).
+
+`singulars` finds, in a branch of `where`/`masked_fill`, the ops whose derivative is
+infinite somewhere (log, sqrt, 1/x at 0; acos at ±1; exp overflowing), looking one
+assignment deep and into local lambdas; `has_inner_guard` tells an input already made safe.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.patterns import guarded_positive, names_in
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, const_value
+
+_SINGULAR = {"log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt", "rsqrt": "rsqrt",
+             "reciprocal": "reciprocal", "acos": "acos", "asin": "asin", "atanh": "atanh"}
+
+
+_GUARDS = ("where", "masked_fill", "nan_to_num")
+
+
+class Singular:
+    """A singular op met in a branch: its input, extra names the input stands for (lambda
+    arguments), and `via`, the branch variable it was reached through (`exp` in
+    `exp = x.exp(); where(isinf(exp), x, exp.log1p())`)."""
+
+    __slots__ = ("extra_names", "input", "label", "node", "via")
+
+    def __init__(self, label: str, node: ast.AST, input_: ast.expr | None, extra_names: frozenset = frozenset()):
+        self.label = label
+        self.node = node
+        self.input = input_
+        self.extra_names = extra_names
+        self.via: str | None = None
+
+
+def _classify(ctx: Analysis, node: ast.AST) -> Singular | None:
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Div) and const_value(node.right) is None:
+            return Singular("division", node, node.right)
+        if isinstance(node.op, ast.Pow):
+            p = const_value(node.right)
+            if p is not None and (p < 0 or 0 < p < 1):
+                return Singular(f"** {p:g}", node, node.left)
+        return None
+    oc = ctx.op(node)
+    if oc is None:
+        return None
+    if oc.op in _SINGULAR:
+        return Singular(_SINGULAR[oc.op], node, oc.input)
+    if oc.op == "pow":
+        p = const_value(oc.operand(1, "exponent", "y"))
+        if p is not None and (p < 0 or 0 < p < 1):
+            return Singular(f"pow(x, {p:g})", node, oc.input)
+    if oc.op == "div" and oc.keyword("rounding_mode") is None:
+        den = oc.operand(1, "other", "y")
+        if den is not None and const_value(den) is None:
+            return Singular("division", node, den)
+    if oc.op in ("exp", "expm1"):
+        return Singular("exp", node, oc.input)  # both overflow for inputs above ~88 (float32)
+    return None
+
+
+def singulars(ctx: Analysis, branch: ast.expr) -> Iterator[Singular]:
+    """Singular ops evaluated when `branch` is, looking one assignment deep and into local lambdas."""
+    stack: list[tuple[ast.AST, str | None]] = [(branch, None)]
+    seen = 0
+    while stack and seen < 300:
+        node, via = stack.pop()
+        seen += 1
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            oc = ctx.op(node)
+            if oc is not None and oc.op in _GUARDS:
+                continue  # an inner where/masked_fill is a guard, not part of this hazard
+            if oc is None and isinstance(node.func, ast.Name):
+                for found in _lambdasingulars(ctx, node):
+                    found.via = via
+                    yield found
+        found = _classify(ctx, node)
+        if found is not None:
+            found.via = via
+            yield found
+        key = name_key(node)
+        if key is not None:
+            if via is None:
+                # Every value the name may hold here (`rhs = ...` in both arms of an if).
+                stack.extend((v, key) for v in prior_values(ctx, node, branch))
+            continue
+        stack.extend((child, via) for child in ast.iter_child_nodes(node))
+
+
+def _lambdasingulars(ctx: Analysis, call: ast.Call) -> Iterator[Singular]:
+    """`f = lambda x: 1. / x; ... f(x)`: singular ops of the body, in terms of the call's arguments."""
+    value = ctx.value_of(call.func)
+    if not isinstance(value, ast.Lambda):
+        return
+    params = [a.arg for a in value.args.posonlyargs + value.args.args]
+    binding: dict[str, ast.expr] = {p: a for p, a in zip(params, call.args)}
+    for node in bounded_walk(value.body, 200):
+        found = _classify(ctx, node)
+        if found is None or found.input is None:
+            continue
+        used = {n.id for n in bounded_walk(found.input, 60) if isinstance(n, ast.Name)}
+        args = [binding[p] for p in used if p in binding]
+        if not args:
+            continue
+        if isinstance(found.input, ast.Name) and found.input.id in binding:
+            found.input = binding[found.input.id]
+            yield found
+        else:
+            extra = frozenset().union(*(names_in(ctx, a) for a in args))
+            yield Singular(found.label, found.node, found.input, extra)
+
+
+def prior_values(ctx: Analysis, name: ast.AST, at: ast.AST) -> list[ast.expr]:
+    """Values assigned to `name` (a Name or `self.x`) before the line of `at`."""
+    key = name_key(name)
+    if key is None:
+        return []
+    _, values = ctx.lookup(key)
+    line = at.lineno  # type: ignore[attr-defined]
+    return [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+
+
+def has_inner_guard(ctx: Analysis, expr: ast.expr) -> bool:
+    """The input already went through a guard: an inner where/masked_fill/nan_to_num, a
+    positive clamp, or a name holding one (`safe_x = where(ok, x, 1)`) or called `safe*`."""
+    for node in bounded_walk(expr, 150):
+        if isinstance(node, ast.Call):
+            oc = ctx.op(node)
+            if oc is not None and (oc.op in _GUARDS or (
+                    oc.op in ("clamp", "clamp_min", "maximum") and guarded_positive(ctx, node, 0))):
+                return True
+        key = name_key(node)
+        if key is None:
+            continue
+        if "safe" in key.lower():
+            return True
+        _, values = ctx.lookup(key)
+        for v in values:
+            if v is None:
+                continue
+            oc = ctx.op(v)
+            if oc is not None and (oc.op in _GUARDS or (
+                    oc.op in ("clamp", "clamp_min", "maximum") and guarded_positive(ctx, v, 0))):
+                return True
+    return False

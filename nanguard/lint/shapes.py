@@ -1,0 +1,124 @@
+"""Shapes of a computation: squares, sums of squares, Gram expansions, tensor ops.
+
+`sum_of_squares` and `gram_expansion` recognise a hand-written norm and the
+|a|² + |b|² − 2a·b expansion of squared distances (the roots rules, NG301/NG302); like every
+predicate here they err on the side of not matching.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.syntax import (
+    additive_terms,
+    bounded_walk,
+    const_value,
+    last_identifier,
+    mult_factors,
+)
+
+
+def square_base(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
+    """The x of `x ** 2`, `x * x`, `x.pow(2)`, `torch.square(x)`; None otherwise."""
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, ast.Pow) and const_value(expr.right) == 2:
+            return expr.left
+        if isinstance(expr.op, ast.Mult) and ast.dump(expr.left) == ast.dump(expr.right) \
+                and const_value(expr.left) is None:
+            return expr.left
+        return None
+    oc = ctx.op(expr)
+    if oc is None:
+        return None
+    if oc.op == "square":
+        return oc.input
+    if oc.op == "pow" and const_value(oc.operand(1, "exponent", "y")) == 2:
+        return oc.input
+    return None
+
+
+def sum_of_squares(ctx: Analysis, expr: ast.expr) -> bool:
+    """`(x**2).sum(-1)`, `torch.sum(x*x, 1)`, `tf.reduce_sum(tf.square(x))`, `dx**2 + dy**2`."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None and oc.op in ("sum", "mean") and oc.input is not None:
+        inner = strip_wrappers(ctx, ctx.resolve(oc.input))
+        return square_base(ctx, inner) is not None
+    terms = additive_terms(e)
+    return len(terms) >= 2 and all(s > 0 and square_base(ctx, t) is not None for s, t in terms)
+
+
+def gram_expansion(ctx: Analysis, expr: ast.expr) -> bool:
+    """`a2 + b2 - 2 * a @ b.T`, `x_sq - 2 * torch.mm(x, y.t()) + y_sq`, `addmm(..., alpha=-2)`."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None and oc.op == "addmm":
+        alpha = oc.keyword("alpha")
+        if alpha is not None:
+            return const_value(alpha) == -2
+        return any(const_value(a) == -2 for a in oc.node.args)
+    terms = additive_terms(e)
+    if len(terms) < 3:
+        return False
+    positives = [t for s, t in terms if s > 0 and const_value(t) is None]
+    if len(positives) < 2:
+        return False  # |a|² + |b|² - 2ab needs both squared norms
+    for sign, term in terms:
+        factors = mult_factors(term)
+        if len(factors) < 2:
+            continue
+        coeff = 1.0
+        symbolic: list[ast.expr] = []
+        for f in factors:
+            v = const_value(f)
+            if v is None:
+                symbolic.append(f)
+            else:
+                coeff *= v
+        if symbolic and sign * coeff == -2 and _inner_product(ctx, term, symbolic):
+            return True
+    return False
+
+
+_GRAM_WORDS = ("gram", "dot", "inner", "prod", "xy", "xtx", "ata", "cross", "sim", "mm")
+
+
+def _inner_product(ctx: Analysis, term: ast.expr, symbolic: list[ast.expr]) -> bool:
+    """Does the `2 * ...` term multiply two vectors (`a * b`, `a @ b.T`, `torch.mm`, `gram`)?"""
+    if len(symbolic) >= 2:
+        return True
+    for node in bounded_walk(term, 40):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+    only = strip_wrappers(ctx, symbolic[0])
+    for candidate in (only, ctx.value_of(only)):
+        if candidate is None:
+            continue
+        oc = ctx.op(candidate)
+        if oc is not None and oc.op in ("matmul", "addmm"):
+            return True
+        if isinstance(candidate, ast.BinOp) and isinstance(candidate.op, (ast.MatMult, ast.Mult)):
+            return True
+        ident = last_identifier(candidate)
+        if ident is not None and any(w in ident.lower() for w in _GRAM_WORDS):
+            return True
+    return False
+
+
+def has_tensor_op(ctx: Analysis, expr: ast.expr) -> bool:
+    """Evidence that `expr` is a tensor computation: a recognised torch/tf op or tensor method
+    in it, or in the value of a name it uses (Python floats have neither)."""
+    for node in bounded_walk(expr, 120):
+        if isinstance(node, ast.Call) and ctx.op(node) is not None:
+            return True
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            value = ctx.value_of(node)
+            if value is not None:
+                for inner in bounded_walk(value, 60):
+                    if isinstance(inner, ast.Call) and ctx.op(inner) is not None:
+                        return True
+    return False

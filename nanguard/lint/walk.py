@@ -1,0 +1,240 @@
+"""One pass over a module's AST: scopes, bindings, no-grad regions and candidate nodes.
+
+The walk is iterative (no recursion limit on deeply nested code) and records only what the
+rules need, so a 1.2 M-line tree is analysed in about the time `ast.parse` takes:
+
+* per scope (module, class, function, lambda): every binding of every name, with the
+  assigned value when it is a plain ``name = value``, so a rule can look through
+  ``p = softmax(x); log(p)``; in-place changes (``d[d == 0] = 1``, ``d.clamp_(min=1)``) and
+  names compared with zero (``if n == 0: return``), which rules treat as guards;
+* whether a node is in code autograd never differentiates (``with torch.no_grad()``,
+  ``@torch.inference_mode()``, a custom ``backward(ctx, ...)``): gradient-only hazards are
+  not reported there;
+* the calls, divisions and powers the rules are triggered by.
+
+`nanguard.lint.analysis.Analysis` adds the queries the rules ask of the result.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from nanguard.lint.names import QUALNAME_TO_OP, ImportMap, OpCall
+from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_key
+
+
+class Walk:
+    """The module's scopes and candidate nodes, collected in one walk of the tree."""
+
+    def __init__(self, tree: ast.Module, imports: ImportMap) -> None:
+        self.tree = tree
+        self.imports = imports
+        self.module_scope = Scope(tree, None)
+        self.calls: list[tuple[ast.Call, Scope, bool]] = []
+        self.divisions: list[tuple[ast.AST, Scope, bool]] = []
+        self.powers: list[tuple[ast.BinOp, Scope, bool]] = []
+        # id(value) -> the name it is assigned to, for "is this result fixed up later?".
+        self.assigned_to: dict[int, str] = {}
+        # Set by the pre-pass over where/masked_fill/nan_to_num calls.
+        self.in_where: dict[int, tuple[ast.Call, ast.expr]] = {}
+        self.sanitised: set[int] = set()
+        self._ops: dict[int, OpCall | None] = {}
+        self.raw: list[Raw] = []
+        self._reported: set[tuple[str, int]] = set()
+        self.enabled: set[str] = set()
+        # State of the node being checked (set by the dispatcher).
+        self.scope: Scope = self.module_scope
+        self.nograd = False
+        self._walk()
+
+    def _walk(self) -> None:
+        stack: list[tuple[ast.AST, Scope, bool]] = [(self.tree, self.module_scope, False)]
+        push = stack.append
+        pop = stack.pop
+        child_fields = CHILD_FIELDS
+        calls_append = self.calls.append
+        Call, BinOp, Div, Pow = ast.Call, ast.BinOp, ast.Div, ast.Pow
+        special = SPECIAL
+        while stack:
+            node, scope, nograd = pop()
+            kind = node.__class__
+            if kind is Call:
+                calls_append((node, scope, nograd))
+                func = node.func
+                if func.__class__ is ast.Attribute:
+                    attr = func.attr
+                    # `d.clamp_(min=1)`, `s.masked_fill_(m, -inf)`: in-place changes of a name.
+                    if attr[-1] == "_" and attr[0] != "_":
+                        key = name_key(func.value)
+                        if key is not None:
+                            scope.mutations.setdefault(key, []).append(node)
+                    elif attr == "any" or attr == "all":
+                        key = name_key(func.value)
+                        if key is not None:
+                            scope.zero_checked.add(key)
+            elif kind is BinOp:
+                op = node.op.__class__
+                if op is Div:
+                    self.divisions.append((node, scope, nograd))
+                elif op is Pow:
+                    self.powers.append((node, scope, nograd))
+            elif kind in special and self._special(node, kind, scope, nograd, push):
+                continue
+            for name in child_fields.get(kind, ()):
+                value = getattr(node, name)
+                if value is None:
+                    continue
+                if value.__class__ is list:
+                    for child in reversed(value):
+                        if child is not None:
+                            push((child, scope, nograd))
+                else:
+                    push((value, scope, nograd))
+
+    def _special(self, node: ast.AST, kind: type, scope: Scope, nograd: bool, push: Callable) -> bool:
+        """Bindings, scopes and no-grad regions. True when the children were pushed here."""
+        if kind is ast.Assign:
+            value = node.value  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]
+                self._bind_target(target, value, scope)
+            if len(node.targets) == 1:  # type: ignore[attr-defined]
+                key = name_key(node.targets[0])  # type: ignore[attr-defined]
+                if key is not None:
+                    self.assigned_to[id(value)] = key
+        elif kind is ast.AugAssign:
+            target = node.target  # type: ignore[attr-defined]
+            key = name_key(target)
+            if key is not None:
+                scope.bind(key, None)
+            elif isinstance(target, ast.Subscript):
+                key = name_key(target.value)
+                if key is not None:
+                    scope.mutations.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]
+            if type(node.op) is ast.Div:  # type: ignore[attr-defined]
+                self.divisions.append((node, scope, nograd))
+        elif kind is ast.AnnAssign:
+            self._bind_target(node.target, node.value, scope)  # type: ignore[attr-defined]
+        elif kind is ast.NamedExpr:
+            scope.bind(node.target.id, node.value)  # type: ignore[attr-defined]
+        elif kind is ast.Compare:
+            self._note_zero_check(node, scope)  # type: ignore[arg-type]
+        elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
+            self._bind_target(node.target, None, scope)  # type: ignore[attr-defined]
+        elif kind is ast.ExceptHandler:
+            if node.name:  # type: ignore[attr-defined]
+                scope.bind(node.name, None)  # type: ignore[attr-defined]
+        elif kind is ast.With or kind is ast.AsyncWith:
+            inner = nograd
+            for item in node.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    self._bind_target(item.optional_vars, None, scope)
+                if self._disables_grad(item.context_expr):
+                    inner = True
+                push((item.context_expr, scope, nograd))
+            for stmt in reversed(node.body):  # type: ignore[attr-defined]
+                push((stmt, scope, inner))
+            return True
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.Lambda:
+            self._function(node, kind, scope, nograd, push)
+            return True
+        elif kind is ast.ClassDef:
+            scope.bind(node.name, None)  # type: ignore[attr-defined]
+            for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:  # type: ignore
+                push((expr, scope, nograd))
+            inner_scope = Scope(node, scope)
+            for stmt in reversed(node.body):  # type: ignore[attr-defined]
+                push((stmt, inner_scope, nograd))
+            return True
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            self.imports.add(node, module_level=scope is self.module_scope)
+            for alias in node.names:  # type: ignore[attr-defined]
+                scope.bind((alias.asname or alias.name).split(".", 1)[0], None)
+            return True
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            for name in node.names:  # type: ignore[attr-defined]
+                scope.bind(name, None)
+            return True
+        return False
+
+    def _function(self, node: ast.AST, kind: type, scope: Scope, nograd: bool, push: Callable) -> None:
+        if kind is not ast.Lambda:
+            scope.bind(node.name, None)  # type: ignore[attr-defined]
+            for deco in node.decorator_list:  # type: ignore[attr-defined]
+                push((deco, scope, nograd))
+        args = node.args  # type: ignore[attr-defined]
+        for default in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
+            push((default, scope, nograd))
+        inner_scope = Scope(node, scope)
+        for arg in args.posonlyargs + args.args + args.kwonlyargs:
+            inner_scope.bind(arg.arg, None)
+        for arg in (args.vararg, args.kwarg):
+            if arg is not None:
+                inner_scope.bind(arg.arg, None)
+        inner_nograd = nograd or (kind is not ast.Lambda and self._nograd_function(node))
+        body = node.body  # type: ignore[attr-defined]
+        if kind is ast.Lambda:
+            push((body, inner_scope, inner_nograd))
+        else:
+            for stmt in reversed(body):
+                push((stmt, inner_scope, inner_nograd))
+
+    def _bind_target(self, target: ast.AST, value: ast.expr | None, scope: Scope) -> None:
+        key = name_key(target)
+        if key is not None:
+            scope.bind(key, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._bind_target(elt, None, scope)
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, None, scope)
+        elif isinstance(target, ast.Subscript) and value is not None:
+            key = name_key(target.value)
+            if key is not None:
+                scope.mutations.setdefault(key, []).append(value)
+
+    def _note_zero_check(self, node: ast.Compare, scope: Scope) -> None:
+        operands = [node.left] + list(node.comparators)
+        if not any(isinstance(o, ast.Constant) and o.value in ZERO and not isinstance(o.value, bool)
+                   for o in operands):
+            return
+        for o in operands:
+            while isinstance(o, ast.Call) and isinstance(o.func, ast.Attribute) and not o.args:
+                o = o.func.value  # `n.sum() == 0`, `n.min() > 0`
+            key = name_key(o)
+            if key is not None:
+                scope.zero_checked.add(key)
+
+    def _disables_grad(self, expr: ast.expr) -> bool:
+        if not isinstance(expr, ast.Call):
+            return False
+        qual = self._qual(expr.func)
+        if qual is None:
+            return False
+        op = QUALNAME_TO_OP.get(qual)
+        if op == "no_grad":
+            return True
+        if op == "set_grad_enabled" and expr.args:
+            arg = expr.args[0]
+            return isinstance(arg, ast.Constant) and arg.value is False
+        return False
+
+    def _qual(self, expr: ast.expr) -> str | None:
+        # Imports are collected during the same walk, so a decorator may be seen before
+        # a function-local import; module-level imports come first in practice.
+        return self.imports.qualname(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+
+    def _nograd_function(self, node: ast.AST) -> bool:
+        for deco in node.decorator_list:  # type: ignore[attr-defined]
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            qual = self._qual(target)
+            if qual is not None and QUALNAME_TO_OP.get(qual) == "no_grad":
+                return True
+        args = node.args.posonlyargs + node.args.args  # type: ignore[attr-defined]
+        name = node.name  # type: ignore[attr-defined]
+        # `def backward(ctx, grad)` of an autograd.Function, and `*_backward` functions
+        # (decompositions of aten's backward ops), compute gradients rather than being
+        # differentiated (double backward aside).
+        if name == "backward" and bool(args) and args[0].arg == "ctx":
+            return True
+        return name.endswith("_backward")
