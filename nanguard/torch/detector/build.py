@@ -139,7 +139,8 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
                 notes: Sequence[str] = (), dim: Optional[int] = None,
                 optimizer: Optional[OptimizerContext] = None,
                 aliases: Mapping[int, torch.Tensor] = {}) -> Report:
-    """Assemble a Report; only here are tensors reduced to exact summaries.
+    """Assemble the Report, once: every field is settled before it is made, and nothing
+    rewrites it afterwards. Only here are tensors reduced to exact summaries.
 
     With ``optimizer``, a forward (or input) finding whose input is a parameter the last
     optimizer step left non-finite is reported as that step (phase ``"optimizer"``, at the
@@ -180,34 +181,31 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
     explanation, suggestion = explain(ev)
     fn_name = (torch_function or op_base(forward.op if (phase == "backward" and forward) else op))
     where = f"{location.short_file}:{location.line}" if location is not None else "an unknown line"
-    report = Report(
+    text = message(phase, kind, fn_name, where)
+    if phase == "optimizer" and optimizer is not None and optimizer.running is not None:
+        # Exhaustive mode found the op inside the step: the op's explanation, then the step's.
+        why, suggestion = optimizer_explanation(optimizer.running, kind)
+        explanation = f"{explanation} {why[0].upper()}{why[1:]}"
+        torch_function = f"torch.optim.{type(optimizer.running).__name__}.step"
+        step = optimizer.steps + 1
+    # A backward finding's forward line (the same as its location) and where backward() was called.
+    fwd_at = location if phase == "backward" and forward is not None else None
+    call_at = call_frame if phase == "backward" else None
+    if phase == "backward" and forward is not None and forward.created_in:
+        notes.append(f"this node was created while differentiating {forward.created_in} (double backward)")
+    return Report(
         phase=phase, kind=kind, op=op, torch_function=torch_function, node=node, module=module,
         file=location.file if location else None, line=location.line if location else None,
         function=location.function if location else None, code=code if location else None,
+        forward_file=fwd_at.file if fwd_at else None, forward_line=fwd_at.line if fwd_at else None,
+        forward_function=fwd_at.function if fwd_at else None, forward_code=code if fwd_at else None,
+        forward_op=forward.op if phase == "backward" and forward is not None else None,
+        call_file=call_at.file if call_at else None, call_line=call_at.line if call_at else None,
+        call_code=call_at.code if call_at else None,
         inputs=[s for s, _ in in_sum], outputs=out_sum, forward_inputs=[s for s, _ in fwd_sum],
         scalars=list(scalars), step=step, explanation=explanation, suggestion=suggestion,
-        stack=list(stack), how=how, notes=list(notes),
-        message=message(phase, kind, fn_name, where),
+        stack=list(stack), how=how, notes=notes, message=text,
     )
-    if phase == "optimizer" and optimizer is not None and optimizer.running is not None:
-        # Exhaustive mode found the op inside the step: the op's explanation, then the step's.
-        why, fix = optimizer_explanation(optimizer.running, kind)
-        report.explanation = f"{explanation} {why[0].upper()}{why[1:]}"
-        report.suggestion = fix
-        report.torch_function = f"torch.optim.{type(optimizer.running).__name__}.step"
-        report.step = optimizer.steps + 1
-    if phase == "backward":
-        if forward is not None:
-            report.forward_op = forward.op
-            if location is not None:
-                report.forward_file, report.forward_line = location.file, location.line
-                report.forward_function, report.forward_code = location.function, code
-            if forward.created_in:
-                report.notes.append(f"this node was created while differentiating {forward.created_in} "
-                                    f"(double backward)")
-        if call_frame is not None:
-            report.call_file, report.call_line, report.call_code = call_frame.file, call_frame.line, call_frame.code
-    return report
 
 
 def _optimizer_report(blame: _Blame, ctx: OptimizerContext, *, op: str, module: Optional[str],
