@@ -158,16 +158,6 @@ class Activation:
             self._replays -= 1
             self.live.idle = self.tripped or self._replays > 0
 
-    def _pop_live(self) -> bool:
-        """Take the live mode off the dispatch stack if it is on top; True when it was."""
-        if not self.live_on:
-            return False
-        n = _stack_len()
-        if n and _stack_at(n - 1) is self.live:
-            _stack_pop(None)
-            return True
-        return False
-
     # ------------------------------------------------------------------ findings
     def trip(self) -> None:
         """Stop checking: a finding was made."""
@@ -207,7 +197,12 @@ class _Suspension:
         self.popped = False
 
     def __enter__(self) -> "_Suspension":
-        self.popped = self.when and self.act._pop_live()
+        act = self.act
+        if self.when and act.live_on:
+            n = _stack_len()
+            if n and _stack_at(n - 1) is act.live:   # only when on top: nothing else moves
+                _stack_pop(None)
+                self.popped = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
