@@ -61,7 +61,7 @@ class ThreadState(threading.local):
 
 
 class _Outermost:
-    __slots__ = ("st", "module", "watch", "saved")
+    __slots__ = ("module", "saved", "st", "watch")
 
     def __init__(self, st: ThreadState, module: torch.nn.Module, watch: bool) -> None:
         self.st, self.module, self.watch = st, module, watch
@@ -73,14 +73,14 @@ class _Outermost:
         st.modules.append(self.module)
         st.watch = self.watch
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         st = self.st
         st.depth, st.watch = self.saved
         st.modules.pop()
 
 
 class _Nested:
-    __slots__ = ("st", "module")
+    __slots__ = ("module", "st")
 
     def __init__(self, st: ThreadState, module: Optional[torch.nn.Module]) -> None:
         self.st, self.module = st, module
@@ -91,7 +91,7 @@ class _Nested:
         if self.module is not None:
             st.modules.append(self.module)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         st = self.st
         st.depth -= 1
         if self.module is not None:
@@ -107,7 +107,7 @@ class _Backward:
     def __enter__(self) -> None:
         self.st.in_backward += 1
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.st.in_backward -= 1
 
 
@@ -115,7 +115,7 @@ class _OptimizerStep:
     """Entered by the step's pre hook and left by its post hook, or, when the step raised and
     its post hook never ran, when the detection ends."""
 
-    __slots__ = ("st", "open")
+    __slots__ = ("open", "st")
 
     def __init__(self, st: ThreadState) -> None:
         self.st = st
@@ -126,14 +126,14 @@ class _OptimizerStep:
         self.open = True
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.open:
             self.open = False
             self.st.in_optimizer = max(0, self.st.in_optimizer - 1)
 
 
 class _Replaying:
-    __slots__ = ("st", "replay", "saved")
+    __slots__ = ("replay", "saved", "st")
 
     def __init__(self, st: ThreadState, replay: Any) -> None:
         self.st, self.replay = st, replay
@@ -144,7 +144,7 @@ class _Replaying:
         st.replay = self.replay
         st.watch = True
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         st = self.st
         st.replay, st.depth, st.modules, st.watch = self.saved
 
@@ -343,6 +343,6 @@ class autocast_context:
         for m in self.managers:
             m.__enter__()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for m in reversed(self.managers):
             m.__exit__(*exc)

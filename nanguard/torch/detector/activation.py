@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import torch
 
@@ -70,7 +70,7 @@ class Activation:
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -189,7 +189,7 @@ class Activation:
 
 
 class _Suspension:
-    __slots__ = ("act", "when", "popped")
+    __slots__ = ("act", "popped", "when")
 
     def __init__(self, act: Activation, when: bool) -> None:
         self.act = act
@@ -205,7 +205,7 @@ class _Suspension:
                 self.popped = True
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.popped:
             self.popped = False
             _stack_push(self.act.live)

@@ -210,7 +210,7 @@ class Replay:
             self._scopes = scopes.pop_all()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             self._scopes.close()
         finally:

@@ -104,8 +104,8 @@ def test_replay_of_a_backward_whose_loss_was_not_recorded_is_not_replayable():
             loss = torch.ones(())                # computed by no recorded call
         outcome = replay_backward(act, [], [loss], (), (), False, None)
         assert isinstance(outcome, NotReplayable)
-        assert replay_notes(outcome) == ["the loss was not computed by recorded calls, so the backward could not "
-                                         "be replayed"]
+        assert replay_notes(outcome) == [("the loss was not computed by recorded calls, so the backward could not "
+                                          "be replayed")]
         _assert_live(act)
 
 
@@ -123,10 +123,9 @@ def test_a_module_whose_replay_fails_is_reported_with_the_failure():
 def test_an_exception_inside_a_suspended_block_restores_the_live_mode():
     with nanguard.detect(mode="record") as d:
         act = _activation()
-        with pytest.raises(ValueError, match="inside"):
-            with act.suspended():
-                assert not _live_on_top(act)
-                raise ValueError("inside")
+        with pytest.raises(ValueError, match="inside"), act.suspended():
+            assert not _live_on_top(act)
+            raise ValueError("inside")
         _assert_live(act)
         torch.log(torch.zeros(1))               # top-level code: only the live mode sees it
     assert (d.report.phase, d.report.op) == ("forward", "aten.log.default")
@@ -135,10 +134,9 @@ def test_an_exception_inside_a_suspended_block_restores_the_live_mode():
 def test_an_exception_inside_a_replay_scope_restores_everything():
     with nanguard.detect(mode="record") as d:
         act = _activation()
-        with pytest.raises(KeyError):
-            with act.replaying():
-                assert act.live.idle and not _live_on_top(act)
-                raise KeyError("inside")
+        with pytest.raises(KeyError), act.replaying():
+            assert act.live.idle and not _live_on_top(act)
+            raise KeyError("inside")
         _assert_live(act)
         torch.log(torch.zeros(1))
     assert d.report.op == "aten.log.default"
@@ -165,9 +163,8 @@ def test_an_optimizer_step_that_raises_is_closed_when_detection_ends(exhaustive)
     def closure():
         raise ValueError("boom")
 
-    with nanguard.detect(mode="record", exhaustive=exhaustive):
-        with pytest.raises(ValueError, match="boom"):
-            opt.step(closure)
+    with nanguard.detect(mode="record", exhaustive=exhaustive), pytest.raises(ValueError, match="boom"):
+        opt.step(closure)
     assert STATE.in_optimizer == 0
     assert torch._C._len_torch_dispatch_stack() == 0
     with nanguard.detect(mode="record") as d:
@@ -238,7 +235,7 @@ def test_make_report_blames_through_a_replay_alias_and_only_when_asked():
     w, opt = _nan_weight()
     alias = w.detach()                          # a replay's stand-in for the parameter
     ctx = OptimizerContext(check=BOTH, steps=1, last=opt)
-    args = dict(phase="forward", kind="nan", op="aten.mul.Tensor", inputs=[("w", alias)], outputs=[])
+    args = {"phase": "forward", "kind": "nan", "op": "aten.mul.Tensor", "inputs": [("w", alias)], "outputs": []}
     assert make_report(**args, optimizer=ctx, aliases={id(alias): w}).phase == "optimizer"
     assert make_report(**args, optimizer=ctx).phase == "forward"          # not known as the parameter
     assert make_report(**args).phase == "forward"                         # no optimizer context
