@@ -37,6 +37,117 @@ class ThreadState(threading.local):
         # module call in the default mode): the wrapper then costs one attribute read.
         self.watch = False
 
+    # Every change of these fields is one of the scopes below, so that each is undone on every
+    # way out of its block, exceptions included.
+    def outermost(self, module: torch.nn.Module, watch: bool) -> "_Outermost":
+        """``with STATE.outermost(module, watch):`` around an outermost module call."""
+        return _Outermost(self, module, watch)
+
+    def nested(self, module: Optional[torch.nn.Module]) -> "_Nested":
+        """Around a module call inside another (``module`` joins the module stack unless None)."""
+        return _Nested(self, module)
+
+    def backward(self) -> "_Backward":
+        """Around a backward pass run by the engine."""
+        return _Backward(self)
+
+    def optimizer_step(self) -> "_OptimizerStep":
+        """Between an optimizer step's pre and post hooks."""
+        return _OptimizerStep(self)
+
+    def replaying(self, replay: Any) -> "_Replaying":
+        """While ``replay`` re-runs recorded calls: module calls go to it, the rest is saved."""
+        return _Replaying(self, replay)
+
+
+class _Outermost:
+    __slots__ = ("module", "saved", "st", "watch")
+
+    def __init__(self, st: ThreadState, module: torch.nn.Module, watch: bool) -> None:
+        self.st, self.module, self.watch = st, module, watch
+
+    def __enter__(self) -> None:
+        st = self.st
+        self.saved = (st.depth, st.watch)
+        st.depth = 1
+        st.modules.append(self.module)
+        st.watch = self.watch
+
+    def __exit__(self, *exc: object) -> None:
+        st = self.st
+        st.depth, st.watch = self.saved
+        st.modules.pop()
+
+
+class _Nested:
+    __slots__ = ("module", "st")
+
+    def __init__(self, st: ThreadState, module: Optional[torch.nn.Module]) -> None:
+        self.st, self.module = st, module
+
+    def __enter__(self) -> None:
+        st = self.st
+        st.depth += 1
+        if self.module is not None:
+            st.modules.append(self.module)
+
+    def __exit__(self, *exc: object) -> None:
+        st = self.st
+        st.depth -= 1
+        if self.module is not None:
+            st.modules.pop()
+
+
+class _Backward:
+    __slots__ = ("st",)
+
+    def __init__(self, st: ThreadState) -> None:
+        self.st = st
+
+    def __enter__(self) -> None:
+        self.st.in_backward += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.st.in_backward -= 1
+
+
+class _OptimizerStep:
+    """Entered by the step's pre hook and left by its post hook, or, when the step raised and
+    its post hook never ran, when the detection ends."""
+
+    __slots__ = ("open", "st")
+
+    def __init__(self, st: ThreadState) -> None:
+        self.st = st
+        self.open = False
+
+    def __enter__(self) -> "_OptimizerStep":
+        self.st.in_optimizer += 1
+        self.open = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.open:
+            self.open = False
+            self.st.in_optimizer = max(0, self.st.in_optimizer - 1)
+
+
+class _Replaying:
+    __slots__ = ("replay", "saved", "st")
+
+    def __init__(self, st: ThreadState, replay: Any) -> None:
+        self.st, self.replay = st, replay
+
+    def __enter__(self) -> None:
+        st = self.st
+        self.saved = (st.replay, st.depth, st.modules, st.watch)
+        st.replay = self.replay
+        st.watch = True
+
+    def __exit__(self, *exc: object) -> None:
+        st = self.st
+        st.replay, st.depth, st.modules, st.watch = self.saved
+
 
 STATE = ThreadState()
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -232,6 +343,6 @@ class autocast_context:
         for m in self.managers:
             m.__enter__()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for m in reversed(self.managers):
             m.__exit__(*exc)

@@ -1,21 +1,23 @@
 """Turn the raw facts of a finding (op, tensors, frames) into a `Report`.
 
-Live checks and replays both end here, so every report is assembled the same way: exact
-summaries of the tensors, the user's line, the module path, the explanation and the fix.
+Live checks and replays both end here, so every report is assembled the same way, once:
+exact summaries of the tensors, the user's line, the module path, the explanation and the
+fix; and, given what the detection knows of optimizer steps (`OptimizerContext`), whether
+the finding is really an optimizer step's doing (a parameter it left non-finite).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from nanguard.torch.detector.explain import Evidence, explain, message
+from nanguard.torch.detector.explain import Evidence, explain, message, optimizer_explanation
 from nanguard.torch.detector.frames import Frame, guess_torch_function, op_base
 from nanguard.core.report import Report
 from nanguard.core.summary import ScalarArg, TensorSummary
-from nanguard.torch.detector.values import summarize
+from nanguard.torch.detector.values import has_nan, is_finite, summarize
 
 _ARG_NAMES: Dict[Any, Tuple[str, ...]] = {}
 
@@ -78,6 +80,49 @@ class ForwardInfo:
     created_in: Optional[str] = None   # for nodes made during a backward (double backward)
 
 
+@dataclass(frozen=True)
+class OptimizerContext:
+    """What a detection knows about optimizer steps when it builds a report."""
+
+    check: frozenset                                   # the kinds detection reports
+    steps: int = 0                                     # completed steps
+    last: Optional[torch.optim.Optimizer] = None       # the optimizer of the last completed step
+    step_frame: Optional[Frame] = None                 # the user's line of that step
+    running: Optional[torch.optim.Optimizer] = None    # a step in progress (exhaustive mode sees inside)
+
+
+@dataclass(frozen=True)
+class _Blame:
+    optimizer: torch.optim.Optimizer
+    kind: str
+    parameters: List[str]     # the names of the finding's inputs that are non-finite parameters
+
+
+def _blame(phase: str, inputs: Sequence[Tuple[str, torch.Tensor]], ctx: Optional[OptimizerContext],
+           aliases: Mapping[int, torch.Tensor]) -> Optional[_Blame]:
+    """The last optimizer step, when a forward finding's input is a non-finite parameter.
+
+    Parameters are leaves: no forward op writes them, so a NaN/Inf in one comes from the
+    optimizer step (or code outside the checked program, such as loading weights). The
+    default mode does not look inside the step; it learns of it at the first op that uses
+    the parameter. ``aliases`` maps a replay's stand-ins to the parameters they stand for.
+    """
+    if phase not in ("input", "forward") or ctx is None or ctx.last is None:
+        return None
+    params = {id(p) for g in ctx.last.param_groups for p in g["params"]}
+    hits = []
+    kinds = set()
+    for name, t in inputs:
+        base = t._base if t._base is not None else t          # linear passes weight.t()
+        p = aliases.get(id(base), base)
+        if id(p) in params and not is_finite(t):
+            hits.append(name)
+            kinds.add("nan" if has_nan(t) else "inf")
+    if not hits:
+        return None
+    return _Blame(ctx.last, "nan" if "nan" in kinds else "inf", hits)
+
+
 def _summaries(pairs: Sequence[Tuple[str, torch.Tensor]], role: str, limit: int = 6) -> List[Tuple[TensorSummary, Optional[torch.Tensor]]]:
     out = []
     for name, t in pairs[:limit]:
@@ -91,10 +136,27 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
                 torch_function: Optional[str] = None, node: Optional[str] = None,
                 forward: Optional[ForwardInfo] = None, call_frame: Optional[Frame] = None,
                 stack: Sequence[Frame] = (), step: Optional[int] = None, how: str = "",
-                notes: Sequence[str] = (), dim: Optional[int] = None) -> Report:
-    """Assemble a Report; only here are tensors reduced to exact summaries."""
+                notes: Sequence[str] = (), dim: Optional[int] = None,
+                optimizer: Optional[OptimizerContext] = None,
+                aliases: Mapping[int, torch.Tensor] = {}) -> Report:
+    """Assemble the Report, once: every field is settled before it is made, and nothing
+    rewrites it afterwards. Only here are tensors reduced to exact summaries.
+
+    With ``optimizer``, a forward (or input) finding whose input is a parameter the last
+    optimizer step left non-finite is reported as that step (phase ``"optimizer"``, at the
+    step's line), and a finding made inside a running step (exhaustive mode) explains the step.
+    """
+    notes = list(notes)
+    blame = _blame(phase, inputs, optimizer, aliases)
+    if blame is not None and optimizer is not None and blame.kind not in optimizer.check:
+        opt = type(blame.optimizer).__name__
+        notes.append(f"{', '.join(blame.parameters)} held {blame.kind} after {opt}.step (step {optimizer.steps})")
+        blame = None
     in_sum = _summaries(list(inputs), "input")
     out_sum = [s for s, _ in _summaries(outputs, "output")]
+    if blame is not None and optimizer is not None:
+        return _optimizer_report(blame, optimizer, op=op, module=module, frame=frame, inputs=in_sum,
+                                 outputs=out_sum, scalars=scalars, stack=stack, how=how, notes=notes)
     fwd_sum: List[Tuple[TensorSummary, Optional[torch.Tensor]]] = []
     if phase == "backward":
         # A backward finding is reported at the forward line that made the failing node:
@@ -119,24 +181,53 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
     explanation, suggestion = explain(ev)
     fn_name = (torch_function or op_base(forward.op if (phase == "backward" and forward) else op))
     where = f"{location.short_file}:{location.line}" if location is not None else "an unknown line"
-    report = Report(
+    text = message(phase, kind, fn_name, where)
+    if phase == "optimizer" and optimizer is not None and optimizer.running is not None:
+        # Exhaustive mode found the op inside the step: the op's explanation, then the step's.
+        why, suggestion = optimizer_explanation(optimizer.running, kind)
+        explanation = f"{explanation} {why[0].upper()}{why[1:]}"
+        torch_function = f"torch.optim.{type(optimizer.running).__name__}.step"
+        step = optimizer.steps + 1
+    # A backward finding's forward line (the same as its location) and where backward() was called.
+    fwd_at = location if phase == "backward" and forward is not None else None
+    call_at = call_frame if phase == "backward" else None
+    if phase == "backward" and forward is not None and forward.created_in:
+        notes.append(f"this node was created while differentiating {forward.created_in} (double backward)")
+    return Report(
         phase=phase, kind=kind, op=op, torch_function=torch_function, node=node, module=module,
         file=location.file if location else None, line=location.line if location else None,
         function=location.function if location else None, code=code if location else None,
+        forward_file=fwd_at.file if fwd_at else None, forward_line=fwd_at.line if fwd_at else None,
+        forward_function=fwd_at.function if fwd_at else None, forward_code=code if fwd_at else None,
+        forward_op=forward.op if phase == "backward" and forward is not None else None,
+        call_file=call_at.file if call_at else None, call_line=call_at.line if call_at else None,
+        call_code=call_at.code if call_at else None,
         inputs=[s for s, _ in in_sum], outputs=out_sum, forward_inputs=[s for s, _ in fwd_sum],
         scalars=list(scalars), step=step, explanation=explanation, suggestion=suggestion,
-        stack=list(stack), how=how, notes=list(notes),
-        message=message(phase, kind, fn_name, where),
+        stack=list(stack), how=how, notes=notes, message=text,
     )
-    if phase == "backward":
-        if forward is not None:
-            report.forward_op = forward.op
-            if location is not None:
-                report.forward_file, report.forward_line = location.file, location.line
-                report.forward_function, report.forward_code = location.function, code
-            if forward.created_in:
-                report.notes.append(f"this node was created while differentiating {forward.created_in} "
-                                    f"(double backward)")
-        if call_frame is not None:
-            report.call_file, report.call_line, report.call_code = call_frame.file, call_frame.line, call_frame.code
-    return report
+
+
+def _optimizer_report(blame: _Blame, ctx: OptimizerContext, *, op: str, module: Optional[str],
+                      frame: Optional[Frame], inputs: Sequence[Tuple[TensorSummary, Optional[torch.Tensor]]],
+                      outputs: List[TensorSummary], scalars: Sequence[ScalarArg], stack: Sequence[Frame],
+                      how: str, notes: List[str]) -> Report:
+    """The optimizer step that left a parameter non-finite, reported at the step's line; the
+    op that first used the parameter (``op`` at ``frame``) is named in the message and notes."""
+    opt = type(blame.optimizer).__name__
+    first = f"{op} at {frame.file}:{frame.line}" if frame is not None and frame.file else op
+    if module:
+        first += f" (module {module})"
+    explanation, suggestion = optimizer_explanation(blame.optimizer, blame.kind)
+    where = ctx.step_frame if ctx.step_frame is not None else frame
+    return Report(
+        phase="optimizer", kind=blame.kind, op=f"{opt}.step", torch_function=f"torch.optim.{opt}.step",
+        node=None, module=None,
+        file=where.file if where else None, line=where.line if where else None,
+        function=where.function if where else None, code=where.code if where else None,
+        inputs=[s for s, _ in inputs], outputs=outputs, forward_inputs=[], scalars=list(scalars),
+        step=ctx.steps, explanation=explanation, suggestion=suggestion, stack=list(stack), how=how,
+        notes=notes + [f"the parameter was first used by {first}"],
+        message=(f"{opt}.step (step {ctx.steps}) left {'NaN' if blame.kind == 'nan' else 'Inf'} in "
+                 f"{', '.join(blame.parameters)}; first used by {first}"),
+    )

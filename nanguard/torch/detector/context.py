@@ -1,8 +1,10 @@
 """`nanguard.detect()`: the public context manager / decorator and its options.
 
-How it works lives next door: `activation.py` (one active detection: the coarse checks at
-module, backward and optimizer boundaries), `live.py` (the op-level dispatch mode), `replay.py`
-(localising a coarse finding by re-running it op by op), `tape.py` (what a replay needs).
+How it works lives next door: `session.py` (what one ``detect()`` owns), `activation.py`
+(one active detection on one thread: its lifecycle), `boundaries.py` (the coarse checks at
+module, backward and optimizer boundaries), `live.py` (the op-level dispatch mode),
+`replay.py` (localising a coarse finding by re-running it op by op), `tape.py` (what a replay
+needs), `build.py` (the report), `naming.py` (module paths and parameter names).
 
 Two ways of checking, one result:
 
@@ -25,7 +27,6 @@ In both, "made non-finite" follows one rule (`values.judge`): NaN where no input
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
@@ -33,6 +34,7 @@ import torch
 
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.activation import Activation
+from nanguard.torch.detector.session import Session
 from nanguard.core.report import NonFiniteWarning, Report
 
 __all__ = ["detect", "NonFiniteWarning"]
@@ -133,17 +135,42 @@ class detect(contextlib.ContextDecorator):
             raise ValueError(f"nanguard.detect: mode must be 'raise', 'warn' or 'record', got {mode!r}")
         if not isinstance(exhaustive, bool):
             raise TypeError(f"nanguard.detect: exhaustive must be True or False, got {exhaustive!r}")
-        self.check = _parse_check(check)
-        self.mode = mode
-        self.exhaustive = exhaustive
-        self._modules = _parse_modules(modules)
-        self._lock = threading.Lock()
-        self._active = 0
-        self.report: Optional[Report] = None
-        # Kept across activations (a detection entered once per step): module id ->
-        # (weakref, parameter list, backward count when listed).
-        self._params: Dict[int, tuple] = {}
-        self._backward_count = 0
+        self._session = Session(check=_parse_check(check), mode=mode, exhaustive=exhaustive,
+                                names=_parse_modules(modules))
+
+    # The options and the report live in the session its activations share.
+    @property
+    def report(self) -> Optional[Report]:
+        """The first finding (None while there is none); reset when a fresh use begins."""
+        return self._session.report
+
+    @report.setter
+    def report(self, value: Optional[Report]) -> None:
+        self._session.set_report(value)
+
+    @property
+    def check(self) -> frozenset:
+        return self._session.check
+
+    @check.setter
+    def check(self, value: frozenset) -> None:
+        self._session.check = value
+
+    @property
+    def mode(self) -> str:
+        return self._session.mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        self._session.mode = value
+
+    @property
+    def exhaustive(self) -> bool:
+        return self._session.exhaustive
+
+    @exhaustive.setter
+    def exhaustive(self, value: bool) -> None:
+        self._session.exhaustive = value
 
     def __repr__(self) -> str:
         checks = "both" if len(self.check) == 2 else next(iter(self.check))
@@ -151,37 +178,26 @@ class detect(contextlib.ContextDecorator):
                 f"found={self.report is not None})")
 
     def __enter__(self) -> "detect":
-        with self._lock:
-            if not self._active:
-                self.report = None   # a fresh use (e.g. the next call of a decorated function)
-            self._active += 1
+        session = self._session
+        session.open()
         try:
-            Activation(self).start()
+            Activation(session).start()
         except BaseException:
-            with self._lock:
-                self._active -= 1
+            session.close()
             raise
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         try:
             for act in reversed(STATE.stack):
-                if act.det is self:
+                if act.session is self._session:
                     act.stop()
                     break
         finally:
-            with self._lock:
-                self._active = max(0, self._active - 1)
+            self._session.close()
         return False
 
     def _recreate_cm(self) -> "detect":
         # ContextDecorator re-uses this object for every call of a decorated function; each
         # call gets its own activation (per thread), so sharing it is safe.
         return self
-
-    def _keep(self, report: Report) -> bool:
-        with self._lock:
-            if self.report is None:
-                self.report = report
-                return True
-            return False

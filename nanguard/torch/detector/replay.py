@@ -12,13 +12,16 @@ non-finite. To say *which op* and *which line*, it re-runs that unit here:
   op that creates a non-finite value; each forward op's user line, module path and inputs are
   attached to the autograd node it creates, which is how a backward finding learns the
   forward line that made it.
+
+A replay answers with a `ReplayResult` (`outcome.py`): `Reproduced` with the report of the
+first finding, `NotReproduced`, `NotReplayable` or `ReplayFailed`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
@@ -29,9 +32,13 @@ from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call,
 from nanguard.torch.detector.aten import checks_values, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
+from nanguard.torch.detector.outcome import NotReplayable, NotReproduced, ReplayFailed, ReplayResult, Reproduced
 from nanguard.core.report import Report
 from nanguard.torch.detector.tape import Entry, key_of
 from nanguard.torch.detector.values import checkable, fast_finite, judge
+
+if TYPE_CHECKING:
+    from nanguard.torch.detector.activation import Activation
 
 _current_node = torch._C._current_autograd_node
 
@@ -80,7 +87,7 @@ class _ReplayMode(TorchDispatchMode):
 class Replay:
     """One replay session on the calling thread."""
 
-    def __init__(self, act: Any, how: str, call_frame: Optional[Frame] = None) -> None:
+    def __init__(self, act: "Activation", how: str, call_frame: Optional[Frame] = None) -> None:
         self.act = act
         self.check = act.check
         self.how = how
@@ -104,10 +111,8 @@ class Replay:
             self.modules.pop()
 
     def name_root(self, root: torch.nn.Module) -> None:
-        prefix = self.act.root_name(root)
-        for name, m in root.named_modules():
-            name = _plain(name)
-            self.names.setdefault(id(m), f"{prefix}.{name}" if name else prefix)
+        for key, path in self.act.naming.paths_within(root):
+            self.names.setdefault(key, path)
 
     def module_path(self) -> Optional[str]:
         if not self.modules:
@@ -179,9 +184,8 @@ class Replay:
             scalars=scalars, frame=location, module=self.module_path() if node is None else None,
             torch_function=torch_api(frame, _STOP) if node is None else None,
             node=node.name() if node is not None else None, forward=fwd, call_frame=self.call_frame,
-            stack=user_stack(frame) if node is None else [], step=self.act.step(), how=self.how, notes=notes, dim=dim)
-        if phase in ("input", "forward"):
-            self.act.blame_optimizer(report, tensors, self.originals)
+            stack=user_stack(frame) if node is None else [], step=self.act.step(), how=self.how, notes=notes, dim=dim,
+            optimizer=self.act.optimizer_context(), aliases=self.originals)
         return report
 
     def _name_of(self, t: torch.Tensor, default: str) -> str:
@@ -195,24 +199,21 @@ class Replay:
 
     # ---------------------------------------------------------------- running
     def __enter__(self) -> "Replay":
-        self._saved = (STATE.replay, STATE.depth, STATE.modules, STATE.watch)
-        STATE.replay = self
-        STATE.watch = True
-        self._rng = capture_rng()
-        self._live = self.act.suspend_live()
-        self.act.replaying = True
-        self._mode = _ReplayMode(self)
-        self._mode.__enter__()
+        """Module calls come here, the RNG state is put back afterwards, the live mode is out
+        of the way and `_ReplayMode` checks every op; each undone on every way out."""
+        scopes = contextlib.ExitStack()
+        with scopes:
+            scopes.enter_context(STATE.replaying(self))
+            scopes.enter_context(_rng_kept())
+            scopes.enter_context(self.act.replaying())
+            scopes.enter_context(_ReplayMode(self))
+            self._scopes = scopes.pop_all()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
-            self._mode.__exit__(None, None, None)
+            self._scopes.close()
         finally:
-            self.act.replaying = False
-            self.act.resume_live(self._live)
-            restore_rng(self._rng)
-            STATE.replay, STATE.depth, STATE.modules, STATE.watch = self._saved
             self.pending = None
 
     def run_entry(self, e: Entry, env: Dict[Any, torch.Tensor], leaves: List[torch.Tensor],
@@ -258,7 +259,7 @@ class Replay:
         module = e.module
         assert module is not None
         self.name_root(module)
-        prefix = self.act.root_name(module)
+        naming = self.act.naming
         swap: Dict[str, torch.Tensor] = {}
         for name, b in module.named_buffers():
             swap[name] = b.detach().clone()   # updates (running stats) land on the copy
@@ -271,15 +272,19 @@ class Replay:
                 self.originals[id(a)] = p
             else:
                 a = p
-            self.tensor_names[id(a)] = f"{prefix}.{name}"
+            self.tensor_names[id(a)] = naming.parameter_name(module, name)
         with _autocast(e):
             return torch.func.functional_call(module, swap, args, kwargs, tie_weights=True, strict=False)
 
 
-def _plain(name: str) -> str:
-    """Hide torch.compile's wrapper level: ``_orig_mod.encoder`` -> ``encoder``."""
-    parts = [p for p in name.split(".") if p != "_orig_mod"]
-    return ".".join(parts)
+@contextlib.contextmanager
+def _rng_kept():
+    """The random stream as it was before the replay, whatever the replay drew."""
+    state = capture_rng()
+    try:
+        yield
+    finally:
+        restore_rng(state)
 
 
 def _autocast(e: Entry):
@@ -301,9 +306,9 @@ def _alias(t: torch.Tensor, requires_grad: bool, leaves: List[torch.Tensor], cop
 
 
 @_state.no_compile
-def replay_module_forward(act: Any, module: torch.nn.Module, args: tuple, kwargs: dict,
-                          rng: Optional[tuple], frame: Optional[Frame]) -> Tuple[Optional[Report], List[str]]:
-    """Re-run one module call's forward on copies of its inputs; the first finding or None."""
+def replay_module_forward(act: "Activation", module: torch.nn.Module, args: tuple, kwargs: dict,
+                          rng: Optional[tuple], frame: Optional[Frame]) -> ReplayResult:
+    """Re-run one module call's forward on copies of its inputs, op by op."""
     e = Entry(act.tape, "module", None, module)
     e.set_args(args, kwargs)
     e.rng = rng
@@ -314,18 +319,22 @@ def replay_module_forward(act: Any, module: torch.nn.Module, args: tuple, kwargs
         try:
             r.run_entry(e, {}, [], grads=torch.is_grad_enabled())
         except Found as found:
-            return found.report, r.notes
+            return Reproduced(found.report)
         except Exception as err:  # the original call succeeded; a replay failure is ours to report
-            return None, [f"replaying the module failed ({type(err).__name__}: {err})"]
-    return None, ["the replay did not reproduce the non-finite value"]
+            return ReplayFailed("module", err.with_traceback(None))
+    return NotReproduced()
+
+
+_BACKWARD_HOW = "replayed the forward and backward pass on the recorded inputs under an op-level check"
 
 
 @_state.no_compile
-def replay_backward(act: Any, entries: Sequence[Entry], roots: Sequence[torch.Tensor],
+def replay_backward(act: "Activation", entries: Sequence[Entry], roots: Sequence[torch.Tensor],
                     grad_tensors: Sequence[Any], inputs: Sequence[Any], create_graph: bool,
-                    call_frame: Optional[Frame]) -> Tuple[Optional[Report], List[str]]:
-    """Re-run the recorded forward calls behind ``roots``, then their backward, op by op."""
-    how = "replayed the forward and backward pass on the recorded inputs under an op-level check"
+                    call_frame: Optional[Frame], how: str = _BACKWARD_HOW) -> ReplayResult:
+    """Re-run the recorded forward calls behind ``roots``, then their backward, op by op.
+
+    ``how`` is what a report of the finding says about how it was found."""
     with Replay(act, how, call_frame) as r:
         try:
             env: Dict[Any, torch.Tensor] = {}
@@ -334,7 +343,8 @@ def replay_backward(act: Any, entries: Sequence[Entry], roots: Sequence[torch.Te
                 r.run_entry(e, env, leaves, grads=True)
             r_roots = [env.get(key_of(t)) for t in roots]
             if any(x is None for x in r_roots):
-                return None, ["the loss was not computed by recorded calls, so the backward could not be replayed"]
+                return NotReplayable("the loss was not computed by recorded calls, so the backward could not be "
+                                     "replayed")
             r_grads = [g.detach() if isinstance(g, torch.Tensor) else g for g in grad_tensors]
             if inputs:
                 targets = [env.get(key_of(t)) if env.get(key_of(t)) is not None
@@ -342,14 +352,14 @@ def replay_backward(act: Any, entries: Sequence[Entry], roots: Sequence[torch.Te
             else:
                 targets = [t for t in leaves if t.requires_grad]
             if not targets:
-                return None, ["no recorded input requires grad, so the backward could not be replayed"]
+                return NotReplayable("no recorded input requires grad, so the backward could not be replayed")
             torch.autograd.grad(r_roots, targets, r_grads, retain_graph=False, create_graph=create_graph,
                                 allow_unused=True)
         except Found as found:
-            return found.report, r.notes
+            return Reproduced(found.report)
         except Exception as err:
-            return None, [f"replaying the backward failed ({type(err).__name__}: {err})"]
-    return None, ["the replay did not reproduce the non-finite value"]
+            return ReplayFailed("backward", err.with_traceback(None))
+    return NotReproduced()
 
 
 _STOP = frozenset({Replay.run_entry.__code__, Replay._call_module.__code__,

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import nanguard
-from nanguard.torch.detector import activation
+from nanguard.torch.detector import boundaries
 
 MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
 NEG = float("-inf")
@@ -72,8 +72,8 @@ def test_module_with_deliberate_minus_inf_output(exhaustive, monkeypatch):
     policy = MaskedPolicy()
     legal = torch.tensor([[True, False, True], [True, True, False]])
     calls = []
-    original = activation.replay_module_forward
-    monkeypatch.setattr(activation, "replay_module_forward", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = boundaries.replay_module_forward
+    monkeypatch.setattr(boundaries, "replay_module_forward", lambda *a, **k: calls.append(1) or original(*a, **k))
     with nanguard.detect(exhaustive=exhaustive) as d:
         for _ in range(5):
             logits = policy(torch.randn(2, 4), legal)
