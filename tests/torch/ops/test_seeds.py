@@ -5,6 +5,9 @@ from __future__ import annotations
 import torch
 
 import nanguard as ng
+from nanguard.stories.distance_matrix_nan import (
+    compute_distance_matrix,  # the seed, written once
+)
 
 
 def test_softplus_seed_where_trick_is_nan_and_nanguard_is_not() -> None:
@@ -38,15 +41,6 @@ def test_double_where_seed_gradient() -> None:
     assert x.grad.tolist() == [-1.0, 0.0, -1.0]
 
 
-def _gram_distance_matrix(coordinates: torch.Tensor) -> torch.Tensor:
-    """The seed's compute_distance_matrix, verbatim in spirit."""
-    n = len(coordinates)
-    gram = coordinates @ coordinates.T
-    diag = torch.diagonal(gram)
-    diag_1 = diag.unsqueeze(-1) @ torch.ones(1, n)
-    return torch.sqrt(diag_1 + diag_1.T - 2 * gram)
-
-
 def test_distance_matrix_seed_adam_loop_trains() -> None:
     torch.manual_seed(0)
     pred_start = torch.randn(10, 3)
@@ -54,7 +48,7 @@ def test_distance_matrix_seed_adam_loop_trains() -> None:
 
     pred = pred_start.clone().requires_grad_()
     optimizer = torch.optim.Adam([pred])
-    loss = torch.nn.functional.mse_loss(_gram_distance_matrix(pred), _gram_distance_matrix(true))
+    loss = torch.nn.functional.mse_loss(compute_distance_matrix(pred), compute_distance_matrix(true))
     loss.backward()
     optimizer.step()
     assert torch.isnan(pred).any(), "the seed's NaN should reproduce after one step"
