@@ -14,6 +14,7 @@ from nanguard.torch.ops._core import (
     can_branch_on_data,
     compute_dtype,
     lowest,
+    may_hold_nan,
     sum_to,
     unsqueeze_dims,
 )
@@ -73,7 +74,7 @@ def _sigmoid_of_difference(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor)
     # the only NaN a - b makes from non-NaN inputs is -inf - -inf: weight 0 there, as in
     # the differentiable branch; a NaN input keeps its NaN
     difference = torch.sub(a, b)
-    if not can_branch_on_data(difference) or bool(torch.isnan(difference).any()):
+    if not can_branch_on_data(difference) or may_hold_nan(difference):
         difference = torch.where(torch.isneginf(a) & torch.isneginf(b), float("-inf"), difference)
     return difference.sigmoid_().mul_(grad)
 

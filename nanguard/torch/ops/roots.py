@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating, check_number
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan, nonpositive_is_singular
 
 _INF = float("inf")
 
@@ -89,7 +89,7 @@ class _NonNegativePow(SafeFunction):
             # overflowing); 0/0 at x <= 0 is the only NaN this makes from finite x, and it is
             # exactly where the convention says 0.
             local = torch.mul(result, p).div_(clamped).nan_to_num_(nan=0.0, posinf=_INF, neginf=-_INF)
-        if not can_branch_on_data(x) or bool(torch.isnan(x).any()):
+        if not can_branch_on_data(x) or may_hold_nan(x):
             local = torch.where(torch.isnan(x), x, local)  # sign(NaN) is 0: a NaN input keeps its NaN gradient
         return local.mul_(grad), None
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan
 
 # How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
 # of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
@@ -49,8 +49,8 @@ class _InverseSine(SafeFunction):
         # where the value is NaN (NaN input, or |x| beyond the rounding tolerance) the
         # gradient is NaN too. A select, not `out * 0`: inductor folds `x * 0` to 0.
         value = out.detach()
-        nan_where_value_is = torch.where(torch.isnan(value), value, torch.zeros((), dtype=value.dtype))
         if torch.is_grad_enabled():
+            nan_where_value_is = torch.where(torch.isnan(value), value, torch.zeros((), dtype=value.dtype))
             inside = torch.clamp(x, -1.0, 1.0)
             room = (1 - inside) * (1 + inside)
             open_interval = room > 0
@@ -60,8 +60,12 @@ class _InverseSine(SafeFunction):
         # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1. It is <= 0
         # for |x| >= 1 (inputs pulled onto ±1 included): +inf there, so its rsqrt is 0.
         room = torch.rsub(x, 1.0).mul_(torch.add(x, 1.0))
-        local = F.threshold(room, 0.0, float("inf")).rsqrt_()
-        return local.mul_(grad if ctx.sign > 0 else -grad).add_(nan_where_value_is), None
+        local = F.threshold(room, 0.0, float("inf")).rsqrt_().mul_(grad if ctx.sign > 0 else -grad)
+        # a NaN x already gives NaN here; only |x| beyond the tolerance (value NaN, local 0)
+        # needs marking, and in eager code one look at the value says whether there is any
+        if can_branch_on_data(value) and not may_hold_nan(value):
+            return local, None
+        return local.add_(torch.where(torch.isnan(value), value, torch.zeros((), dtype=value.dtype))), None
 
 
 def asin(x: torch.Tensor) -> torch.Tensor:
