@@ -101,7 +101,7 @@ class detect(contextlib.ContextDecorator):
         modules: optional module(s) used to name module paths in reports: an ``nn.Module``,
             a ``{"model": model}`` dict, or a list. Without it, the outermost modules called
             are discovered and named after the variable that holds them.
-        exhaustive: check every op as it runs (about 1.35x a training step instead of about
+        exhaustive: check every op as it runs (about 1.5x a training step instead of about
             1.03x); it also finds values made non-finite and then discarded, and the exact op
             inside an optimizer step.
 
