@@ -49,6 +49,19 @@ ENTRIES: list[Hazard] = [
                               "too",
                    "empty": "the tensor averaged is empty (0 elements)",
                    "backward": "{zeros} of {numel} counts were 0"}),
+    make("loss_all_ignored", "a mean loss over a batch whose every target is ignored",
+         ("nll_loss", "nll_loss_forward", "nll_loss2d_forward", "cross_entropy"),
+         value="0/0 = NaN: the mean divides by the total weight of the kept targets, which is 0",
+         gradient="NaN for every logit of the batch",
+         why="cross_entropy and nll_loss with reduction='mean' divide the summed loss by the number (or total "
+             "weight) of targets that are not ignore_index; when every target is ignored (a fully padded "
+             "batch, a masked-out sequence, class weights of 0) that is 0 and the loss is 0/0 = NaN",
+         fix="skip the step when no target is kept, or compute loss_sum = cross_entropy(..., reduction='sum') and "
+             "divide with nanguard.div(loss_sum, (target != ignore_index).sum().float()) (0 with a zero gradient when "
+             "nothing is kept)",
+         safe=nanguard_op("div"),
+         evidence={"forward": "all {numel} targets were ignored or had weight 0: the total weight the mean "
+                              "divides by is 0"}),
     # -------------------------------------------------------------------- statistics
     make("std_degenerate", "std/var of one element or a constant", ("std", "var", "std_mean", "var_mean"),
          value="NaN when the reduced size n ≤ correction (one element with Bessel's correction)",

@@ -172,6 +172,18 @@ def _mean(ev: Evidence) -> Said | None:
     return Said("mean_empty", "empty") if s is not None and s.numel == 0 else None
 
 
+@rule(FORWARD, "nll_loss_forward", "nll_loss2d_forward")
+def _nll_loss(ev: Evidence) -> Said | None:
+    # outputs: (loss, total_weight); a total weight of 0 makes the mean 0/0
+    if ev.kind != "nan" or len(ev.outputs) < 2:
+        return None
+    total_weight = ev.outputs[1]
+    if total_weight.max is None or total_weight.max != 0 or total_weight.nan:
+        return None
+    target = next((s for s, _ in ev.inputs if s.name == "target"), None)
+    return Said("loss_all_ignored", "forward", {"numel": target.numel if target is not None else "?"})
+
+
 # ------------------------------------------------------------------- products, sums
 @rule(FORWARD, "mul")
 def _mul(ev: Evidence) -> Said | None:

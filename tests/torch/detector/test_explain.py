@@ -126,3 +126,26 @@ def test_log_of_zero_is_named_by_the_op_that_made_the_zero(make, values, key):
 
     r, keys = _said(run)
     assert keys == [key], (r.explanation, r.suggestion)
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (2, 5, 3)])  # nll_loss_forward and, per position, nll_loss2d
+def test_cross_entropy_with_every_target_ignored_says_so(shape):
+    """Library code divides by 0 kept targets: the report names the data's cause, not 'no hazard'."""
+    logits = torch.randn(*shape, requires_grad=True)
+    target = torch.full((shape[0],) + shape[2:], -100)
+    with nanguard.detect(mode="record") as d:
+        F.cross_entropy(logits, target).backward()
+    r = d.report
+    assert r is not None and r.phase == "forward"
+    hazard = HAZARDS["loss_all_ignored"]
+    assert r.explanation.endswith(hazard.why + "."), r.explanation
+    assert "targets were ignored" in r.explanation
+    assert r.suggestion == suggestion(hazard), r.suggestion
+
+
+def test_cross_entropy_with_some_targets_kept_is_quiet():
+    logits = torch.randn(4, 5, requires_grad=True)
+    target = torch.tensor([-100, 2, -100, -100])
+    with nanguard.detect(mode="record") as d:
+        F.cross_entropy(logits, target).backward()
+    assert d.report is None
