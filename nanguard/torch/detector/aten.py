@@ -93,6 +93,22 @@ _NO_NEW_VALUES = frozenset({
 })
 _CHECK: Dict[Any, bool] = {}
 
+# Ops whose trailing outputs are workspaces kept for their backward, not results: CTC's
+# log_alpha is -inf wherever an alignment cannot reach (every healthy call), the fused
+# attention kernels' logsumexp is -inf for a fully masked row whose output is still right.
+# name -> how many leading outputs are results.
+_RESULT_OUTPUTS: Dict[str, int] = {
+    "_ctc_loss": 1, "_cudnn_ctc_loss": 1, "_use_cudnn_ctc_loss": 1,
+    "_scaled_dot_product_flash_attention_for_cpu": 1, "_scaled_dot_product_flash_attention": 1,
+    "_scaled_dot_product_efficient_attention": 1, "_scaled_dot_product_cudnn_attention": 1,
+}
+
+
+def result_outputs(func: Any, outputs: Sequence[Any]) -> Sequence[Any]:
+    """The outputs of ``func`` that are its results (workspaces left out), for judging values."""
+    keep = _RESULT_OUTPUTS.get(getattr(func, "__name__", "").split(".")[0])
+    return outputs if keep is None else outputs[:keep]
+
 
 def checks_values(func: Any) -> bool:
     """Whether an op's outputs are judged: not a view, not uninitialised, can create values."""

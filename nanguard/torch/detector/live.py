@@ -16,7 +16,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.errors import NonFiniteError
 from nanguard.torch.detector._state import STATE, capture_rng
-from nanguard.torch.detector.aten import _CHECK, checks_values, mutated_args, mutated_ids, uses_rng, written_tensors
+from nanguard.torch.detector.aten import (
+    _CHECK, checks_values, mutated_args, mutated_ids, result_outputs, uses_rng, written_tensors,
+)
 from nanguard.torch.detector.build import make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import torch_api, user_frame, user_stack
 from nanguard.torch.detector.tape import Entry
@@ -68,7 +70,7 @@ class LiveMode(TorchDispatchMode):
                     self.nonfinite(func, args, kwargs, out)
                     return out
             elif isinstance(out, (tuple, list)):
-                for o in out:
+                for o in result_outputs(func, out):
                     if type(o) in PLAIN_TYPES and o.dtype in CHECKED and o.layout is _strided and not fast_finite(o):
                         self.nonfinite(func, args, kwargs, out)
                         return out

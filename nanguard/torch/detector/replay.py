@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.torch.detector import _state
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
-from nanguard.torch.detector.aten import checks_values, written_tensors
+from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
 from nanguard.torch.detector.outcome import NotReplayable, NotReproduced, ReplayFailed, ReplayResult, Reproduced
@@ -67,7 +67,8 @@ class _ReplayMode(TorchDispatchMode):
                 return out
             r.pending = (out if isinstance(out, (tuple, list)) else (out,), func, args, kwargs, sys._getframe(1))
             return out
-        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        results = result_outputs(func, out) if isinstance(out, (tuple, list)) else out
+        outs = [o for o in pytree.tree_leaves(results) if isinstance(o, torch.Tensor)]
         written = written_tensors(func, args, kwargs)
         checked = [o for o in outs if checkable(o)]
         checked += [t for t in written if checkable(t) and all(t is not o for o in checked)]

@@ -106,3 +106,48 @@ def test_clean_training_loop_reports_nothing(exhaustive):
             loss.backward()
             opt.step()
     assert d.report is None
+
+
+class _CTCHead(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 6)
+
+    def forward(self, x, targets, input_lengths, target_lengths):
+        log_probs = self.proj(x).log_softmax(-1)
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths)
+
+
+def _ctc_batch(target_len: int):
+    g = torch.Generator().manual_seed(0)
+    T, N = 20, 2
+    x = torch.randn(T, N, 8, generator=g)
+    targets = torch.randint(1, 6, (N, target_len), generator=g)
+    return x, targets, torch.full((N,), T), torch.full((N,), target_len)
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+@pytest.mark.parametrize("inside_a_module", [False, True], ids=["top-level", "module"])
+def test_ctc_loss_with_feasible_alignments_is_quiet(exhaustive, inside_a_module):
+    """CTC keeps -inf log-alphas for unreachable states; the loss and its gradient are finite."""
+    head = _CTCHead()
+    x, targets, il, tl = _ctc_batch(5)
+    with nanguard.detect(exhaustive=exhaustive) as d:
+        if inside_a_module:
+            loss = head(x, targets, il, tl)
+        else:
+            loss = F.ctc_loss(head.proj(x).log_softmax(-1), targets, il, tl)
+        loss.backward()
+    assert torch.isfinite(loss)
+    assert d.report is None
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_ctc_loss_of_an_infeasible_alignment_is_reported(exhaustive):
+    """Targets longer than the input: the loss is truly +inf (without zero_infinity)."""
+    head = _CTCHead()
+    x, targets, il, tl = _ctc_batch(25)
+    with nanguard.detect(mode="record", exhaustive=exhaustive) as d:
+        head(x, targets, il, tl)
+    assert d.report is not None and d.report.kind == "inf"
+    assert "ctc_loss" in d.report.op
