@@ -24,6 +24,8 @@ import torch.autograd
 import torch.autograd.graph
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+from nanguard.torch.detector import scaled
+
 
 class ThreadState(threading.local):
     def __init__(self) -> None:
@@ -227,8 +229,8 @@ def _engine_run_backward(outputs: Any, *args: Any, **kwargs: Any) -> Any:
 def _trimmed(exc: BaseException) -> BaseException:
     """A detection's own NonFiniteError without nanguard's internal frames in its traceback
     (the report already says where); any other exception is passed on untouched."""
-    from nanguard.errors import NonFiniteError
     from nanguard.core.report import Report
+    from nanguard.errors import NonFiniteError
     if isinstance(exc, NonFiniteError) and isinstance(exc.report, Report):
         return exc.with_traceback(None)
     return exc
@@ -268,6 +270,7 @@ def acquire() -> None:
             torch.autograd.graph._engine_run_backward = _engine_run_backward  # type: ignore[attr-defined]
         _HANDLES.append(register_optimizer_step_pre_hook(_opt_pre))
         _HANDLES.append(register_optimizer_step_post_hook(_opt_post))
+        scaled.install()
 
 
 def release() -> None:
@@ -294,6 +297,7 @@ def uninstall() -> None:
                 torch.autograd.graph._engine_run_backward = _ORIG_ENGINE  # type: ignore[attr-defined]
         while _HANDLES:
             _HANDLES.pop().remove()
+        scaled.uninstall()
 
 
 def engine_hooked() -> bool:

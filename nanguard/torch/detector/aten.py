@@ -79,6 +79,8 @@ def uses_rng(func: Any) -> bool:
 # chose: they cannot turn finite inputs into NaN/Inf, so they are not judged (a NaN from
 # outside is then reported at the first op that computes with it).
 _NO_NEW_VALUES = frozenset({
+    # GradScaler's own check of the gradients: it finds their infs and skips the step
+    "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_",
     "clone", "contiguous", "_unsafe_view", "cat", "stack", "index", "index_select", "gather", "scatter",
     "select_backward", "slice_backward", "select_scatter", "slice_scatter", "diagonal_backward",
     "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill", "fill_", "new_zeros", "new_ones",

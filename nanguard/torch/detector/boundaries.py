@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
 from nanguard.errors import NonFiniteError
-from nanguard.torch.detector import _state
+from nanguard.torch.detector import _state, scaled
 from nanguard.torch.detector._state import STATE, capture_rng, no_compile, orig_module_call
 from nanguard.torch.detector.build import OptimizerContext, make_report
 from nanguard.torch.detector.frames import Frame, user_frame
@@ -127,6 +127,7 @@ class BackwardBoundary:
         # Exhaustive mode: a finding the live mode made during this backward pass, waiting for
         # the pass to end so that a replay of the tape can add its forward line.
         self.pending: Optional[Report] = None
+        self.scaled = False  # the current pass starts from a GradScaler-scaled loss
 
     def found_live(self, report: Report) -> None:
         """The live mode found ``report`` inside a backward pass (exhaustive mode)."""
@@ -168,14 +169,16 @@ class BackwardBoundary:
             act.finish(bad_grad_in)
             return orig(outputs, *args, **kwargs)
         replayable = (entries, roots, grad_tensors, inputs, create_graph)
-        with act.suspended(not act.exhaustive):
+        # a GradScaler's loss is judged after the pass, in both modes (see scaled.py)
+        self.scaled = scaled.any_scaled(roots)
+        with act.suspended(not act.exhaustive or self.scaled):
             try:
                 with STATE.backward():
                     result = orig(outputs, *args, **kwargs)
                 if self.pending is not None:
                     report, self.pending = self.pending, None
                     act.finish(self._enrich(report, *replayable))
-                elif not act.exhaustive and not act.tripped:
+                elif (self.scaled or not act.exhaustive) and not act.tripped:
                     self._sentinel(result, accumulate, *replayable)
             except NonFiniteError as err:
                 if err.report is not None and err.report is self.pending:
@@ -206,6 +209,8 @@ class BackwardBoundary:
         call = user_frame()
         result = replay_backward(act, entries, roots, grad_tensors, inputs, create_graph, call)
         if isinstance(result, Reproduced):
+            if self.scaled and scaled.scaler_overflow(result.report):
+                return  # the GradScaler skips this step and lowers its scale
             act.finish(result.report)
         else:
             act.finish(self._coarse_report(grads, call, replay_notes(result)))

@@ -151,3 +151,40 @@ def test_ctc_loss_of_an_infeasible_alignment_is_reported(exhaustive):
         head(x, targets, il, tl)
     assert d.report is not None and d.report.kind == "inf"
     assert "ctc_loss" in d.report.op
+
+
+def _amp_steps(exhaustive: bool, bug: bool, steps: int = 3):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    # a scale this large overflows float16 gradients at once: the scaler skips and halves it
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24)
+    x, y = torch.randn(32, 64) * 10, torch.randint(0, 10, (32,))
+    scales = []
+    with nanguard.detect(mode="record", exhaustive=exhaustive) as d:
+        for _ in range(steps):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                out = model(x)
+                loss = F.cross_entropy(out, y)
+                if bug:
+                    loss = loss + torch.sqrt(out.float() - out.float()).sum()  # sqrt's gradient at 0
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+    return d.report, scales
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_grad_scaler_overflow_is_the_scalers_not_a_finding(exhaustive):
+    report, scales = _amp_steps(exhaustive, bug=False)
+    assert scales == [2.0**23, 2.0**22, 2.0**21], "the scaler must have met (and skipped) overflows"
+    assert report is None, report
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_a_real_singularity_under_a_grad_scaler_is_still_reported(exhaustive):
+    report, _ = _amp_steps(exhaustive, bug=True, steps=1)
+    assert report is not None and report.phase == "backward"
+    assert "sqrt" in (report.torch_function or "") or "Sqrt" in (report.node or ""), report
