@@ -91,6 +91,10 @@ def pow2_scale(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> torch.Tensor
     return torch.where(ok, scale, torch.ones_like(scale))
 
 
+# torch.autograd.Function.apply binds every call's arguments with inspect.signature (for
+# default arguments, which no safe op's Function has) before calling this C apply: a third
+# of the Python time of a small op. apply_op calls it directly outside torch.func transforms.
+_C_APPLY = getattr(torch._C, "_FunctionBase", None) and torch._C._FunctionBase.__dict__.get("apply")
 _TENSOR = object()  # marks where a tensor input goes back among the constant inputs
 
 
@@ -127,12 +131,8 @@ class SafeFunction(torch.autograd.Function):
         cls.forward_mode = type(cls.__name__, (cls,), {
             "__module__": cls.__module__, "__qualname__": cls.__qualname__,
             "setup_context": staticmethod(setup_context), "jvp": staticmethod(jvp)})
-
-
-# torch.autograd.Function.apply binds every call's arguments with inspect.signature (for
-# default arguments, which no safe op's Function has) before calling this C apply: a third
-# of the Python time of a small op. apply_op calls it directly outside torch.func transforms.
-_C_APPLY = getattr(torch._C, "_FunctionBase", None) and torch._C._FunctionBase.__dict__.get("apply")
+        if _C_APPLY is not None:
+            cls.forward_mode.raw_apply = _C_APPLY.__get__(None, cls.forward_mode)
 
 
 def apply_op(function: type, *args: object):
@@ -142,7 +142,7 @@ def apply_op(function: type, *args: object):
     twin = function.forward_mode
     if _C_APPLY is None or torch._C._are_functorch_transforms_active():
         return twin.apply(*args)
-    return _C_APPLY.__get__(None, twin)(*args)
+    return twin.raw_apply(*args)
 
 
 def zero_indicator(x: torch.Tensor) -> torch.Tensor:

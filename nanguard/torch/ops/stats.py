@@ -59,8 +59,9 @@ def _prepare(x: torch.Tensor, dim: Dim, correction: object, op: str):
     return dims, _check_correction(correction, op)
 
 
-def _shifted_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) -> Optional[torch.Tensor]:
-    """``x`` minus its mean when some slice's spread is small against its mean, else None.
+def _shift_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) -> Optional[torch.Tensor]:
+    """What to subtract from ``x`` (keepdim; its mean for nearly constant slices, 0 for the
+    others), or None when no slice's spread is small against its mean.
 
     torch rounds the mean to x's dtype before centring, and for a nearly constant slice that
     rounding is as large as the spread itself (float32 ``std([1, 1, 1, 1 + eps])`` comes out
@@ -77,7 +78,7 @@ def _shifted_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) 
     if can_branch_on_data(x) and not bool(nearly_constant.any()):
         return None
     # only those slices move: x - mean is exact and small there, and cannot overflow
-    return x - torch.where(nearly_constant, mean, 0.0).to(x.dtype)
+    return torch.where(nearly_constant, mean, 0.0).to(x.dtype)
 
 
 def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
@@ -104,19 +105,19 @@ def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool =
     if numel_over(x, dims) - correction <= 0:
         return apply_op(_ZeroSpread, x, dims, bool(keepdim))
     out = torch.var(x, dim=dims, correction=correction, keepdim=keepdim)
-    shifted = _shifted_where_nearly_constant(x.detach(), dims, out.detach().sqrt())
-    if shifted is None:
+    shift = _shift_where_nearly_constant(x.detach(), dims, out.detach().sqrt())
+    if shift is None:
         return out
-    # the mean is detached: var(x - c) = var(x) for a constant c, so value and every
-    # derivative are those of torch.var, taken where they are accurate
-    return torch.var(x - (x.detach() - shifted), dim=dims, correction=correction, keepdim=keepdim)
+    # the shift is a constant: var(x - c) = var(x), so value and every derivative are those
+    # of torch.var, taken where they are accurate
+    return torch.var(x - shift, dim=dims, correction=correction, keepdim=keepdim)
 
 
 def _std_value(x: torch.Tensor, dims, correction: float, keepdim: bool) -> torch.Tensor:
     out = torch.std(x, dim=dims, correction=correction, keepdim=keepdim)
-    shifted = _shifted_where_nearly_constant(x, dims, out)
-    if shifted is not None:
-        x = shifted
+    shift = _shift_where_nearly_constant(x, dims, out)
+    if shift is not None:
+        x = x - shift
         out = torch.std(x, dim=dims, correction=correction, keepdim=keepdim)
     # torch accumulates float32 in float64, but float64 and bfloat16 slices whose squares
     # overflow (|x| > 1e154 or 1e19) come back inf although the std is finite, and slices

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 import linecache
-import os
 
 import pytest
 import torch
 
 import nanguard
 from tests.torch.detector import programs
-from tests.torch.detector.programs import CATALOGUE, line_of
+from tests.torch.detector.programs import CATALOGUE, STORY_CASES, line_of
 
 MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
-PROGRAMS_FILE = os.path.abspath(programs.__file__)
 
 
 @pytest.mark.parametrize("exhaustive", MODES)
-@pytest.mark.parametrize("case", CATALOGUE, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CATALOGUE + STORY_CASES, ids=lambda c: c.name)
 def test_reports_exact_location(case, exhaustive):
     with nanguard.detect(mode="record", check=case.check, exhaustive=exhaustive) as d:
         case.fn()
     r = d.report
     assert r is not None, f"{case.name}: nothing reported"
     assert (r.phase, r.kind, r.op, r.node, r.module) == (case.phase, case.kind, case.op, case.node, case.module)
-    assert (r.file, r.line) == (PROGRAMS_FILE, case.line)
-    assert r.code == linecache.getline(PROGRAMS_FILE, case.line).strip()
+    assert (r.file, r.line) == (case.file, case.line)   # the programs file, or a seed story's own file
+    assert r.code == linecache.getline(case.file, case.line).strip()
     if case.phase == "backward":
         # The line of a backward finding is the forward line that created the failing node.
         assert (r.forward_file, r.forward_line) == (r.file, r.line)
-        assert r.call_file == PROGRAMS_FILE and r.call_line is not None
+        assert r.call_file == case.file and r.call_line is not None
     assert r.explanation and r.suggestion and r.message
     assert r.outputs and any(not s.finite for s in r.outputs)
 

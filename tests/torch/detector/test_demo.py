@@ -20,11 +20,9 @@ import torch
 import nanguard
 import nanguard.stories
 from nanguard.demo import Show
-from tests.torch.detector.programs import STORY_CASES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STORY = nanguard.stories.get("distance_matrix")
-MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
 
 
 def _story_module(version: str):
@@ -47,23 +45,6 @@ def test_corpus_lists_runnable_stories_with_both_versions():
         STORY.path("broken")
     with pytest.raises(LookupError, match="on 3 lines"):
         STORY.line("compute_distance_matrix(")      # the def and both calls
-
-
-@pytest.mark.parametrize("exhaustive", MODES)
-@pytest.mark.parametrize("case", STORY_CASES, ids=lambda c: c.name)
-def test_story_reported_at_its_own_line(case, exhaustive):
-    """As test_catalogue's exact-location check, for the programs that run a corpus story."""
-    with nanguard.detect(mode="record", check=case.check, exhaustive=exhaustive) as d:
-        case.fn()
-    r = d.report
-    assert r is not None, f"{case.name}: nothing reported"
-    assert (r.phase, r.kind, r.op, r.node, r.module) == (case.phase, case.kind, case.op, case.node, case.module)
-    assert (r.file, r.line) == (case.file, case.line)
-    assert r.code == linecache.getline(case.file, case.line).strip()
-    assert (r.forward_file, r.forward_line) == (r.file, r.line)
-    assert r.call_file == case.file and r.call_line is not None
-    assert r.explanation and r.suggestion and r.message
-    assert r.outputs and any(not s.finite for s in r.outputs)
 
 
 def test_story_in_process_buggy_caught_fixed_clean():
