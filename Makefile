@@ -1,9 +1,11 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# Both create .venv on first use and install the package with the pinned CPU torch.
+# Both create .venv on first use and install the package with the pinned CPU torch;
+# `make test` adds the pinned CPU TensorFlow and JAX so the TF and JAX suites run too.
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+FRAMEWORKS_STAMP := $(VENV)/.installed-frameworks
 
 .PHONY: demo test bench clean
 
@@ -14,13 +16,17 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[torch,dev]'
 	touch $(STAMP)
 
+$(FRAMEWORKS_STAMP): $(STAMP) constraints.txt
+	$(PY) -m pip install --quiet -c constraints.txt tensorflow-cpu 'jax[cpu]'
+	touch $(FRAMEWORKS_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m nanguard demo
 
-test: $(STAMP)
+test: $(FRAMEWORKS_STAMP)
 	$(PY) -m pytest -n 2 -q
 
-bench: $(STAMP)
+bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/ops.py
 	$(PY) benchmarks/detect.py
 	$(PY) benchmarks/guard.py

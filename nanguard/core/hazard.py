@@ -28,7 +28,9 @@ class Hazard:
     ``key`` names it (``"distance_matrix"``); ``ops`` are op base names as torch, TF and JAX
     spell them (``"sqrt"``, ``"log_softmax"``); ``value`` and ``gradient`` say when each is
     non-finite; ``why`` and ``fix`` are the explanation and the remedy (clauses: no capital
-    required, no final period); ``safe`` maps a framework to the replacement's full name;
+    required, no final period); ``fix_in`` holds the remedy worded for a framework whose
+    spelling differs (``{"tf": "nanguard.tf.sqrt(x) ..."}``; a framework missing from it gets
+    ``fix``, which is worded for torch); ``safe`` maps a framework to the replacement's full name;
     ``lint`` lists the NG codes whose rules find it statically; ``evidence`` holds named
     templates that a runtime finding fills with the counts that prove it.
     """
@@ -44,6 +46,7 @@ class Hazard:
     lint: tuple[str, ...] = ()
     evidence: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    fix_in: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
     def text(self, template: str, /, **fields: Any) -> str:
         """``template`` with its fields filled from ``fields``, then from `defaults`."""
@@ -56,8 +59,11 @@ class Hazard:
     def why_text(self, **fields: Any) -> str:
         return self.text(self.why, **fields)
 
-    def fix_text(self, **fields: Any) -> str:
-        return self.text(self.fix, **fields)
+    def fix_text(self, framework: str = "torch", **fields: Any) -> str:
+        """The remedy worded for ``framework`` (one of `FRAMEWORKS`)."""
+        if framework not in FRAMEWORKS:
+            raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
+        return self.text(self.fix_in.get(framework, self.fix), **fields)
 
     def evidence_text(self, which: str, /, **fields: Any) -> str:
         """The evidence template ``which`` filled in; KeyError for one the hazard lacks."""
@@ -65,7 +71,10 @@ class Hazard:
 
     def fields(self) -> frozenset[str]:
         """Every field name the why and fix templates use (each has a default)."""
-        return template_fields(self.why) | template_fields(self.fix)
+        names = template_fields(self.why) | template_fields(self.fix)
+        for text in self.fix_in.values():
+            names |= template_fields(text)
+        return names
 
 
 def template_fields(template: str) -> frozenset[str]:
@@ -74,24 +83,28 @@ def template_fields(template: str) -> frozenset[str]:
 
 def make(key: str, title: str, ops: tuple[str, ...], value: str, gradient: str, why: str, fix: str,
          safe: Mapping[str, str], lint: tuple[str, ...] = (), evidence: Mapping[str, str] | None = None,
-         defaults: Mapping[str, Any] | None = None) -> Hazard:
+         defaults: Mapping[str, Any] | None = None, fix_in: Mapping[str, str] | None = None) -> Hazard:
     """A `Hazard` whose mappings are read-only."""
+    unknown = set(fix_in or {}) - set(FRAMEWORKS)
+    if unknown:
+        raise ValueError(f"hazard {key!r}: fix_in names unknown frameworks {sorted(unknown)}")
     return Hazard(key=key, title=title, ops=tuple(ops), value=value, gradient=gradient, why=why, fix=fix,
                   safe=MappingProxyType(dict(safe)), lint=tuple(lint),
                   evidence=MappingProxyType(dict(evidence or {})),
-                  defaults=MappingProxyType(dict(defaults or {})))
+                  defaults=MappingProxyType(dict(defaults or {})),
+                  fix_in=MappingProxyType(dict(fix_in or {})))
 
 
 def nanguard_op(name: str) -> dict[str, str]:
     """The replacement spelled in every framework: ``nanguard.sqrt``, ``nanguard.tf.sqrt``,
-    ``nanguard.jax.sqrt`` (the tf and jax backends are to come)."""
+    ``nanguard.jax.sqrt``."""
     return {"torch": f"nanguard.{name}", "tf": f"nanguard.tf.{name}", "jax": f"nanguard.jax.{name}"}
 
 
 # ---------------------------------------------------------------------------------- wording
-def lint_message(hazard: Hazard, pattern: str, /, **fields: Any) -> str:
-    """A lint finding: the pattern the linter matched, the hazard's why, and its fix."""
-    return f"{pattern}: {hazard.why_text(**fields)}; fix: {hazard.fix_text(**fields)}"
+def lint_message(hazard: Hazard, pattern: str, /, framework: str = "torch", **fields: Any) -> str:
+    """A lint finding: the pattern the linter matched, the hazard's why, and its fix for ``framework``."""
+    return f"{pattern}: {hazard.why_text(**fields)}; fix: {hazard.fix_text(framework, **fields)}"
 
 
 def explanation(hazard: Hazard, evidence: str = "", /, **fields: Any) -> str:
@@ -100,9 +113,9 @@ def explanation(hazard: Hazard, evidence: str = "", /, **fields: Any) -> str:
     return f"{evidence}: {why}." if evidence else f"{why}."
 
 
-def suggestion(hazard: Hazard, /, **fields: Any) -> str:
-    """A runtime report's "fix": the hazard's fix as a sentence."""
-    return f"{hazard.fix_text(**fields)}."
+def suggestion(hazard: Hazard, /, framework: str = "torch", **fields: Any) -> str:
+    """A runtime report's "fix": the hazard's fix for ``framework`` as a sentence."""
+    return f"{hazard.fix_text(framework, **fields)}."
 
 
 __all__ = [

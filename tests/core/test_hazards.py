@@ -108,6 +108,22 @@ def test_wording_composes_the_catalogue_texts():
     assert suggestion(h) == f"{h.fix_text()}."
 
 
+def test_fix_is_worded_per_framework_and_falls_back_to_the_torch_wording():
+    from nanguard.core.hazard import make
+
+    h = make("demo", "demo", ("sqrt",), value="v", gradient="g", why="why", fix="use nanguard.sqrt({x})",
+             safe={"torch": "nanguard.sqrt"}, defaults={"x": "x"}, fix_in={"tf": "use nanguard.tf.sqrt({x})"})
+    assert h.fix_text() == h.fix_text("torch") == "use nanguard.sqrt(x)"
+    assert h.fix_text("tf", x="y") == "use nanguard.tf.sqrt(y)"
+    assert h.fix_text("jax") == "use nanguard.sqrt(x)"
+    assert suggestion(h, "tf") == "use nanguard.tf.sqrt(x)."
+    assert lint_message(h, "`sqrt(x)`", "tf").endswith("fix: use nanguard.tf.sqrt(x)")
+    with pytest.raises(ValueError, match="framework must be one of"):
+        h.fix_text("mxnet")
+    with pytest.raises(ValueError, match="unknown frameworks"):
+        make("bad", "bad", ("sqrt",), value="v", gradient="g", why="w", fix="f", safe={}, fix_in={"mx": "f"})
+
+
 def _said_calls(path: Path):
     """(key, evidence name) of every `Said("key", "evidence", ...)` with literal arguments."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
