@@ -151,22 +151,29 @@ def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 class _CrossEntropy(SafeFunction):
-    """Returns (-sum(t log q), log q with 1 in place of q where t = q = 0) for the backward."""
+    """Returns (-sum(t log q), log q with 0 where t = q = 0 for the target's gradient; empty
+    when the target needs none)."""
 
     @staticmethod
     def forward(target: torch.Tensor, probs: torch.Tensor, dim: int):
         if can_branch_on_data(probs):
+            # xlogy(t, q) is t·log q with 0 wherever t = 0 (q = 0 included) and NaN for a NaN
+            # q: the convention's value in one pass. It is also 0 for t = 0 < -q, where the
+            # textbook term 0·log(negative) is NaN, so an invalid (negative) probability
+            # takes the path below and keeps its NaN; so does a target that needs a
+            # gradient, which is -log q: computed here once rather than again in the backward.
+            if not target.requires_grad and probs.numel() and not bool(probs.amin() < 0):
+                return torch.special.xlogy(target, probs).sum(dim).neg_(), probs.new_empty(0)
             log_q = torch.log(probs)
             loss = torch.mul(target, log_q).sum(dim).neg_()
             if not bool(torch.isnan(loss).any()):
                 return loss, log_q  # no 0 * log 0 anywhere: the textbook terms are right
-            if target.numel() and bool(target.min() >= 0) and bool(probs.min() >= 0):
-                # valid inputs (no NaN, nothing negative): t + q = 0 exactly where t = q = 0,
-                # so log q * sign(t + q) is NaN there and only there; that NaN becomes 0
-                sign = torch.add(target, probs).sign_()
-                log_q = log_q.mul_(sign) if sign.shape == log_q.shape else log_q * sign
-                log_q = log_q.nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
-                return torch.mul(target, log_q).sum(dim).neg_(), log_q
+            # 0 * log 0 = 0 * -inf is the only NaN term the convention removes: where t = 0
+            # and log q = -inf (q = ±0); every other NaN (a NaN input, log of a negative
+            # probability) stays
+            zero_times_inf = torch.eq(target, 0) & torch.isneginf(log_q)
+            log_q = torch.where(zero_times_inf, 0.0, log_q)
+            return torch.mul(target, log_q).sum(dim).neg_(), log_q
         # log(q + 1) = 0 exactly where t = q = 0, log(q + 0) = log q everywhere else: terms
         # with t = 0 are 0 * finite, and t > 0 with q = 0 stays the true +inf
         both_zero = torch.mul(zero_indicator(target), zero_indicator(probs))

@@ -303,3 +303,17 @@ def test_logsumexp_gradient_in_bfloat16_is_accurate_to_its_rounding() -> None:
     relative = ((x.grad.double() - exact).abs() / exact).max().item()
     assert relative <= 2.0**-8, relative  # half an ulp of bfloat16
     assert ng.logsumexp(x, dim=1).dtype == torch.bfloat16
+
+
+def test_cross_entropy_probs_keeps_nan_for_invalid_probabilities_on_every_path() -> None:
+    # the one-pass xlogy path (target without gradient) must not turn 0 * log(-0.5) into 0
+    target = torch.tensor([0.0, 1.0, 0.0])
+    for needs_target_grad in (False, True):
+        t = target.clone().requires_grad_(needs_target_grad)
+        probs = torch.tensor([-0.5, 0.9, 0.0], requires_grad=True)
+        loss = ng.cross_entropy_probs(t, probs)
+        assert torch.isnan(loss), needs_target_grad
+        ok = ng.cross_entropy_probs(t, torch.tensor([0.0, 0.9, 0.1], requires_grad=True))
+        assert torch.isclose(ok, -torch.log(torch.tensor(0.9)))
+        probs_nan = torch.tensor([float("nan"), 0.9, 0.1], requires_grad=True)
+        assert torch.isnan(ng.cross_entropy_probs(t, probs_nan))
