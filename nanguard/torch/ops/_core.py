@@ -15,7 +15,7 @@ Both compute the same values; tests check that they agree.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 
@@ -133,14 +133,79 @@ class SafeFunction(torch.autograd.Function):
             "setup_context": staticmethod(setup_context), "jvp": staticmethod(jvp)})
         if _C_APPLY is not None:
             cls.forward_mode.raw_apply = _C_APPLY.__get__(None, cls.forward_mode)
+        cls.under_transforms = _twin_for_transforms(cls, own)
+
+
+def _twin_for_transforms(cls: type, own: Any) -> type:
+    """The forward-mode twin for use under torch.func transforms (vmap above all).
+
+    torch's generated vmap rule keeps one record of the batch dimensions of what a context
+    saves, whether by ``save_for_backward`` or ``save_for_forward``, so both must save the
+    same tensors: here both save what ``setup_context`` saves followed by the tensor inputs
+    (for the jvp), and ``backward`` sees only the former.
+    """
+
+    def setup_context(ctx, inputs, output):
+        recorder = _SaveRecorder(ctx)
+        own(recorder, inputs, output)
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        ctx.save_for_backward(*recorder.saved, *tensors)
+        ctx.save_for_forward(*recorder.saved, *tensors)
+        ctx.own_saved = len(recorder.saved)
+        ctx.jvp_constants = [_TENSOR if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def backward(ctx, *grads):
+        return cls.backward(_SavedPrefix(ctx), *grads)
+
+    def jvp(ctx, *tangents):
+        from nanguard.torch.ops._forward_mode import jvp_from_backward
+
+        tensors = iter(ctx.saved_tensors[ctx.own_saved:])
+        inputs = [next(tensors) if c is _TENSOR else c for c in ctx.jvp_constants]
+        return jvp_from_backward(cls, inputs, tangents)
+
+    return type(cls.__name__, (cls,), {
+        "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+        "setup_context": staticmethod(setup_context), "backward": staticmethod(backward),
+        "jvp": staticmethod(jvp)})
+
+
+class _SaveRecorder:
+    """A context for ``setup_context`` that records what it saves; everything else goes through."""
+
+    def __init__(self, ctx: Any) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "saved", ())
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        object.__setattr__(self, "saved", tensors)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._ctx, name, value)
+
+
+class _SavedPrefix:
+    """A context whose ``saved_tensors`` are what the op's own ``setup_context`` saved."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self.saved_tensors = ctx.saved_tensors[:ctx.own_saved]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
 
 
 def apply_op(function: type, *args: object):
     """``function.apply(*args)`` (every argument positional), with forward-mode AD outside ``torch.compile``."""
     if torch.compiler.is_compiling():
         return function.apply(*args)
+    if torch._C._are_functorch_transforms_active():
+        return function.under_transforms.apply(*args)
     twin = function.forward_mode
-    if _C_APPLY is None or torch._C._are_functorch_transforms_active():
+    if _C_APPLY is None:
         return twin.apply(*args)
     return twin.raw_apply(*args)
 

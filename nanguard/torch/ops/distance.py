@@ -74,8 +74,11 @@ def _centred(x: torch.Tensor, y: torch.Tensor):
 
 def _same_rows(x: torch.Tensor, y: torch.Tensor) -> bool:
     """y is x (``distance_matrix(x)``): the diagonal is exactly 0 and needs no test."""
-    return x is y or (x.data_ptr() == y.data_ptr() and x.shape == y.shape and x.stride() == y.stride()
-                      and x.dtype == y.dtype)
+    if x is y:
+        return True
+    # data pointers exist only for real eager tensors (not under compile or torch.func)
+    return (can_branch_on_data(x) and x.data_ptr() == y.data_ptr() and x.shape == y.shape
+            and x.stride() == y.stride() and x.dtype == y.dtype)
 
 
 def _diagonal(m: torch.Tensor) -> torch.Tensor:

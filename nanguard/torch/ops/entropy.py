@@ -14,6 +14,7 @@ from nanguard.torch.ops._core import (
     compute_dtype,
     lowest,
     nonpositive_is_singular,
+    pow2_scale,
     sum_to,
     zero_indicator,
     zero_over_zero_to_zero,
@@ -221,8 +222,9 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     with ``log probs_i`` replaced by 0 exactly where ``target_i = probs_i = 0``, and whose
     hand-written backward gives those terms gradient 0. So terms with ``target_i = 0``
     contribute 0 with gradient 0 in ``probs_i`` for every probability ``probs_i`` (0 included).
-    float16/bfloat16 inputs are computed in float32, and wherever a float32 sum comes out NaN
-    (terms of opposite sign overflowing to inf - inf) it is recomputed in float64. If you have
+    float16/bfloat16 inputs are computed in float32; a float32 loss that comes out NaN
+    (terms of opposite sign overflowing to inf - inf, for targets beyond 1e36) is recomputed
+    in float64 on eager CPU; elsewhere the targets are scaled by a power of two per slice. If you have
     logits, prefer ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
 
     Singular points:
@@ -249,9 +251,18 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     target, probs = target.to(wide), probs.to(wide)
     if target is probs:
         probs = probs.view_as(probs)  # torch.compile cannot trace one tensor passed twice
+    # terms of opposite sign can overflow to inf - inf although their sum is finite; no
+    # where() picks the repaired slices, since its zero gradient into the other branch
+    # would meet that branch's inf gradient (0 · inf = NaN)
+    if wide != torch.float64 and not can_branch_on_data(probs):
+        # no looking at values (compile, vmap, accelerators), and no float64 (slow on most
+        # GPUs): targets scaled by a power of two per slice, which is exact unless a slice
+        # mixes targets above 2 with targets below 2**-149 of its largest
+        full = target.expand(shape)
+        scale = pow2_scale(full, (axis,))
+        loss = apply_op(_CrossEntropy, full / scale, probs, axis)[0] * scale.squeeze(axis)
+        return loss.to(dtype)
     loss = apply_op(_CrossEntropy, target, probs, axis)[0]
-    if wide != torch.float64 and not (can_branch_on_data(loss) and not bool(torch.isnan(loss).any())):
-        # terms of opposite sign can overflow to inf - inf although their sum is finite
-        exact = apply_op(_CrossEntropy, target.double(), probs.double(), axis)[0]
-        loss = torch.where(torch.isnan(loss), exact.to(wide), loss)
+    if wide != torch.float64 and bool(torch.isnan(loss).any()):
+        loss = apply_op(_CrossEntropy, target.double(), probs.double(), axis)[0].to(wide)
     return loss.to(dtype)

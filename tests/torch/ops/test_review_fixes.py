@@ -317,3 +317,29 @@ def test_cross_entropy_probs_keeps_nan_for_invalid_probabilities_on_every_path()
         assert torch.isclose(ok, -torch.log(torch.tensor(0.9)))
         probs_nan = torch.tensor([float("nan"), 0.9, 0.1], requires_grad=True)
         assert torch.isnan(ng.cross_entropy_probs(t, probs_nan))
+
+
+def _overflowing_cross_entropy_inputs():
+    # each term overflows float32 (|3e38 * ±2| > 3.4e38) with opposite signs: inf - inf
+    target = torch.tensor([[3e38, 3e38], [0.0, 1.0]])
+    probs = torch.tensor([[7.389056, 0.13533528], [0.0, 1.0]], requires_grad=True)
+    t64, q64 = target.double(), probs.detach().double()
+    expected = -(t64 * torch.log(torch.where(t64 == 0, 1.0, q64))).sum(-1)
+    return target, probs, expected
+
+
+@pytest.mark.parametrize("transform", ["eager", "vmap", "compile"])
+def test_cross_entropy_probs_recovers_an_overflowing_sum_without_looking_at_values(transform) -> None:
+    target, probs, expected = _overflowing_cross_entropy_inputs()
+    if transform == "eager":
+        loss = ng.cross_entropy_probs(target, probs)
+    elif transform == "vmap":
+        loss = torch.func.vmap(ng.cross_entropy_probs)(target, probs)
+    else:
+        loss = torch.compile(ng.cross_entropy_probs, backend="aot_eager", fullgraph=True)(target, probs)
+    assert bool(torch.isfinite(loss).all()), loss
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-6, atol=1e32)
+    (g,) = torch.autograd.grad(loss.sum(), probs)
+    # -t/q: -4.06e37 and -2.2e39, which overflows float32: -inf, not NaN
+    assert not bool(torch.isnan(g).any()), g
+    torch.testing.assert_close(g[0], (-target[0].double() / probs.detach()[0].double()).float(), rtol=1e-6, atol=0.0)
