@@ -10,8 +10,7 @@ Subpackages, one pillar each: ``ops`` (prevent), ``detector`` (detect, locate, e
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Dict, List, Tuple
+from typing import Tuple
 
 try:
     import jax as _framework  # noqa: F401  (the check; every submodule imports JAX itself)
@@ -22,6 +21,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
         "or use only `nanguard lint`, which needs no framework."
     ) from error
 
+from nanguard._lazy import lazy_names
 from nanguard.errors import NonFiniteError
 
 # Each pillar lists the public names its subpackage defines.
@@ -31,22 +31,5 @@ _DETECT: Tuple[str, ...] = ()
 
 _GUARD: Tuple[str, ...] = ()
 
-_WHERE: Dict[str, str] = {
-    **{name: "nanguard.jax.ops" for name in _OPS},
-    **{name: "nanguard.jax.detector" for name in _DETECT},
-    **{name: "nanguard.jax.guard" for name in _GUARD},
-}
-
 __all__ = [*_OPS, *_DETECT, *_GUARD, "NonFiniteError"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'nanguard.jax' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names("nanguard.jax", globals(), {"ops": _OPS, "detector": _DETECT, "guard": _GUARD})

@@ -101,9 +101,12 @@ def _gram_squared(xc: torch.Tensor, yc: torch.Tensor):
     """|x|² + |y|² - 2 x·yᵀ by one matmul, and the squared norms."""
     x2 = (xc * xc).sum(-1)
     y2 = (yc * yc).sum(-1)
-    d2 = torch.baddbmm(y2.unsqueeze(-2), xc, yc.mT, alpha=-2) if xc.dim() == 3 else \
-        torch.addmm(y2.unsqueeze(-2), xc, yc.mT, alpha=-2) if xc.dim() == 2 else \
-        (y2.unsqueeze(-2) - 2 * (xc @ yc.mT))
+    if xc.dim() == 2:
+        d2 = torch.addmm(y2.unsqueeze(-2), xc, yc.mT, alpha=-2)
+    elif xc.dim() == 3:
+        d2 = torch.baddbmm(y2.unsqueeze(-2), xc, yc.mT, alpha=-2)
+    else:  # fused multiply-add kernels take at most one batch dimension
+        d2 = torch.matmul(xc, yc.mT).mul_(-2).add_(y2.unsqueeze(-2))
     return d2.add_(x2.unsqueeze(-1)), x2, y2
 
 
@@ -114,7 +117,8 @@ def _gram_pairwise(x: torch.Tensor, y: torch.Tensor) -> Optional[torch.Tensor]:
     error of at most about 2(d + 2)·u·D² (u the unit roundoff), a few times the worst-case
     bound of summing the squared differences directly (centring rounds an entry by u·|x - c|,
     and |x - c| <= 2·D for such a pair); the other pairs (the diagonal, duplicates, close
-    neighbours) are computed from the differences of the inputs, as the difference kernel does. None when the inputs hold a non-finite value.
+    neighbours) are computed from the differences of the inputs, as the difference kernel
+    does. None when the inputs hold a non-finite value or a square would underflow.
     """
     centred = _centred(x, y)
     if centred is None:
@@ -148,9 +152,9 @@ def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     does for more than 25 rows): on eager CPU with enough features the expansion is used
     only for the pairs it computes accurately, and every near pair is computed from its
     difference; elsewhere (and whenever a square would leave the normal range) every pair is
-    computed from its difference. Squares of
-    differences can still overflow (float32 beyond ~1e19) or underflow (below ~1e-19):
-    those entries are redone in float64, or for float64 inputs on power-of-two-scaled inputs.
+    computed from its difference. Squares of differences can still overflow (float32 beyond
+    ~1e19) or underflow (below ~1e-19): those entries are redone in float64, or for float64
+    inputs on power-of-two-scaled inputs.
     """
     if _use_gram(x, y):
         dist = _gram_pairwise(x, y)
