@@ -130,10 +130,15 @@ class Activation:
 
         Called only from the hooks' outermost level: a permanent pop inside a function that
         TorchDynamo wraps (our `no_compile` hooks) would be undone by its dispatch-key guard.
+        Not inside ``torch.inference_mode()`` either: its guard saves the thread's dispatch
+        keys on entry and puts them back on exit, so emptying the mode stack inside it would
+        leave the Python key on with no mode to serve it, and every later op (``torch.empty``,
+        ``nn.Linear(...)``) would hit PyTorch's internal assert. The idle live mode stays until
+        a hook runs outside the block (or the detection ends).
         """
         st = STATE
         if (self.tripped and self.live_on and st.replay is None and not st.depth and not st.in_backward
-                and not st.in_optimizer):
+                and not st.in_optimizer and not torch.is_inference_mode_enabled()):
             n = _stack_len()
             if n and _stack_at(n - 1) is self.live:
                 self._remove_live()
