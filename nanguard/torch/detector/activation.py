@@ -30,6 +30,7 @@ from nanguard.torch.detector.build import OptimizerContext
 from nanguard.torch.detector.frames import is_internal
 from nanguard.torch.detector.live import LiveMode
 from nanguard.torch.detector.naming import Naming
+from nanguard.torch.detector.persistent import PersistentChecks
 from nanguard.torch.detector.session import Session
 from nanguard.torch.detector.tape import Tape
 
@@ -59,6 +60,7 @@ class Activation:
         self.modules = ModuleBoundary(self)
         self.backward = BackwardBoundary(self)
         self.optimizer = OptimizerBoundary(self)
+        self.persistent = PersistentChecks(self)
         # What the global hooks call, bound once (no extra call per hook).
         self.module_call = self.modules.call
         self.run_backward = self.backward.run

@@ -15,9 +15,8 @@ from typing import Collection, List, Optional
 
 import torch
 
-from nanguard.core.location import Frame
-
 import nanguard
+from nanguard.core.location import Frame
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -59,6 +59,36 @@ def fast_finite(t: torch.Tensor) -> bool:
         return True
     # The sum may have overflowed from finite values; decide exactly.
     return bool(torch.isfinite(t).all())
+
+
+_set_grad = torch._C._set_grad_enabled
+
+
+def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
+    """Every tensor finite? One reduction each; on an accelerator one host sync per device."""
+    by_device: Dict[Any, List[torch.Tensor]] = {}
+    grad_was = torch.is_grad_enabled()
+    _set_grad(False)   # the reductions must not join the graph (cheaper than a no_grad object)
+    try:
+        for t in tensors:
+            if checkable(t) and t.numel():
+                if t.device.type == "cpu":
+                    if not fast_finite(t):        # on CPU .item() costs no sync
+                        return False
+                else:
+                    by_device.setdefault(t.device, []).append(t)
+        for group in by_device.values():
+            try:
+                sums = torch.stack([(torch.view_as_real(t) if t.is_complex() else t).sum(dtype=torch.float64)
+                                    for t in group])
+                total = sums.sum().item()
+            except (RuntimeError, TypeError):   # a device whose values cannot be read here
+                continue
+            if not math.isfinite(total):
+                return all(fast_finite(t) for t in group)   # maybe only an overflowing sum
+        return True
+    finally:
+        _set_grad(grad_was)
 
 
 def is_finite(t: torch.Tensor) -> bool:
@@ -234,5 +264,5 @@ def summarize(t: torch.Tensor, name: str, role: str = "input") -> TensorSummary:
 
 
 
-__all__ = ["TensorSummary", "ScalarArg", "Verdict", "judge", "summarize", "fast_finite", "is_finite",
+__all__ = ["TensorSummary", "ScalarArg", "Verdict", "judge", "summarize", "fast_finite", "is_finite", "all_finite",
            "has_nan", "has_inf", "checkable", "iter_scalars"]
