@@ -32,10 +32,10 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Union
 
 import torch
 
-from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.activation import Activation
 from nanguard.torch.detector.session import Session
+from nanguard.core.report import NonFiniteWarning, Report
 
 __all__ = ["detect", "NonFiniteWarning"]
 

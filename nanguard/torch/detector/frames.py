@@ -15,8 +15,9 @@ from typing import Collection, List, Optional
 
 import torch
 
-import nanguard
 from nanguard.core.location import Frame
+
+import nanguard
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep

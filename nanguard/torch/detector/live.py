@@ -17,13 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from nanguard.errors import NonFiniteError
 from nanguard.torch.detector._state import STATE, capture_rng
 from nanguard.torch.detector.aten import (
-    _CHECK,
-    checks_values,
-    mutated_args,
-    mutated_ids,
-    result_outputs,
-    uses_rng,
-    written_tensors,
+    _CHECK, checks_values, mutated_args, mutated_ids, result_outputs, uses_rng, written_tensors,
 )
 from nanguard.torch.detector.build import make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import torch_api, user_frame, user_stack

@@ -27,13 +27,13 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from nanguard.core.report import Report
 from nanguard.torch.detector import _state
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
 from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
 from nanguard.torch.detector.outcome import NotReplayable, NotReproduced, ReplayFailed, ReplayResult, Reproduced
+from nanguard.core.report import Report
 from nanguard.torch.detector.tape import Entry, key_of
 from nanguard.torch.detector.values import checkable, fast_finite, judge
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import List, Optional, TextIO
 
-from nanguard.core.report import not_found_dict
 from nanguard.errors import NonFiniteError
 from nanguard.torch.detector.context import detect
 from nanguard.torch.detector.frames import is_internal
+from nanguard.core.report import not_found_dict
 
 
 class UsageError(Exception):
