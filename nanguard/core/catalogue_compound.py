@@ -179,6 +179,28 @@ ENTRIES: list[Hazard] = [
          safe={"torch": "torch.float64", "tf": "tf.float64", "jax": "jax.numpy.float64"},
          evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
                    "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
+    make("diverged_scale", "activations or weights grown huge (training diverged)",
+         ("layer_norm", "native_layer_norm", "native_batch_norm", "rms_norm", "pow", "mul", "matmul", "mm",
+          "addmm", "bmm", "sum", "mean", "var", "exp", "softmax", "_softmax"),
+         value="NaN/Inf once squares or products of the values exceed the dtype's range",
+         gradient="inf, then NaN, with the value",
+         why="values this large are not data: training has diverged, usually because the learning rate is too "
+             "large for the model or an optimizer step is unstable, and every step multiplies the weights "
+             "further until the squares inside a norm, a variance or a matmul overflow",
+         fix="lower the learning rate (add warm-up), clip the gradients (torch.nn.utils.clip_grad_norm_) and "
+             "check the optimizer's hyperparameters; run the first steps under nanguard.detect() to see the "
+             "step where the scale starts to grow, and nanguard.GradGuard can skip a bad step",
+         fix_in={"tf": "lower the learning rate (add warm-up), clip the gradients (tf.clip_by_global_norm, "
+                       "or clipnorm= on the Keras optimizer) and check the optimizer's hyperparameters; "
+                       "nanguard.tf.GradGuard can skip a bad step",
+                 "jax": "lower the learning rate (add warm-up), clip the gradients (optax.clip_by_global_norm) "
+                        "and check the optimizer's hyperparameters; nanguard.jax.GradGuard can skip a bad step"},
+         safe={"torch": "torch.nn.utils.clip_grad_norm_", "tf": "tf.clip_by_global_norm",
+               "jax": "optax.clip_by_global_norm"},
+         evidence={"forward": "`{name}` reaches {peak}, beyond {limit} (the square root of {dtype}'s largest "
+                              "value), so its squares and products overflow",
+                   "weights": "`{name}` reaches {peak}, beyond {limit} (the square root of {dtype}'s largest "
+                              "value), so its squares and products overflow, and the weights reach {max}"}),
     # ---------------------------------------------------------- from outside, optimizer
     make("nan_input", "NaN from outside the checked code", (),
          value="NaN already in an input", gradient="NaN with the value",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import linecache
 import os
+import sysconfig
 from dataclasses import dataclass
+
+# Where installed packages and the standard library live: code there is not the user's own.
+_LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for key in ("purelib", "platlib", "stdlib", "platstdlib")
+                              if (p := sysconfig.get_paths().get(key))}))
+_LIBRARY_PARTS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,12 @@ class Frame:
         except ValueError:  # another drive on Windows
             return self.file
         return rel if not rel.startswith("..") else self.file
+
+    @property
+    def in_library(self) -> bool:
+        """In an installed package or the standard library (transformers, timm...), not the user's code."""
+        path = os.path.abspath(self.file) if not self.file.startswith("<") else self.file
+        return path.startswith(_LIBRARY_DIRS) or any(part in path for part in _LIBRARY_PARTS)
 
     def to_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}

@@ -97,6 +97,18 @@ class Report:
             return None
         return Frame(self.file, self.line, self.function or "?")
 
+    def user_call_site(self) -> Optional[Frame]:
+        """The user's own line that led to a finding located in library code (an installed
+        package such as transformers): the first frame of ``stack`` outside libraries. None
+        when the finding is already in the user's code."""
+        loc = self.location()
+        if loc is None or not loc.in_library:
+            return None
+        for frame in self.stack:
+            if not frame.in_library and (frame.file, frame.line) != (loc.file, loc.line):
+                return frame
+        return None
+
     # ------------------------------------------------------------------ formats
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-serialisable dict (NaN/Inf numbers are written as strings)."""
@@ -151,6 +163,11 @@ class Report:
             code = self.code if self.code is not None else loc.code
             if code:
                 lines.append(f"      {paint(f'{loc.line} │ {code}', '33')}")
+            caller = self.user_call_site()
+            if caller is not None:
+                lines.append(f"  {paint('from', '1')} {caller.short_file}:{caller.line} in {caller.function}")
+                if caller.code:
+                    lines.append(f"      {paint(f'{caller.line} │ {caller.code}', '33')}")
         elif self.module:
             lines.append(f"  {paint('in', '1')}  module {self.module}")
         op_line = self.op

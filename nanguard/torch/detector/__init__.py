@@ -4,9 +4,9 @@
 ``nanguard run script.py`` (see `nanguard.detect.cli`) runs a whole program under it.
 """
 
-from nanguard.torch.detector.context import detect
-from nanguard.torch.detector.frames import Frame
 from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.core.summary import ScalarArg, TensorSummary
+from nanguard.torch.detector.context import detect
+from nanguard.torch.detector.frames import Frame
 
 __all__ = ["detect", "Report", "TensorSummary", "ScalarArg", "Frame", "NonFiniteWarning"]

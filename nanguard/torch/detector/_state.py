@@ -8,6 +8,8 @@
   backward pass is checked once at the end, and replayed under the op-level check on a finding.
 * Global optimizer step hooks take the optimizer's hundreds of small in-place ops out of the
   default mode's path and check the parameters once after the step.
+* ``GradScaler.scale`` marks scaled losses (`scaled.py`) and torch's ``ExceptionWrapper``
+  carries a DataLoader worker's report to the main process (`workers.py`).
 
 Every hook consults a thread-local stack of active detections and does nothing on threads
 without one; they are installed when the first detection starts and removed with the last.
@@ -24,7 +26,7 @@ import torch.autograd
 import torch.autograd.graph
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from nanguard.torch.detector import scaled
+from nanguard.torch.detector import scaled, workers
 
 
 class ThreadState(threading.local):
@@ -271,6 +273,7 @@ def acquire() -> None:
         _HANDLES.append(register_optimizer_step_pre_hook(_opt_pre))
         _HANDLES.append(register_optimizer_step_post_hook(_opt_post))
         scaled.install()
+        workers.install()
 
 
 def release() -> None:
@@ -298,6 +301,7 @@ def uninstall() -> None:
         while _HANDLES:
             _HANDLES.pop().remove()
         scaled.uninstall()
+        workers.uninstall()
 
 
 def engine_hooked() -> bool:

@@ -30,6 +30,7 @@ from nanguard.torch.detector.build import OptimizerContext
 from nanguard.torch.detector.frames import is_internal
 from nanguard.torch.detector.live import LiveMode
 from nanguard.torch.detector.naming import Naming
+from nanguard.torch.detector.persistent import PersistentChecks
 from nanguard.torch.detector.session import Session
 from nanguard.torch.detector.tape import Tape
 
@@ -59,6 +60,7 @@ class Activation:
         self.modules = ModuleBoundary(self)
         self.backward = BackwardBoundary(self)
         self.optimizer = OptimizerBoundary(self)
+        self.persistent = PersistentChecks(self)
         # What the global hooks call, bound once (no extra call per hook).
         self.module_call = self.modules.call
         self.run_backward = self.backward.run
@@ -130,10 +132,15 @@ class Activation:
 
         Called only from the hooks' outermost level: a permanent pop inside a function that
         TorchDynamo wraps (our `no_compile` hooks) would be undone by its dispatch-key guard.
+        Not inside ``torch.inference_mode()`` either: its guard saves the thread's dispatch
+        keys on entry and puts them back on exit, so emptying the mode stack inside it would
+        leave the Python key on with no mode to serve it, and every later op (``torch.empty``,
+        ``nn.Linear(...)``) would hit PyTorch's internal assert. The idle live mode stays until
+        a hook runs outside the block (or the detection ends).
         """
         st = STATE
         if (self.tripped and self.live_on and st.replay is None and not st.depth and not st.in_backward
-                and not st.in_optimizer):
+                and not st.in_optimizer and not torch.is_inference_mode_enabled()):
             n = _stack_len()
             if n and _stack_at(n - 1) is self.live:
                 self._remove_live()

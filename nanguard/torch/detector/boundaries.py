@@ -6,17 +6,17 @@
 * `BackwardBoundary`: the gradients at the end of each backward pass (and the gradient a
   caller passes in); non-finite ones are localised by replaying the tape behind the loss.
 * `OptimizerBoundary`: an optimizer step is one unit the default mode does not look inside;
-  it remembers the step so that a parameter it made non-finite is blamed on it.
+  it checks the parameters after the step (`persistent.py`) and remembers the step so that
+  a parameter it made non-finite is blamed on it.
 
 Each belongs to one `Activation` and reads only its public state.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
@@ -30,7 +30,7 @@ from nanguard.torch.detector.frames import Frame, user_frame
 from nanguard.torch.detector.outcome import NotReproduced, Reproduced, replay_notes
 from nanguard.torch.detector.replay import replay_backward, replay_module_forward
 from nanguard.torch.detector.tape import Entry, leaves_of
-from nanguard.torch.detector.values import checkable, fast_finite, is_finite, iter_scalars, judge
+from nanguard.torch.detector.values import all_finite, checkable, is_finite, iter_scalars, judge
 
 if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
@@ -67,6 +67,8 @@ class ModuleBoundary:
                 entry.set_args(args, kwargs)
                 entry.rng = rng
                 entry.autocast = _state.autocast_state()
+            if not exhaustive:
+                act.persistent.before_module(module)
             # Default mode: inner module calls need nothing from us; the wrapper lets them
             # straight through. Exhaustive mode keeps watching to know the module path.
             with STATE.outermost(module, watch=exhaustive):
@@ -74,9 +76,12 @@ class ModuleBoundary:
             if act.tripped:
                 return out
             flat = [t for t in pytree.tree_leaves(out) if isinstance(t, _Tensor)]
-            if not exhaustive and not _all_finite(flat):
+            if not exhaustive and not all_finite(flat):
                 with act.suspended():
                     self._nonfinite(module, args, kwargs, rng, flat)
+            if not exhaustive and not act.tripped:
+                # buffers the call wrote (running statistics); exhaustive mode saw each write
+                act.persistent.after_module(module, args, kwargs, rng)
             if entry is not None and not act.tripped and any(t.requires_grad for t in flat):
                 entry.frame = user_frame()
                 entry.set_outputs(flat)
@@ -204,7 +209,7 @@ class BackwardBoundary:
             grads = [t.grad for t in leaves if t.grad is not None]
         else:
             grads = [g for g in (result or ()) if isinstance(g, _Tensor)]
-        if _all_finite(grads):
+        if all_finite(grads):
             return
         call = user_frame()
         result = replay_backward(act, entries, roots, grad_tensors, inputs, create_graph, call)
@@ -253,8 +258,8 @@ class OptimizerBoundary:
     """Optimizer steps: out of the default mode's way, remembered for blame.
 
     Exhaustive mode checks the step's ops one by one. The default mode does not look inside
-    the step: a parameter it made NaN is caught by the next forward (the module's output
-    check) and the report names this step as the source (`build.make_report`).
+    the step: it checks the parameters once the step is over (`persistent.PersistentChecks`)
+    and reports a non-finite one as this step's doing, at the user's ``step()`` line.
     """
 
     def __init__(self, act: "Activation") -> None:
@@ -280,8 +285,13 @@ class OptimizerBoundary:
         self.steps += 1
         self._last = weakref.ref(optimizer)
         self.step_frame = user_frame()
-        if opened is not None:
-            _leave(opened)
+        try:
+            act = self.act
+            if not act.exhaustive and not act.tripped:   # exhaustive mode saw each write of the step
+                act.persistent.after_step(optimizer)
+        finally:
+            if opened is not None:
+                _leave(opened)
 
     def close(self) -> None:
         """Leave the steps whose post hook never ran (the step raised)."""
@@ -301,36 +311,6 @@ def _leave(opened: tuple) -> None:
         scope.__exit__(None, None, None)
     finally:
         suspension.__exit__(None, None, None)
-
-
-_set_grad = torch._C._set_grad_enabled
-
-
-def _all_finite(tensors: Sequence[torch.Tensor]) -> bool:
-    """Every tensor finite? One reduction each; on an accelerator one host sync per device."""
-    by_device: Dict[Any, List[torch.Tensor]] = {}
-    grad_was = torch.is_grad_enabled()
-    _set_grad(False)   # the reductions must not join the graph (cheaper than a no_grad object)
-    try:
-        for t in tensors:
-            if checkable(t) and t.numel():
-                if t.device.type == "cpu":
-                    if not fast_finite(t):        # on CPU .item() costs no sync
-                        return False
-                else:
-                    by_device.setdefault(t.device, []).append(t)
-        for group in by_device.values():
-            try:
-                sums = torch.stack([(torch.view_as_real(t) if t.is_complex() else t).sum(dtype=torch.float64)
-                                    for t in group])
-                total = sums.sum().item()
-            except (RuntimeError, TypeError):   # a device whose values cannot be read here
-                continue
-            if not math.isfinite(total):
-                return all(fast_finite(t) for t in group)   # maybe only an overflowing sum
-        return True
-    finally:
-        _set_grad(grad_was)
 
 
 def _graph_leaves(roots: Sequence[torch.Tensor]) -> List[torch.Tensor]:

@@ -13,10 +13,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from nanguard.torch.detector.explain import Evidence, explain, message, optimizer_explanation
-from nanguard.torch.detector.frames import Frame, guess_torch_function, op_base
 from nanguard.core.report import Report
 from nanguard.core.summary import ScalarArg, TensorSummary
+from nanguard.torch.detector.explain import Evidence, explain, message, optimizer_explanation
+from nanguard.torch.detector.frames import Frame, guess_torch_function, op_base
 from nanguard.torch.detector.values import has_nan, is_finite, summarize
 
 _ARG_NAMES: Dict[Any, Tuple[str, ...]] = {}
@@ -231,3 +231,30 @@ def _optimizer_report(blame: _Blame, ctx: OptimizerContext, *, op: str, module: 
         message=(f"{opt}.step (step {ctx.steps}) left {'NaN' if blame.kind == 'nan' else 'Inf'} in "
                  f"{', '.join(blame.parameters)}; first used by {first}"),
     )
+
+
+def optimizer_step_report(optimizer: torch.optim.Optimizer, ctx: OptimizerContext, kind: str,
+                          params: Sequence[Tuple[str, torch.Tensor]]) -> Report:
+    """The step just completed left ``params`` non-finite (the default mode's check after a step).
+
+    Reported at the user's ``step()`` line, with the parameters as outputs and their gradients
+    as inputs; the op inside the step is known only to exhaustive mode, which checks each one.
+    """
+    opt = type(optimizer).__name__
+    grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, torch.Tensor)]
+    explanation, suggestion = optimizer_explanation(optimizer, kind)
+    where = ctx.step_frame
+    names = ", ".join(name for name, _ in params[:4]) + (" ..." if len(params) > 4 else "")
+    what = "NaN" if kind == "nan" else "Inf"
+    notes = []
+    if any(not is_finite(g) for _, g in grads):
+        notes.append("some gradients were already non-finite when the step ran")
+    return Report(
+        phase="optimizer", kind=kind, op=f"{opt}.step", torch_function=f"torch.optim.{opt}.step",
+        file=where.file if where else None, line=where.line if where else None,
+        function=where.function if where else None, code=where.code if where else None,
+        inputs=[s for s, _ in _summaries(grads, "input")], outputs=[s for s, _ in _summaries(list(params), "output")],
+        step=ctx.steps, explanation=explanation, suggestion=suggestion,
+        how="checked the parameters after the optimizer step (exhaustive=True names the op inside it)",
+        notes=notes + [f"{names} held {what} after {opt}.step (step {ctx.steps})"],
+        message=f"{opt}.step (step {ctx.steps}) left {what} in {names}")

@@ -15,7 +15,10 @@ import torch
 from nanguard.core.hazards import HAZARDS, explanation, suggestion
 from nanguard.torch.detector.evidence import Evidence, Said
 from nanguard.torch.detector.why_backward import BACKWARD
-from nanguard.torch.detector.why_forward import FORWARD, nan_input, overflow
+from nanguard.torch.detector.why_forward import FORWARD, diverged, nan_input, overflow
+
+# diagnoses that only say "it overflowed" or nothing: huge inputs explain more
+_GENERIC = frozenset({"overflow", "overflow_low_precision", "unexplained"})
 
 
 def diagnose(ev: Evidence) -> Said:
@@ -27,6 +30,9 @@ def diagnose(ev: Evidence) -> Said:
     said = None
     try:
         said = found(ev) if found is not None else None
+        if ev.phase == "forward" and (said is None or said.key in _GENERIC):
+            # values grown past √max say more than "it overflowed": training diverged
+            said = diverged(ev) or said
         if said is None and ev.phase == "forward":
             said = overflow(ev)
     except Exception:  # noqa: BLE001  (an explanation must never hide the finding itself)

@@ -222,7 +222,8 @@ class Replay:
         """Re-run one recorded call; its outputs join ``env`` under their recorded keys."""
         self.entry = e
         values: List[Any] = []
-        for slot, (t, k) in enumerate(zip(e.inputs, e.in_keys)):
+        for slot, k in enumerate(e.in_keys):
+            t = e.input(slot)
             view = e.views.get(slot)
             if view is not None:
                 base = env.get(view.base_key_before)
@@ -230,8 +231,11 @@ class Replay:
                     base = _alias(view.base, False, leaves, copy=True)
                 values.append(base.as_strided(view.size, view.stride, base.storage_offset() + view.offset))
                 continue
-            r = env.get(k)
+            held = e.weak.get(slot)
+            r = env.get(("out", held[1].seq, held[2])) if held is not None else env.get(k)
             if r is None:
+                if t is None:   # held weakly, freed, and its producer was not replayed
+                    raise RuntimeError("a recorded input was freed before the replay")
                 mutated_copy = k[0] != id(t)
                 r = _alias(t, e.req[slot] and grads, leaves, copy=(e.kind == "module" or mutated_copy),
                            nonleaf=mutated_copy)
@@ -248,8 +252,10 @@ class Replay:
                 out = e.fn(*args, **kwargs)
         self.flush()
         flat = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
-        for k, o in zip(e.out_keys, flat):
-            env[k] = o
+        for i, (k, o) in enumerate(zip(e.out_keys, flat)):
+            env[("out", e.seq, i)] = o     # for the inputs held weakly (see `Entry.weak`)
+            if e.output_alive(i):
+                env[k] = o                 # a freed output's key may name another tensor by now
         for slot, view in e.views.items():
             if view.base_key_after is not None:
                 env[view.base_key_after] = values[slot]._base if values[slot]._base is not None else values[slot]

@@ -30,6 +30,7 @@ class Session:
     # module id -> (weakref, parameter list, backward count when listed); kept across activations
     # (a detection entered once per training step) so large models are walked rarely.
     params: Dict[int, tuple] = field(default_factory=dict)
+    buffers: Dict[int, tuple] = field(default_factory=dict)   # the same for floating buffers
     backward_count: int = 0
     report: Optional[Report] = None
     active: int = 0                  # activations running now, on all threads
@@ -94,3 +95,21 @@ class Session:
         except TypeError:
             pass
         return params
+
+    def buffers_of(self, module: torch.nn.Module) -> List[torch.Tensor]:
+        """The floating-point buffers of ``module`` (running statistics...), cached like `params_of`."""
+        cache = self.buffers
+        hit = cache.get(id(module))
+        stamp = self.backward_count
+        if hit is not None and hit[0]() is module and stamp - hit[2] < 64:
+            return hit[1]
+        buffers = [b for b in module.buffers() if b.is_floating_point()]
+        try:
+            cache[id(module)] = (weakref.ref(module), buffers, stamp)
+        except TypeError:
+            pass
+        return buffers
+
+    def parameter_owners(self) -> List[torch.nn.Module]:
+        """The outermost modules whose parameters were listed (to name a parameter in a report)."""
+        return [m for m in (entry[0]() for entry in self.params.values()) if m is not None]

@@ -58,7 +58,8 @@ class Entry:
     """One replayable top-level call."""
 
     __slots__ = ("seq", "kind", "fn", "module", "spec", "leaves", "inputs", "in_keys", "req", "out_keys", "rng",
-                 "frame", "refs", "alive", "released", "tape", "views", "autocast", "__weakref__")
+                 "frame", "refs", "alive", "released", "tape", "views", "autocast", "weak", "parents", "consumers",
+                 "__weakref__")
 
     def __init__(self, tape: "Tape", kind: str, fn: Any, module: Optional[torch.nn.Module] = None) -> None:
         self.seq = next(tape.counter)
@@ -73,12 +74,20 @@ class Entry:
         self.out_keys: List[Key] = []
         self.rng: Optional[tuple] = None
         self.frame: Optional[Frame] = None
-        self.refs: List[weakref.ref] = []
+        self.refs: List[Optional[weakref.ref]] = []   # one per out_keys entry (None: not weakly referenceable)
         self.alive = 0
         self.released = False
         self.tape = tape
         self.views: Dict[int, ViewOfBase] = {}
         self.autocast: Optional[tuple] = None   # autocast settings of a module call
+        # Inputs another entry produced are held weakly (slot -> (weakref, producer, output
+        # index); None in `inputs`): a replay recomputes them from that entry, and holding them
+        # would keep alive what the program has freed (the logits' copies of a loss computed in
+        # the training loop). A freed tensor's id can be reused, so a replay finds these inputs
+        # by (producer, index), never by their key.
+        self.weak: Dict[int, Tuple[weakref.ref, "Entry", int]] = {}
+        self.parents: List["Entry"] = []     # the entries that produced the weak inputs
+        self.consumers = 0                   # entries on the tape that hold an output of this one weakly
 
     # -------------------------------------------------------------- recording
     def set_args(self, args: Sequence[Any], kwargs: Dict[str, Any], mutated: Iterable[int] = ()) -> None:
@@ -86,8 +95,8 @@ class Entry:
         if not kwargs and not mutated and all(type(a) is torch.Tensor or isinstance(a, torch.Tensor) for a in args):
             # The common module call, model(x): no pytree walk needed.
             self.spec = len(args)
-            self.inputs = list(args)
             self.in_keys = [key_of(a) for a in args]
+            self.inputs = [self._hold(i, a, k) for i, (a, k) in enumerate(zip(args, self.in_keys))]
             self.req = [a.requires_grad for a in args]
             self.leaves = [_Slot(i) for i in range(len(args))]
             return
@@ -107,13 +116,37 @@ class Entry:
                                                       tuple(leaf.stride()), leaf.storage_offset() - base.storage_offset())
                     self.inputs.append(held)
                 else:
-                    self.inputs.append(leaf)
+                    self.inputs.append(self._hold(slot, leaf, k))
                 self.in_keys.append(k)
                 self.req.append(leaf.requires_grad)
                 out.append(_Slot(slot))
             else:
                 out.append(leaf)
         self.leaves = out
+
+    def _hold(self, slot: int, t: torch.Tensor, k: Key) -> Optional[torch.Tensor]:
+        """``t`` itself, or None with a weak reference when an entry on the tape produced it."""
+        producer = self.tape.producer(k)
+        if producer is None:
+            return t
+        index = next((i for i, r in enumerate(producer.refs) if r is not None and r() is t), None)
+        if index is None:
+            return t
+        try:
+            self.weak[slot] = (weakref.ref(t), producer, index)
+        except TypeError:
+            return t
+        if all(p is not producer for p in self.parents):
+            self.parents.append(producer)
+        return None
+
+    def input(self, slot: int) -> Optional[torch.Tensor]:
+        """The recorded input of ``slot`` (None when it was held weakly and has been freed)."""
+        t = self.inputs[slot]
+        if t is None:
+            held = self.weak.get(slot)
+            t = held[0]() if held is not None else None
+        return t
 
     def set_outputs(self, tensors: Sequence[torch.Tensor], mutated_views: Sequence[Tuple[int, torch.Tensor]] = ()) -> None:
         for t in tensors:
@@ -122,20 +155,32 @@ class Entry:
                 self.refs.append(weakref.ref(t, self._on_dead))
                 self.alive += 1
             except TypeError:
-                pass
+                self.refs.append(None)
         for slot, view in mutated_views:
             info = self.views.get(slot)
             base = view._base
             if info is not None and base is not None:
                 info.base_key_after = key_of(base)
 
-    def _on_dead(self, _ref: weakref.ref) -> None:
+    def _on_dead(self, ref: weakref.ref) -> None:
         # Runs in whichever thread freed the tensor; only touches this entry and a dict.
+        # The freed tensor's key may be reused by a new tensor: it no longer names this output.
+        for i, r in enumerate(self.refs):
+            if r is ref and i < len(self.out_keys):
+                k = self.out_keys[i]
+                if self.tape.by_key.get(k) is self:
+                    del self.tape.by_key[k]
+                break
         self.alive -= 1
-        if self.alive <= 0:
+        if self.alive <= 0 and self.consumers <= 0:
             self.tape.discard(self)
 
     # -------------------------------------------------------------- replaying
+    def output_alive(self, index: int) -> bool:
+        """Whether the program still holds output ``index`` (so its key still names it)."""
+        r = self.refs[index] if index < len(self.refs) else None
+        return r is None or r() is not None
+
     def arguments(self, values: Sequence[Any]) -> Tuple[tuple, dict]:
         leaves = [values[x.index] if isinstance(x, _Slot) else x for x in self.leaves]
         if isinstance(self.spec, int):
@@ -149,6 +194,7 @@ class Entry:
         self.leaves = []
         self.views = {}
         self.refs = []
+        self.weak = {}
         self.rng = None
         self.module = None
 
@@ -166,6 +212,8 @@ class Tape:
 
     def add(self, entry: Entry) -> None:
         self.entries[entry.seq] = entry
+        for parent in entry.parents:
+            parent.consumers += 1
         for k in entry.out_keys:
             self.by_key[k] = entry
         for info in entry.views.values():
@@ -173,15 +221,24 @@ class Tape:
                 self.by_key[info.base_key_after] = entry
 
     def discard(self, entry: Entry) -> None:
-        if self.entries.pop(entry.seq, None) is None:
-            return
-        for k in entry.out_keys:
-            if self.by_key.get(k) is entry:
-                del self.by_key[k]
-        for info in entry.views.values():
-            if info.base_key_after is not None and self.by_key.get(info.base_key_after) is entry:
-                del self.by_key[info.base_key_after]
-        entry.release()
+        todo = [entry]
+        while todo:
+            e = todo.pop()
+            if self.entries.pop(e.seq, None) is None:
+                continue
+            for k in e.out_keys:
+                if self.by_key.get(k) is e:
+                    del self.by_key[k]
+            for info in e.views.values():
+                if info.base_key_after is not None and self.by_key.get(info.base_key_after) is e:
+                    del self.by_key[info.base_key_after]
+            parents, e.parents = e.parents, []
+            e.release()
+            # A producer kept only for this entry's weak inputs can go with it.
+            for parent in parents:
+                parent.consumers -= 1
+                if parent.consumers <= 0 and parent.alive <= 0:
+                    todo.append(parent)
 
     def producer(self, k: Key, before: Optional[int] = None) -> Optional[Entry]:
         e = self.by_key.get(k)
@@ -192,15 +249,16 @@ class Tape:
     def ancestry(self, roots: Iterable[torch.Tensor]) -> List[Entry]:
         """The entries that produced ``roots``, directly or through other entries, in call order."""
         found: Dict[int, Entry] = {}
-        todo: List[Tuple[Key, Optional[int]]] = [(key_of(r), None) for r in roots if isinstance(r, torch.Tensor)]
+        todo: List[Any] = [(key_of(r), None) for r in roots if isinstance(r, torch.Tensor)]
         while todo:
-            k, before = todo.pop()
-            e = self.producer(k, before)
-            if e is None or e.seq in found:
+            item = todo.pop()
+            e = item if isinstance(item, Entry) else self.producer(*item)
+            if e is None or e.released or e.seq in found:
                 continue
             found[e.seq] = e
             todo.extend((ik, e.seq) for ik in e.in_keys)
             todo.extend((v.base_key_before, e.seq) for v in e.views.values())
+            todo.extend(e.parents)   # producers of weak inputs, even if a later tensor took over their key
         return [found[s] for s in sorted(found)]
 
     def release(self, entries: Iterable[Entry]) -> None:
@@ -226,7 +284,7 @@ def leaves_of(entries: Sequence[Entry], params_of: Callable[[torch.nn.Module], L
                 if p.requires_grad:
                     out[id(p)] = p
         for slot, (t, k) in enumerate(zip(e.inputs, e.in_keys)):
-            if k in tape_keys or slot in e.views or k[0] != id(t):
+            if t is None or k in tape_keys or slot in e.views or k[0] != id(t):
                 continue  # produced by the tape, or a copy kept for an in-place call
             if t.requires_grad and t.is_leaf:
                 out[id(t)] = t

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -59,6 +59,36 @@ def fast_finite(t: torch.Tensor) -> bool:
         return True
     # The sum may have overflowed from finite values; decide exactly.
     return bool(torch.isfinite(t).all())
+
+
+_set_grad = torch._C._set_grad_enabled
+
+
+def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
+    """Every tensor finite? One reduction each; on an accelerator one host sync per device."""
+    by_device: Dict[Any, List[torch.Tensor]] = {}
+    grad_was = torch.is_grad_enabled()
+    _set_grad(False)   # the reductions must not join the graph (cheaper than a no_grad object)
+    try:
+        for t in tensors:
+            if checkable(t) and t.numel():
+                if t.device.type == "cpu":
+                    if not fast_finite(t):        # on CPU .item() costs no sync
+                        return False
+                else:
+                    by_device.setdefault(t.device, []).append(t)
+        for group in by_device.values():
+            try:
+                sums = torch.stack([(torch.view_as_real(t) if t.is_complex() else t).sum(dtype=torch.float64)
+                                    for t in group])
+                total = sums.sum().item()
+            except (RuntimeError, TypeError):   # a device whose values cannot be read here
+                continue
+            if not math.isfinite(total):
+                return all(fast_finite(t) for t in group)   # maybe only an overflowing sum
+        return True
+    finally:
+        _set_grad(grad_was)
 
 
 def is_finite(t: torch.Tensor) -> bool:
@@ -127,6 +157,10 @@ def judge(inputs: Sequence[torch.Tensor], scalars: Iterable[float], outputs: Seq
     * ±Inf in an output while every input (tensors and Python scalars) is finite: the op
       created it (overflow, log 0, x/0). Infinities that flow in (a ``-inf`` mask, a ``-inf``
       constant) are deliberate and are not reported.
+    * ±Inf made from an input that holds its dtype's extreme of the same sign (the
+      ``torch.finfo(dtype).min`` mask of float16 attention, where ``scores + min`` rounds to
+      ``-inf``) is the same deliberate extreme, rounded: not reported either. If it goes on to
+      make a NaN (a fully masked row through softmax), that NaN is.
     """
     scalars = list(scalars)
     out_nan = any(has_nan(o) for o in outputs)
@@ -136,8 +170,47 @@ def judge(inputs: Sequence[torch.Tensor], scalars: Iterable[float], outputs: Seq
         return Verdict(NAN, "input" if in_nan else "created")
     if INF in check and any(has_inf(o) for o in outputs):
         if all(math.isfinite(s) for s in scalars) and all(is_finite(t) for t in inputs):
+            if rounded_extreme(inputs, scalars, outputs):
+                return None
             return Verdict(INF, "created")
     return None
+
+
+_EXTREMES = frozenset(torch.finfo(d).max for d in FLOATING)
+
+
+def _extreme_signs(t: torch.Tensor) -> Tuple[bool, bool]:
+    """Whether finite ``t`` holds its dtype's largest value, and its most negative one."""
+    if not checkable(t) or t.dtype not in FLOATING or t.numel() == 0:
+        return False, False
+    limit = torch.finfo(t.dtype).max
+    with torch.no_grad():
+        return float(t.max()) == limit, float(t.min()) == -limit
+
+
+def rounded_extreme(inputs: Sequence[torch.Tensor], scalars: Sequence[float],
+                    outputs: Sequence[torch.Tensor]) -> bool:
+    """Every sign of infinity in ``outputs`` comes from an input at a dtype's extreme.
+
+    ``torch.finfo(dtype).min`` (or ``.max``) stands for "minus (plus) infinity" in masks;
+    adding anything of the same sign to it, or casting it to a narrower dtype, rounds to ±Inf,
+    which is what the user meant. Only the exact extreme counts: an activation of 1e5 cast
+    to float16 is a real overflow.
+    """
+    floats = [o for o in outputs if checkable(o) and o.dtype in FLOATING]
+    with torch.no_grad():
+        need_pos = any(bool((o == math.inf).any()) for o in floats)
+        need_neg = any(bool((o == -math.inf).any()) for o in floats)
+    if not (need_pos or need_neg):
+        return False
+    have_pos = any(s in _EXTREMES for s in scalars)
+    have_neg = any(-s in _EXTREMES for s in scalars)
+    for t in inputs:
+        if (have_pos or not need_pos) and (have_neg or not need_neg):
+            break
+        pos, neg = _extreme_signs(t)
+        have_pos, have_neg = have_pos or pos, have_neg or neg
+    return (have_pos or not need_pos) and (have_neg or not need_neg)
 
 
 # ----------------------------------------------------------------------------------------
@@ -191,5 +264,5 @@ def summarize(t: torch.Tensor, name: str, role: str = "input") -> TensorSummary:
 
 
 
-__all__ = ["TensorSummary", "ScalarArg", "Verdict", "judge", "summarize", "fast_finite", "is_finite",
+__all__ = ["TensorSummary", "ScalarArg", "Verdict", "judge", "summarize", "fast_finite", "is_finite", "all_finite",
            "has_nan", "has_inf", "checkable", "iter_scalars"]

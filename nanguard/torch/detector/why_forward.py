@@ -104,6 +104,10 @@ def _pow(ev: Evidence) -> Said | None:
     p = ev.exponent()
     if p is not None and p < 0:
         return Said("negative_power_zero", "forward", counts(s))
+    if (p is not None and p > 0 and float(p).is_integer()) or (p is None and ev.kind == "inf" and not s.zeros):
+        # x ** 2 is finite at 0 and for negative x: only an overflow is left (an int exponent
+        # is not among the float scalars, so p is None for it)
+        return None
     return Said("fractional_power_zero", "forward", counts(s))
 
 
@@ -274,9 +278,32 @@ def overflow(ev: Evidence) -> Said | None:
     return Said(key, "forward" if peak is None else "peak", fields)
 
 
+def diverged(ev: Evidence) -> Said | None:
+    """Inputs so large that their squares overflow: training has diverged (a learning rate too
+    large), whatever op it is that finally turns them into NaN/Inf (a layer norm's variance)."""
+    best = None
+    for s, _ in ev.inputs:
+        limit = MAX_FINITE.get(s.dtype)
+        # float16's range ends at 65504: ordinary activations overflow it (its own hazard)
+        if limit is None or s.dtype == "float16" or s.min is None:
+            continue
+        peak = max(abs(s.min), abs(s.max or 0))
+        if peak >= math.sqrt(limit) and (best is None or peak > best[1]):
+            best = (s, peak, limit)
+    if best is None:
+        return None
+    s, peak, limit = best
+    fields = {"name": s.name, "peak": fmt(peak), "limit": fmt(math.sqrt(limit)), "dtype": s.dtype}
+    weights = [max(abs(w.min), abs(w.max or 0)) for w, _ in ev.inputs
+               if w is not s and w.min is not None and "weight" in w.name]
+    if weights and max(weights) >= 1e4:
+        return Said("diverged_scale", "weights", {**fields, "max": fmt(max(weights))})
+    return Said("diverged_scale", "forward", fields)
+
+
 def nan_input(ev: Evidence) -> Said:
     bad = [s for s, _ in ev.inputs if s.nan]
     return Said("nan_input", "forward", counts(bad[0])) if bad else Said("nan_input")
 
 
-__all__ = ["FORWARD", "Rule", "log_hazard", "nan_input", "overflow", "root_hazard", "rule"]
+__all__ = ["FORWARD", "Rule", "diverged", "log_hazard", "nan_input", "overflow", "root_hazard", "rule"]

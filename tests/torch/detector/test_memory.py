@@ -108,3 +108,45 @@ def test_context_exit_drops_everything():
         out = model(torch.randn(4, 8))
         act = STATE.stack[-1]
     assert len(act.tape) == 0 and out.requires_grad
+
+
+# ---------------------------------------------------------------- issue 14: the loss in the loop
+def _intermediate_freed_before_backward(exhaustive: bool):
+    model = _model()
+    x = torch.randn(4, 8)
+    with nanguard.detect(exhaustive=exhaustive, mode="record") as d:
+        h = model(x)
+        wide = h.float() + 1.0             # add saves nothing of its input: h is the program's to free
+        shifted = wide[1:].contiguous()
+        loss = shifted.sum()
+        probes = [weakref.ref(h), weakref.ref(wide)]
+        del h, wide, shifted
+        gc.collect()
+        freed = [r() is None for r in probes]
+        loss.backward()
+    return freed, d.report
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_the_tape_does_not_keep_intermediates_the_program_freed(exhaustive):
+    freed, report = _intermediate_freed_before_backward(exhaustive)
+    assert freed == [True, True]       # the logits' copies of a loss in the loop are not held
+    assert report is None
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_a_backward_replay_recomputes_freed_intermediates(exhaustive):
+    model = _model()
+    x = torch.randn(4, 8)
+    with nanguard.detect(exhaustive=exhaustive, mode="record") as d:
+        h = model(x)
+        gap = (h + 1.0) - (h + 1.0)
+        probe = weakref.ref(h)
+        del h
+        root = torch.sqrt(gap)             # FREED-INTERMEDIATE: sqrt at 0, inf gradient
+        gc.collect()
+        assert probe() is None             # the replay must recompute h from the module call
+        root.sum().backward()
+    report = d.report
+    assert report is not None and report.phase == "backward" and report.node == "SqrtBackward0"
+    assert report.code.endswith("# FREED-INTERMEDIATE: sqrt at 0, inf gradient")
