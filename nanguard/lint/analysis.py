@@ -11,8 +11,9 @@ import ast
 from typing import Any
 
 from nanguard.core.hazards import HAZARDS, lint_message
+from nanguard.lint import fix_safety
 from nanguard.lint.model import GRADIENT, Rule
-from nanguard.lint.names import OpCall, function_op
+from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op
 from nanguard.lint.scope import (
     _LABEL_NAME,
     FixBuilder,
@@ -21,6 +22,7 @@ from nanguard.lint.scope import (
     is_detach_chain,
     name_key,
 )
+from nanguard.lint.syntax import bounded_walk
 from nanguard.lint.walk import Walk
 
 
@@ -117,6 +119,20 @@ class Analysis(Walk):
                 return False
         return True
 
+    def framework_at(self, node: ast.AST) -> str:
+        """The framework of the code at `node`: that of the outermost recognised function call in
+        it (`tf.math.log(...)` is TensorFlow, `keras.ops.log` Keras, `jnp.log` JAX, `np.log`
+        NumPy), else the file's (`ImportMap.default_framework`)."""
+        for n in bounded_walk(node, 80):
+            if isinstance(n, ast.Call):
+                oc = self.op(n)
+                if oc is not None and oc.framework != METHOD:
+                    if oc.framework == KERAS and oc.qualname.startswith("keras.backend.") \
+                            and self.imports.default_framework == TF:
+                        return TF  # `K = tf.keras.backend`: TensorFlow's Keras
+                    return oc.framework
+        return self.imports.default_framework
+
     def report(self, rule: Rule, node: ast.AST, pattern: str, key: str, fix: FixBuilder | None = None,
                hazard: str | None = None, subject: ast.AST | None = None, **fields: Any) -> None:
         """Record a finding at `node`: `pattern` says what was matched, the catalogue entry
@@ -128,10 +144,19 @@ class Analysis(Walk):
             raise ValueError(f"{rule.code} does not find hazard {key!r} (it finds {rule.hazards})")
         if rule.code not in self.enabled:
             return
-        if (hazard or rule.hazard) == GRADIENT and (self.nograd or self.detached(subject or node)):
-            return
+        framework = self.framework_at(node)
+        if (hazard or rule.hazard) == GRADIENT and (
+                self.nograd or framework == NUMPY or self.detached(subject or node)):
+            return  # NumPy has no autograd: a gradient hazard cannot hurt it
         seen = (rule.code, id(node))
         if seen in self._reported:
             return
         self._reported.add(seen)
-        self.raw.append(Raw(rule, node, lint_message(HAZARDS[key], pattern, **fields), fix, key))
+        # NumPy code is advised in JAX's words (jax.numpy mirrors it, and gains autograd).
+        wording = JAX if framework == NUMPY else framework
+        self.raw.append(Raw(rule, node, lint_message(HAZARDS[key], pattern, wording, **fields), fix, key,
+                            self.scope))
+
+    def spell(self, qualname: str) -> str | None:
+        """How to write module `qualname` at the current scope so that it is that module, or None."""
+        return fix_safety.spelling(self, qualname, self.scope)

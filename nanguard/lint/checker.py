@@ -11,6 +11,7 @@ import ast
 import warnings
 from collections.abc import Set as AbstractSet
 
+from nanguard.lint import fix_safety
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import Edit, Finding, Fix
 from nanguard.lint.names import ImportMap
@@ -69,6 +70,7 @@ def check_source(
     except RecursionError as exc:  # pragma: no cover - the walk is iterative; guards the helpers
         return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
     ctx.enabled = set(enabled)
+    ctx.path = path
     run_rules(ctx)
     if not ctx.raw:
         return []
@@ -119,7 +121,12 @@ def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
         if src.suppressed(code, (first,) if first == last else (first, last)):
             continue
         start, end = src.span(node)
-        fix = raw.fix(src) if raw.fix is not None else None
+        fix = None
+        if raw.fix is not None:
+            ctx.scope = raw.scope or ctx.module_scope  # fixes spell names as seen from the finding
+            fix = raw.fix(src)
+        if fix is not None and fix_safety.refusal(path, ctx.scope, fix.edits[0].text) is not None:
+            fix = None
         if fix is not None:
             fix = Fix(fix.description, tuple(
                 Edit(e.start, e.end, e.text, src.position(e.start), src.position(e.end)) for e in fix.edits))

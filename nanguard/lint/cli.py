@@ -79,6 +79,9 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     from nanguard.lint.runner import Task, default_jobs, run_tasks
 
     out = stdout or sys.stdout
+    if args.fix and "-" in (args.paths or []):
+        # `--fix -` is a filter: stdout carries the fixed code alone, every message goes to stderr.
+        out = sys.stderr
     if args.list_rules:
         out.write(output.rule_table())
         return EXIT_CLEAN
@@ -177,8 +180,7 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                 out.write(output.unified_diff(r.display, r.original.decode("utf-8", "replace"),
                                               r.fixed.decode("utf-8", "replace")))
             elif r.path == "-":
-                sys.stdout.buffer.write(r.fixed)
-                sys.stdout.flush()
+                continue  # written below, fixed or not
             else:
                 try:
                     with open(r.path, "wb") as fh:
@@ -186,6 +188,12 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                 except OSError as exc:
                     _error(f"{r.display}: cannot write: {exc.strerror or exc}")
                     status = EXIT_ERROR
+    for r in results:
+        if r.path == "-" and args.fix:
+            data = r.fixed if r.fixed is not None else r.source
+            if data is not None:
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
     findings.sort(key=lambda f: f.sort_key())
 
     if args.diff:

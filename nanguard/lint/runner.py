@@ -71,6 +71,7 @@ class FileResult:
     fixed: bytes | None = None
     fixes_applied: int = 0
     fixed_findings: list[Finding] = field(default_factory=list)
+    source: bytes | None = None    # what stdin held (fix mode writes it back when nothing changed)
 
 
 def _choose_edits(findings: Sequence[Finding]) -> list[Edit]:
@@ -126,6 +127,8 @@ def lint_one(task: Task) -> FileResult:
     except OSError as exc:
         result.error = f"{task.display}: cannot read: {exc.strerror or exc}"
         return result
+    if task.path == "-":
+        result.source = data
     result.lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     try:
         module, is_package = module_name(Path(task.path)) if task.path != "-" else (None, False)

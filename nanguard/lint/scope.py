@@ -68,10 +68,12 @@ class Raw:
     """A finding before positions and noqa are worked out; ``hazard`` is the catalogue key
     of the hazard its message words."""
 
-    __slots__ = ("fix", "hazard", "message", "node", "rule")
+    __slots__ = ("confidence", "fix", "hazard", "message", "node", "rule", "scope")
 
     def __init__(self, rule: Rule, node: ast.AST, message: str, fix: FixBuilder | None,
-                 hazard: str | None = None) -> None:
+                 hazard: str | None = None, scope: Scope | None = None, confidence: str = "") -> None:
+        self.scope = scope
+        self.confidence = confidence
         self.rule = rule
         self.node = node
         self.message = message

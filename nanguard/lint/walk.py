@@ -42,6 +42,9 @@ class Walk:
         self._ops: dict[int, OpCall | None] = {}
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
+        # name -> how many module-level imports bind it (fixes write only names bound by imports alone).
+        self.import_bindings: dict[str, int] = {}
+        self.path = "<string>"
         self.enabled: set[str] = set()
         # State of the node being checked (set by the dispatcher).
         self.scope: Scope = self.module_scope
@@ -149,7 +152,10 @@ class Walk:
         elif kind is ast.Import or kind is ast.ImportFrom:
             self.imports.add(node, module_level=scope is self.module_scope)
             for alias in node.names:  # type: ignore[attr-defined]
-                scope.bind((alias.asname or alias.name).split(".", 1)[0], None)
+                bound = (alias.asname or alias.name).split(".", 1)[0]
+                scope.bind(bound, None)
+                if scope is self.module_scope:
+                    self.import_bindings[bound] = self.import_bindings.get(bound, 0) + 1
             return True
         elif kind is ast.Global or kind is ast.Nonlocal:
             for name in node.names:  # type: ignore[attr-defined]

@@ -180,7 +180,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
             ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + via(ctx, arg, value), "log_softmax", fix)
             return
         if inner.op == "sigmoid":
-            fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.imports, o, i, False)) \
+            fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.spell, o, i, False)) \
                 if direct else None
             ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + via(ctx, arg, value), "log_sigmoid", fix)
             return
@@ -190,7 +190,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
                     and not _guarded_by_where(ctx, oc.node, exp):
                 fix = None
                 if direct and exp_value is None and inner.op == "sum":
-                    fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.imports, o, t, e))
+                    fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.spell, o, t, e))
                 what = "sum" if inner.op == "sum" else "mean"
                 ctx.report(LOGSUMEXP, oc.node, f"`log({what}(exp(x)))`" + via(ctx, arg, value or exp_value),
                            "logsumexp_overflow", fix)
@@ -202,7 +202,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         if sig is not None:
             fix = None
             if sig_direct and expr is arg:
-                fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True))
+                fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.spell, o, s, True))
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
                        "`log(1 - sigmoid(x))`" + via(ctx, arg, None if expr is arg else expr), "log_one_minus_sigmoid",
                        fix)
@@ -218,7 +218,7 @@ def _check_log1p(ctx: Analysis, oc: OpCall, arg: ast.expr) -> None:
     if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
         sig, value = _op_through_name(ctx, arg.operand)
         if sig is not None and sig.op == "sigmoid":
-            fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True)) \
+            fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.spell, o, s, True)) \
                 if value is None else None
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node, "`log1p(-sigmoid(x))`" + via(ctx, arg.operand, value),
                        "log_one_minus_sigmoid", fix)
