@@ -22,20 +22,33 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 from nanguard.lint.checker import ALL_CODES, check_source
-from nanguard.lint.model import Edit, Finding, Fix, Rule
+from nanguard.lint.model import CERTAIN, POSSIBLE, Edit, Finding, Fix, Rule
 from nanguard.lint.rules import RULES
 
-__all__ = ["ALL_CODES", "RULES", "Edit", "Finding", "Fix", "Rule", "fix_source", "lint_source"]
+__all__ = ["ALL_CODES", "CERTAIN", "POSSIBLE", "RULES", "Edit", "Finding", "Fix", "Rule", "fix_source",
+           "lint_source"]
 
 
 def lint_source(source: str | bytes, path: str = "<string>",
-                select: AbstractSet[str] | None = None, module: str | None = None) -> list[Finding]:
-    """Findings for one source text. `select` is a set of enabled codes (default: all rules)."""
-    return check_source(source, path, select, module)
+                select: AbstractSet[str] | None = None, module: str | None = None,
+                confidence: str = "all") -> list[Finding]:
+    """Findings for one source text. `select` is a set of enabled codes (default: all rules);
+    `confidence` is "all" (default: CERTAIN and POSSIBLE findings) or "certain" (the command
+    line's default set: NaN/Inf for some input the code accepts, whatever the data)."""
+    return check_source(source, path, select, module, possible=_possible(confidence))
 
 
-def fix_source(source: str, path: str = "<string>",
-               select: AbstractSet[str] | None = None) -> tuple[str, int, list[Finding]]:
+def _possible(confidence: str) -> frozenset[str] | None:
+    if confidence == "all":
+        return None
+    if confidence == CERTAIN:
+        return frozenset()
+    raise ValueError(f"confidence must be 'all' or 'certain', got {confidence!r}")
+
+
+def fix_source(source: str, path: str = "<string>", select: AbstractSet[str] | None = None,
+               confidence: str = "all") -> tuple[str, int, list[Finding]]:
     """Apply every safe fix: (fixed source, number of fixes applied, findings that remain)."""
     from nanguard.lint.runner import fix_text
-    return fix_text(source, path, frozenset(ALL_CODES if select is None else select))
+    return fix_text(source, path, frozenset(ALL_CODES if select is None else select),
+                    possible=_possible(confidence))

@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 
 from nanguard.lint import fix_safety
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import Edit, Finding, Fix
+from nanguard.lint.model import CERTAIN, Edit, Finding, Fix
 from nanguard.lint.names import ImportMap
 from nanguard.lint.rules import (
     ON_CALL,
@@ -25,6 +25,7 @@ from nanguard.lint.rules import (
     mark_branches,
 )
 from nanguard.lint.source import ALL, SourceText, decode, file_noqa
+from nanguard.lint.syntax import bounded_walk
 
 ALL_CODES = frozenset(RULES)
 
@@ -51,12 +52,15 @@ def check_source(
     enabled: AbstractSet[str] | None = None,
     module: str | None = None,
     is_package: bool = False,
+    possible: AbstractSet[str] | None = None,
 ) -> list[Finding]:
     """All findings for one file, sorted by position.
 
     `source` may be bytes (decoded as Python does: PEP 263, BOM) or text. `enabled` is the set
     of rule codes to report (default: all). `module` is the file's dotted module name, which
-    lets relative imports resolve (`from .. import functional as F`).
+    lets relative imports resolve (`from .. import functional as F`). `possible` is the set of
+    codes whose POSSIBLE findings (NaN depending on data) are reported too (default: all codes);
+    CERTAIN findings of every enabled code always are.
     """
     enabled = ALL_CODES if enabled is None else frozenset(enabled)
     try:
@@ -70,6 +74,7 @@ def check_source(
     except RecursionError as exc:  # pragma: no cover - the walk is iterative; guards the helpers
         return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
     ctx.enabled = set(enabled)
+    ctx.possible = ALL_CODES if possible is None else frozenset(possible)
     ctx.path = path
     run_rules(ctx)
     if not ctx.raw:
@@ -87,12 +92,17 @@ def run_rules(ctx: Analysis) -> None:
         return
     triggered = []
     for call, scope, nograd in ctx.calls:
+        func = call.func
+        if func.__class__ is ast.Attribute and func.attr in _DETACHING and not call.args:
+            _mark_detached(ctx, func.value)  # `torch.sqrt(s).item()`: the result leaves autograd
         oc = ctx.op(call)
         if oc is None:
             continue
         if oc.op in PRE_PASS_OPS:
             ctx.scope = scope
             mark_branches(ctx, oc)
+        elif oc.op == "stop_gradient" and oc.input is not None:
+            _mark_detached(ctx, oc.input)
         if oc.op in call_checks:
             triggered.append((oc, scope, nograd))
     for oc, scope, nograd in triggered:
@@ -106,6 +116,14 @@ def run_rules(ctx: Analysis) -> None:
             ctx.scope, ctx.nograd = scope, nograd
             for check in checks_:
                 check(ctx, node)
+
+
+_DETACHING = frozenset({"item", "detach", "tolist", "numpy"})
+
+
+def _mark_detached(ctx: Analysis, expr: ast.AST) -> None:
+    for node in bounded_walk(expr, 200):
+        ctx.detached_results.add(id(node))
 
 
 def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
@@ -141,6 +159,7 @@ def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
             fix=fix,
             span=(start, end),
             hazard=raw.hazard,
+            confidence=raw.confidence or CERTAIN,
         ))
     out.sort(key=Finding.sort_key)
     return out

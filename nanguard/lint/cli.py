@@ -27,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="comma-separated codes, prefixes (NG1) or rule names to enable (default: all)")
     sel.add_argument("--extend-select", metavar="CODES", help="enable these in addition to the selection")
     sel.add_argument("--ignore", metavar="CODES", help="codes or prefixes to disable (wins over --select)")
+    sel.add_argument("--confidence", choices=("certain", "all"), default="certain",
+                     help="'certain' (default): findings that are NaN/Inf for some input the code accepts; "
+                          "'all': also those that may be, depending on data (a code named in --select "
+                          "reports both)")
     files = parser.add_argument_group("file selection")
     files.add_argument("--exclude", metavar="PATTERNS",
                        help="comma-separated gitignore-style patterns replacing the default excludes")
@@ -145,6 +149,8 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                 files.append(f)
 
     base_enabled = settings.enabled()
+    possible = None if args.confidence == "all" else _named_codes(
+        split_codes(args.select) + split_codes(args.extend_select))
     pfi = _compile_pfi(settings.per_file_ignores)
     mode = "fix" if args.fix else "diff" if args.diff else "check"
     tasks: list[Task] = []
@@ -156,9 +162,9 @@ def run(args: argparse.Namespace, stdout=None) -> int:
         for pattern, codes in pfi:
             if pattern.regex.match(rel):
                 enabled = enabled - enabled_codes(codes, [])
-        tasks.append(Task(str(f), display, frozenset(enabled), mode))
+        tasks.append(Task(str(f), display, frozenset(enabled), mode, possible))
     if stdin_used:
-        tasks.append(Task("-", args.stdin_filename or "-", base_enabled, mode))
+        tasks.append(Task("-", args.stdin_filename or "-", base_enabled, mode, possible))
 
     results = run_tasks(tasks, args.jobs or default_jobs())
 
@@ -232,6 +238,20 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _named_codes(selectors: list[str]) -> frozenset[str]:
+    """The codes named exactly (`NG401`, `division-by-count`) among selectors: asking for a rule by
+    name asks for all of its findings, those that depend on data too; a prefix (`NG4`) does not."""
+    from nanguard.lint.rules import BY_NAME, RULES
+
+    named = set()
+    for s in selectors:
+        if s.upper() in RULES:
+            named.add(s.upper())
+        elif s in BY_NAME:
+            named.add(BY_NAME[s].code)
+    return frozenset(named)
 
 
 def _compile_pfi(per_file_ignores):

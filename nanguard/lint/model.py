@@ -19,6 +19,15 @@ from nanguard.core.hazards import HAZARDS
 VALUE = "value"
 GRADIENT = "gradient"
 
+# How sure a finding is. CERTAIN: the code is NaN/Inf for some input it accepts, whatever the
+# data looks like (log(softmax(x)) underflows for a large enough logit gap). POSSIBLE: it
+# may be, depending on data or on what a name suggests (a padding mask that empties a row,
+# a count that may be 0, a batch of one). The command line reports CERTAIN findings by
+# default; `--confidence all`, or naming a code in `--select`, adds the POSSIBLE ones.
+CERTAIN = "certain"
+POSSIBLE = "possible"
+CONFIDENCES = (CERTAIN, POSSIBLE)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -38,6 +47,7 @@ class Rule:
     autofix: bool = False
     hazards: tuple[str, ...] = ()
     fix: str = ""
+    confidence: str = CERTAIN  # of its findings, unless a check says otherwise
 
     @property
     def fix_hint(self) -> str:
@@ -90,6 +100,7 @@ class Finding:
     span: tuple[int, int] = field(default=(0, 0), compare=False)
     # The catalogue key of the hazard the message words (nanguard.core.hazards); None for NG001.
     hazard: str | None = None
+    confidence: str = CERTAIN  # CERTAIN or POSSIBLE (see above)
 
     def format(self) -> str:
         """The flake8/ruff one-line form: ``path:line:col: CODE message``."""
@@ -121,5 +132,6 @@ class Finding:
             "end_location": {"row": self.end_line, "column": self.end_col},
             "fix": fix,
             "hazard": self.hazard,
+            "confidence": self.confidence,
         }
 

@@ -68,7 +68,7 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
     "var": ("torch.var",),
     "std_mean": ("torch.std_mean",),
     "var_mean": ("torch.var_mean",),
-    "matmul": ("torch.mm", "torch.matmul", "torch.bmm", "torch.einsum", "torch.dot", "torch.inner",
+    "matmul": ("torch.mm", "torch.matmul", "torch.nn.functional.linear", "torch.bmm", "torch.einsum", "torch.dot", "torch.inner",
                "torch.mv", "torch.tensordot", "tensorflow.matmul", "tensorflow.linalg.matmul",
                "tensorflow.tensordot", "tensorflow.einsum", "keras.backend.dot", "keras.backend.batch_dot",
                "keras.ops.matmul", "keras.ops.dot", "keras.ops.einsum"),

@@ -154,8 +154,56 @@ def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
     return False
 
 
+_NONNEGATIVE_OPS = frozenset({"abs", "square", "exp", "relu", "softplus", "sigmoid", "softmax", "norm", "sqrt"})
+
+
+def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
+    """+1 when `expr` is visibly >= 0, -1 when visibly <= 0, 0 when unknown: `-0.5 * (x / s) ** 2`
+    is -1 (a Gaussian's exponent), `x ** 2 / (2 * s ** 2)` is +1."""
+    if depth < 0:
+        return 0
+    v = const_value(expr)
+    if v is not None:
+        return 1 if v >= 0 else -1
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return -sign_of(ctx, expr.operand, depth)
+    if isinstance(expr, ast.BinOp):
+        op = expr.op
+        if isinstance(op, ast.Pow):
+            p = const_value(expr.right)
+            return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
+        a, b = sign_of(ctx, expr.left, depth - 1), sign_of(ctx, expr.right, depth - 1)
+        if isinstance(op, (ast.Mult, ast.Div)):
+            return a * b
+        if isinstance(op, ast.Add):
+            return a if a == b else 0
+        if isinstance(op, ast.Sub):
+            return a if a == -b else 0
+        return 0
+    oc = ctx.op(expr)
+    if oc is not None:
+        if oc.op in _NONNEGATIVE_OPS:
+            return 1
+        if oc.op == "pow":
+            p = const_value(oc.operand(1, "exponent", "y"))
+            return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
+        return 0
+    value = ctx.value_of(expr) if name_key(expr) is not None else None
+    return sign_of(ctx, value, depth - 1) if value is not None else 0
+
+
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
-    """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, a `where`/`clamp(max=...)` result: exp cannot overflow."""
+    """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, `-0.5 * (x / s) ** 2`, a `where`/`clamp(max=...)`
+    result: exp cannot overflow. A name reassigned just before (`x = x - x_max`) is looked through."""
+    if sign_of(ctx, expr) < 0:
+        return True
+    last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
+    if last is not None and last is not expr and _nonpositive(ctx, last):
+        return True
+    return _nonpositive(ctx, expr)
+
+
+def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
     e = ctx.resolve(expr)
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
         inner = ctx.op(e.operand)

@@ -57,6 +57,7 @@ class Task:
     display: str       # how to print it
     enabled: frozenset[str]
     mode: str = "check"  # "check" | "fix" | "diff"
+    possible: frozenset[str] | None = None  # codes whose POSSIBLE findings count (None: all)
 
 
 @dataclass
@@ -90,14 +91,15 @@ def _choose_edits(findings: Sequence[Finding]) -> list[Edit]:
 
 
 def fix_text(text: str, display: str, enabled: frozenset[str], module: str | None = None,
-             is_package: bool = False, log: list[Finding] | None = None) -> tuple[str, int, list[Finding]]:
+             is_package: bool = False, log: list[Finding] | None = None,
+             possible: frozenset[str] | None = None) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none is left (at most MAX_FIX_PASSES); (new text, fixes applied, remaining).
 
     The findings whose fixes were applied are appended to `log` (positions as in the text of
     the pass that fixed them), so the caller can say what changed.
     """
     applied = 0
-    findings = check_source(text, display, enabled, module, is_package)
+    findings = check_source(text, display, enabled, module, is_package, possible)
     for _ in range(MAX_FIX_PASSES):
         edits = _choose_edits(findings)
         if not edits:
@@ -112,7 +114,7 @@ def fix_text(text: str, display: str, enabled: frozenset[str], module: str | Non
         if log is not None:
             log.extend(done)
         text = candidate
-        findings = check_source(text, display, enabled, module, is_package)
+        findings = check_source(text, display, enabled, module, is_package, possible)
     return text, applied, findings
 
 
@@ -133,15 +135,15 @@ def lint_one(task: Task) -> FileResult:
     try:
         module, is_package = module_name(Path(task.path)) if task.path != "-" else (None, False)
         if task.mode == "check":
-            result.findings = check_source(data, task.display, task.enabled, module, is_package)
+            result.findings = check_source(data, task.display, task.enabled, module, is_package, task.possible)
             return result
         try:
             text, encoding = decode(data)
         except (SyntaxError, UnicodeDecodeError, LookupError):
-            result.findings = check_source(data, task.display, task.enabled, module, is_package)
+            result.findings = check_source(data, task.display, task.enabled, module, is_package, task.possible)
             return result
         new_text, applied, remaining = fix_text(text, task.display, task.enabled, module, is_package,
-                                                log=result.fixed_findings)
+                                                log=result.fixed_findings, possible=task.possible)
         result.findings = remaining
         if applied:
             # decode() dropped a BOM ('utf-8-sig'); write it back once, and the rest as UTF-8.

@@ -39,6 +39,9 @@ class Walk:
         # Set by the pre-pass over where/masked_fill/nan_to_num calls.
         self.in_where: dict[int, tuple[ast.Call, ast.expr]] = {}
         self.sanitised: set[int] = set()
+        # Nodes whose value leaves autograd right away (`(...).item()`, `tf.stop_gradient(...)`).
+        self.detached_results: set[int] = set()
+        self.mutation_index: dict[int, ast.AST] = {}
         self._ops: dict[int, OpCall | None] = {}
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
@@ -46,6 +49,7 @@ class Walk:
         self.import_bindings: dict[str, int] = {}
         self.path = "<string>"
         self.enabled: set[str] = set()
+        self.possible: frozenset[str] = frozenset()  # codes whose POSSIBLE findings are reported
         # State of the node being checked (set by the dispatcher).
         self.scope: Scope = self.module_scope
         self.nograd = False
@@ -101,6 +105,11 @@ class Walk:
             value = node.value  # type: ignore[attr-defined]
             for target in node.targets:  # type: ignore[attr-defined]
                 self._bind_target(target, value, scope)
+                if target.__class__ is ast.Tuple and value.__class__ is ast.Call:
+                    for elt in target.elts:
+                        key = name_key(elt)
+                        if key is not None:
+                            scope.unpacked.setdefault(key, []).append(value)
             if len(node.targets) == 1:  # type: ignore[attr-defined]
                 key = name_key(node.targets[0])  # type: ignore[attr-defined]
                 if key is not None:
@@ -198,6 +207,7 @@ class Walk:
             key = name_key(target.value)
             if key is not None:
                 scope.mutations.setdefault(key, []).append(value)
+                self.mutation_index[id(value)] = target.slice  # `logits[logits < v[:, [-1]]] = -inf`
 
     def _note_zero_check(self, node: ast.Compare, scope: Scope) -> None:
         operands = [node.left] + list(node.comparators)
@@ -242,5 +252,9 @@ class Walk:
         # (decompositions of aten's backward ops), compute gradients rather than being
         # differentiated (double backward aside).
         if name == "backward" and bool(args) and args[0].arg == "ctx":
+            return True
+        # `__init__` builds parameters and constant buffers (`log(posterior_variance.clamp(1e-20))`,
+        # computed once): nothing there is differentiated.
+        if name == "__init__":
             return True
         return name.endswith("_backward")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
@@ -18,6 +18,7 @@ DIV_BY_COUNT = Rule(
     name="division-by-count",
     summary="`x / mask.sum()`, `s / lengths`, `/ len(x[mask])`: a count that can be 0",
     hazard=VALUE,
+    confidence=POSSIBLE,
     hazards=("mean_empty",),
     explanation="""\
 The NaN then spreads through every later layer and step (the seed story

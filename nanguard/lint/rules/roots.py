@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import GRADIENT, VALUE, Rule
+from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like
 from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (
     gram_expansion,
     has_tensor_op,
@@ -40,6 +41,7 @@ SQRT_SUM_SQUARES = Rule(
     name="sqrt-of-sum-of-squares",
     summary="`sqrt((x**2).sum(dim))`, `sqrt(dx**2 + dy**2)` (a hand-written norm)",
     hazard=GRADIENT,
+    confidence=POSSIBLE,
     hazards=("norm_zero",),
     explanation="""\
 Torch's own norms define the gradient at the zero vector as 0 (the minimum-norm
@@ -75,6 +77,7 @@ ROOT_OF_ZERO = Rule(
     name="fractional-power-at-zero",
     summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
     hazard=GRADIENT,
+    confidence=POSSIBLE,
     hazards=("fractional_power_zero", "sqrt_zero", "negative_power_zero"),
     explanation="""\
 Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
@@ -185,7 +188,10 @@ def check_root(ctx: Analysis, target) -> None:
     if reason is None:
         return
     key = "negative_power_zero" if p < 0 else "sqrt_zero" if spelling == "sqrt" else "fractional_power_zero"
-    ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base)
+    # relu is 0 on a whole half-line: that input is certain to come; a 0 of abs, a variance or a
+    # count depends on the data.
+    confidence = CERTAIN if reason.startswith("`relu`") else POSSIBLE
+    ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base, confidence=confidence)
 
 
 def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool:
@@ -207,9 +213,39 @@ def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool
 _COS_WORDS = ("cos", "dot", "sim")
 
 
+def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
+    """Unit vectors: `F.normalize(x)`, `x / x.norm(...)`, or a name holding one."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None:
+        return oc.op == "normalize"
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and any(
+        getattr(ctx.op(n), "op", "") in ("norm", "sqrt") for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
+
+
+def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
+    """A cosine computed from vectors (cosine_similarity, a product of normalised vectors, a dot
+    product over norms): parallel vectors round it past ±1, whatever the names say."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None:
+        if oc.op == "cosine_similarity":
+            return True
+        if oc.op == "matmul":
+            operands = oc.positional[:2]
+            return len(operands) == 2 and all(_normalised(ctx, o) for o in operands)
+        return False
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.MatMult):
+            return _normalised(ctx, e.left) and _normalised(ctx, e.right)
+        return isinstance(e.op, ast.Div) and _normalised(ctx, e)
+    return False
+
+
 def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
     """'raw' (a cosine or dot product), 'clamped' (to exactly ±1), 'guarded', or None (not a cosine)."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
+    last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
+    e = strip_wrappers(ctx, last if last is not None else ctx.resolve(expr))
     oc = ctx.op(e)
     if oc is not None:
         if oc.op == "clamp" and oc.input is not None:
@@ -250,11 +286,12 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
     state = _cosine_state(ctx, oc.input)
     name = "acos" if oc.op == "acos" else "asin"
     if state == "raw":
+        confidence = CERTAIN if _true_cosine(ctx, oc.input) else POSSIBLE
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,
-                   subject=oc.input)
+                   subject=oc.input, confidence=confidence)
     elif state == "clamped":
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine clamped to [-1, 1] (finite value, inf gradient "
-                   "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input)
+                   "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input, confidence=POSSIBLE)
 
 
 ON_CALL = {"sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],

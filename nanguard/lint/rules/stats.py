@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import METHOD, TORCH, OpCall
 from nanguard.lint.rules.base import checks
 from nanguard.lint.syntax import const_value
@@ -15,6 +15,7 @@ STD_OF_ONE = Rule(
     name="unbiased-std-over-batch",
     summary="`x.std(0)`, `torch.var(x, dim=0)` with Bessel's correction",
     hazard=VALUE,
+    confidence=POSSIBLE,
     hazards=("std_degenerate",),
     explanation="""\
 torch.std and torch.var use correction=1 by default. Dim 0 is usually the batch, and a

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
 from nanguard.lint.patterns import guarded_positive
@@ -18,6 +18,7 @@ HAND_XENT = Rule(
     name="hand-written-cross-entropy",
     summary="`-sum(y * log(p))`, `(p * p.log()).sum()`, `nll_loss(log(p), y)` on probabilities",
     hazard=VALUE,
+    confidence=POSSIBLE,
     hazards=("xlogy_zero",),
     explanation="""\
 One NaN term makes the whole sum, the loss and, after the update, every weight NaN (the
