@@ -117,7 +117,8 @@ def test_message_is_the_catalogue_wording_for_the_framework():
 
 
 def test_each_call_is_advised_in_its_own_framework_in_a_mixed_file():
-    source = "import torch\nimport tensorflow as tf\na = torch.log(torch.softmax(x, 1))\nb = tf.math.log(tf.nn.softmax(x))\n"
+    source = ("import torch\nimport tensorflow as tf\n"
+              "a = torch.log(torch.softmax(x, 1))\nb = tf.math.log(tf.nn.softmax(x))\n")
     torch_f, tf_f = lint_source(source)
     assert "F.log_softmax" in torch_f.message and "tf.nn.log_softmax" in tf_f.message
     assert "torch" not in tf_f.message

@@ -139,7 +139,8 @@ POSITIVES = [
     ("NG401", "m = (x * mask).sum(-1) / mask.sum(-1)\n"),
     ("NG401", "m = x.sum(-1) / lengths\n"),
     # Clamped to exactly [-1, 1]: finite value, but the gradient is inf at ±1 (parallel vectors).
-    ("NG303", "def angle(a, b):\n    c = F.cosine_similarity(a, b)\n    c = c.clamp(-1, 1)\n    return torch.acos(c)\n"),
+    ("NG303", "def angle(a, b):\n    c = F.cosine_similarity(a, b)\n    c = c.clamp(-1, 1)\n"
+              "    return torch.acos(c)\n"),
     ("NG302", "n = torch.sqrt((x ** 2).sum(-1))\n"),
     ("NG302", "n = tf.sqrt(tf.reduce_sum(x ** 2, -1))\n"),
     ("NG501", "y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))\n"),
