@@ -207,6 +207,9 @@ class ImportMap:
         return found[0] if found else None
 
 
+_MODULE_CALLS = {"torch.nn.NLLLoss": "nll_loss", "torch.nn.modules.loss.NLLLoss": "nll_loss"}
+
+
 def function_op(imports: ImportMap, call: ast.Call) -> OpCall | None:
     """Recognise a call to a known function (through imports) or a tensor method."""
     func = call.func
@@ -233,6 +236,11 @@ def function_op(imports: ImportMap, call: ast.Call) -> OpCall | None:
         if least <= npos <= most:
             return OpCall(op, call, METHOD, "")
         return None
+    if isinstance(func, ast.Call) and isinstance(func.func, (ast.Name, ast.Attribute)):
+        # `nn.NLLLoss()(log_p, y)`: calling a loss module is its functional form.
+        qual = imports.qualname(func.func)
+        op = _MODULE_CALLS.get(_normalise(qual)) if qual is not None else None
+        return OpCall(op, call, framework_of(qual), qual) if op is not None else None  # type: ignore[arg-type]
     if isinstance(func, ast.Name):
         qual = imports.aliases.get(func.id)
         if qual is None:

@@ -19,8 +19,16 @@ _COUNT_WORDS = frozenset({
 })
 
 
-_COUNT_PREFIXED = re.compile(r"^(num|n|number)_?(valid|tokens?|nonzero|non_zero|nonpad|non_pad|unmasked|"
-                             r"active|present|observed|real|elements|items|members|neighbou?rs|words|frames)$")
+_COUNT_PREFIXED = re.compile(r"^(num|n|number|count)_?([a-z]+_)?(valid|tokens?|nonzero|non_zero|nonpad|non_pad|"
+                             r"unmasked|active|present|observed|real|elements|items|members|neighbou?rs|words|"
+                             r"frames|labels|targets|positives?|negatives|objects|boxes|instances|matches|"
+                             r"hits|selected|kept)$")
+
+
+def is_strong_count_name(expr: ast.AST) -> bool:
+    """`num_label_tokens`, `n_valid`, `num_positives`: a count of selected things, 0 when none is."""
+    ident = last_identifier(expr)
+    return ident is not None and bool(_COUNT_PREFIXED.match(ident.lower()))
 
 
 # Sizes fixed by configuration, not counted from data: `hop_length`, `win_length`, `max_len`,

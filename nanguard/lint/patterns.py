@@ -60,9 +60,12 @@ def has_positive_offset(expr: ast.expr) -> bool:
     terms = additive_terms(expr)
     if len(terms) < 2:
         return False
+    # `1 - p` is 0 at p = 1: a constant that a value is subtracted from guards nothing, unless it
+    # is an eps added on purpose (`a + b - 2ab + 1e-8`).
+    subtracted = any(sign < 0 and const_value(term) is None and not is_eps_like(term) for sign, term in terms)
     for sign, term in terms:
         v = const_value(term)
-        if v is not None and sign * v > 0:
+        if v is not None and sign * v > 0 and not (subtracted and v > 1e-2):
             return True
         if sign > 0 and is_eps_like(term):
             return True
@@ -79,7 +82,7 @@ def clamp_lower(oc: OpCall) -> ast.expr | None:
         pos = oc.positional
         if len(pos) == 2:
             for b in (pos[1], pos[0]):
-                bound = _tensor_literal(b)
+                bound = tensor_literal(b)
                 if oc.qualname == "torch.max" and bound is b and isinstance(b, ast.Constant) \
                         and isinstance(b.value, int):
                     continue  # `torch.max(x, 1)` reduces over dim 1; it is not max(x, 1)
@@ -88,7 +91,7 @@ def clamp_lower(oc: OpCall) -> ast.expr | None:
     return None
 
 
-def _tensor_literal(expr: ast.expr) -> ast.expr:
+def tensor_literal(expr: ast.expr) -> ast.expr:
     """`torch.tensor(1e-8)` -> `1e-8`; anything else unchanged."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
             expr.func.attr in ("tensor", "constant", "as_tensor", "full_like") and expr.args:

@@ -13,7 +13,7 @@ from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import names_in, nonpositive_by_construction
+from nanguard.lint.patterns import names_in, nonpositive_by_construction, tensor_literal
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.syntax import additive_terms, const_value
 
@@ -155,7 +155,7 @@ def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> OpCall | None:
 
 def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
     """(sigmoid call, direct?) for `1 - sigmoid(x)`."""
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(expr.left) == 1:
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1:
         sig, value = _op_through_name(ctx, expr.right)
         if sig is not None and sig.op == "sigmoid":
             return sig, value is None

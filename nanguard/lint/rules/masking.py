@@ -8,6 +8,7 @@ import re
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
+from nanguard.lint.naming import is_mask_like
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, is_neg_inf
@@ -86,6 +87,14 @@ def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
 
 def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
     """The -inf fill performed by `node` (masked_fill/where with -inf, non-causal), if any."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        for term in (node.left, node.right):
+            log = ctx.op(term)
+            # `vector + mask.log()` (allennlp's masked_log_softmax): log 0 = -inf where the mask is 0.
+            if log is not None and log.op == "log" and log.input is not None and is_mask_like(ctx, log.input) \
+                    and not _causal(ctx, log.input):
+                return node
+        return None
     if not isinstance(node, ast.Call):
         return None
     func = node.func

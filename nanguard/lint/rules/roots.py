@@ -6,9 +6,9 @@ import ast
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
-from nanguard.lint.names import OpCall
+from nanguard.lint.names import JAX, KERAS, TF, OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like
-from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers
+from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers, tensor_literal
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (
@@ -132,6 +132,9 @@ def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> str | None:
             return "a count of a mask, 0 when the mask is empty"
     if square_base(ctx, e) is not None:
         return "a square, 0 at 0"
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and const_value(tensor_literal(e.left)) == 1 \
+            and square_base(ctx, strip_wrappers(ctx, e.right)) is not None and p > 0:
+        return "`1 - c²`, 0 at c = ±1 (and a round-off negative, NaN, just beyond)"
     if p < 0 and isinstance(e, (ast.Name, ast.Attribute)) and is_count_name(e):
         return "a count, 0 for an empty set or an isolated node"
     return None
@@ -294,6 +297,19 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
                    "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input, confidence=POSSIBLE)
 
 
-ON_CALL = {"sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],
+@checks("NG302")
+def check_norm(ctx: Analysis, oc: OpCall) -> None:
+    """`tf.norm(x)`, `keras.ops.norm`, `jnp.linalg.norm`: unlike torch's norms, their gradient at the
+    zero vector is x/‖x‖ = 0/0 = NaN."""
+    if oc.framework not in (TF, KERAS, JAX) or oc.input is None or guarded_positive(ctx, oc.input):
+        return
+    ord_ = oc.operand(1, "ord")
+    if isinstance(ord_, ast.Constant) and ord_.value not in (2, 2.0, "euclidean", "fro", None):
+        return  # an L1 or max norm: a finite subgradient at 0
+    name = oc.qualname.replace("tensorflow.", "tf.").replace("jax.numpy.", "jnp.")
+    ctx.report(SQRT_SUM_SQUARES, oc.node, f"`{name}` of a vector that can be 0", "norm_zero", subject=oc.input)
+
+
+ON_CALL = {"norm": [check_norm], "sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],
            "acos": [check_acos], "asin": [check_acos]}
 ON_POWER = [check_root]

@@ -93,6 +93,13 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
     if parts is None:
         return
     cond, branches = parts
+    for branch, _kept in branches:
+        for n in bounded_walk(branch, 200):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and const_value(n.right) == 0:
+                # `where(b, a / 0, c)`: inf everywhere, so the discarded half's gradient is 0·inf = NaN.
+                ctx.report(SINGLE_WHERE, oc.node, f"`{oc.op}` still differentiates `{describe(n, 40)}`, which is "
+                           "inf everywhere", "where_gradient", subject=n.left)
+                return
     c = condition_names(ctx, cond)
     if not (c.tests or c.finite):
         return

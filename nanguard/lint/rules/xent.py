@@ -84,12 +84,26 @@ def _probability_like(ctx: Analysis, expr: ast.expr) -> bool:
     return named_like(ctx, expr, _CE_WORDS, y_prefix=True)
 
 
+def _exp_times_itself(ctx: Analysis, factors: list) -> bool:
+    """`exp(logp) * logp`: p·log p from log-probabilities."""
+    dumps = [ast.dump(f) for f in factors]
+    for f in factors:
+        oc = ctx.op(f)
+        if oc is not None and oc.op == "exp" and oc.input is not None and ast.dump(oc.input) in dumps:
+            return True
+    return False
+
+
 @checks("NG201")
 def check_reduction(ctx: Analysis, oc: OpCall) -> None:
     inp = oc.input
     if inp is None:
         return
     for product, factors in _products(inp):
+        if _exp_times_itself(ctx, factors):
+            ctx.report(HAND_XENT, product, f"`{describe(product)}`, an entropy term from log-probabilities "
+                       "(exp(−inf)·(−inf) = 0·(−inf) = NaN where a log-probability is −inf)", "xlogy_zero")
+            continue
         log_call = None
         for f in factors:
             lo = ctx.op(f)
