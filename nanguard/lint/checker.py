@@ -11,7 +11,7 @@ import ast
 import warnings
 from collections.abc import Set as AbstractSet
 
-from nanguard.lint import fix_safety
+from nanguard.lint import compat, fix_safety
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, Edit, Finding, Fix
 from nanguard.lint.names import ImportMap
@@ -24,7 +24,7 @@ from nanguard.lint.rules import (
     SYNTAX_ERROR,
     mark_branches,
 )
-from nanguard.lint.source import ALL, SourceText, decode, file_noqa
+from nanguard.lint.source import ALL, SourceText, file_noqa
 from nanguard.lint.syntax import bounded_walk
 
 ALL_CODES = frozenset(RULES)
@@ -64,10 +64,13 @@ def check_source(
     """
     enabled = ALL_CODES if enabled is None else frozenset(enabled)
     try:
+        text = source if isinstance(source, str) else compat.read(source)[0]
+        if "\0" in text:
+            raise ValueError("source code string cannot contain null bytes")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
-            tree = ast.parse(source, filename=path)
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
+            tree, rewritten = compat.parse(text, path)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError, LookupError) as exc:
         return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
     try:
         ctx = Analysis(tree, ImportMap(module, is_package))
@@ -79,8 +82,11 @@ def check_source(
     run_rules(ctx)
     if not ctx.raw:
         return []
-    text = source if isinstance(source, str) else decode(source)[0]
-    return _findings(ctx, text, path)
+    findings = _findings(ctx, text, path)
+    if rewritten:  # fixes copy text from the lines as parsed; where those were rewritten, none is offered
+        for f in findings:
+            f.fix = None
+    return findings
 
 
 def run_rules(ctx: Analysis) -> None:

@@ -37,8 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     files.add_argument("--extend-exclude", metavar="PATTERNS", help="patterns to exclude in addition")
     files.add_argument("--no-respect-gitignore", action="store_true", help="do not read .gitignore files")
     files.add_argument("--stdin-filename", metavar="NAME", help="name to report for '-' (stdin)")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply the excludes to files named on the command line too (as pre-commit needs)")
     out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    out.add_argument("--output-format", "--format", dest="format", default="text",
+                     choices=("text", "json", "github", "sarif", "junit"),
+                     help="text (default), json (ruff's), github (workflow annotations), sarif (code scanning), "
+                          "junit")
     out.add_argument("--statistics", action="store_true", help="show counts per rule instead of findings")
     out.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary line")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
@@ -71,7 +76,7 @@ def _error(message: str) -> None:
 
 def run(args: argparse.Namespace, stdout=None) -> int:
     """Run the lint command for parsed arguments; returns the exit status."""
-    from nanguard.lint import output
+    from nanguard.lint import formats, output
     from nanguard.lint.config import (
         ConfigError,
         load_settings,
@@ -128,7 +133,8 @@ def run(args: argparse.Namespace, stdout=None) -> int:
 
     status = EXIT_CLEAN
     paths: list[str] = args.paths or ["."]
-    discovery = Discovery(settings.exclude + settings.extend_exclude, settings.root, settings.respect_gitignore)
+    discovery = Discovery(settings.exclude + settings.extend_exclude, settings.root, settings.respect_gitignore,
+                          force_exclude=args.force_exclude)
     files: list[Path] = []
     seen = set()
     stdin_used = False
@@ -166,6 +172,8 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     if stdin_used:
         tasks.append(Task("-", args.stdin_filename or "-", base_enabled, mode, possible))
 
+    if not tasks and status == EXIT_CLEAN:
+        print("warning: No Python files found under the given path(s)", file=sys.stderr)
     results = run_tasks(tasks, args.jobs or default_jobs())
 
     findings = []
@@ -208,10 +216,14 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                   file=sys.stderr)
         return status if status == EXIT_ERROR else (EXIT_FINDINGS if changed else EXIT_CLEAN)
 
-    if args.format == "json":
+    if args.statistics:
+        (formats.write_statistics_json if args.format == "json" else output.write_statistics)(findings, out)
+    elif args.format == "json":
         output.write_json(findings, out)
-    elif args.statistics:
-        output.write_statistics(findings, out)
+    elif args.format in ("github", "sarif", "junit"):
+        getattr(formats, f"write_{args.format}")(findings, out)
+    elif not tasks and status == EXIT_CLEAN:
+        pass  # nothing was linted: the warning above said so, "All checks passed!" would not be true
     else:
         if args.fix and not args.quiet:
             # What --fix changed, one line per rewrite (not in the `path:line:col: CODE` form,

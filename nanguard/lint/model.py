@@ -101,13 +101,16 @@ class Finding:
     # The catalogue key of the hazard the message words (nanguard.core.hazards); None for NG001.
     hazard: str | None = None
     confidence: str = CERTAIN  # CERTAIN or POSSIBLE (see above)
+    cell: int | None = None  # a notebook's cell number (lines then count inside the cell)
 
     def format(self) -> str:
-        """The flake8/ruff one-line form: ``path:line:col: CODE message``."""
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        """The flake8/ruff one-line form: ``path:line:col: CODE message`` (``path:cell N:line:col:``
+        in a notebook)."""
+        where = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{where}{self.line}:{self.col}: {self.code} {self.message}"
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.col, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
 
     def to_dict(self, name: str = "") -> dict[str, Any]:
         """A ruff-compatible JSON object (``filename``, ``location``, ``fix`` with edits)."""
@@ -133,5 +136,6 @@ class Finding:
             "fix": fix,
             "hazard": self.hazard,
             "confidence": self.confidence,
+            "cell": self.cell,
         }
 

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nanguard.lint import compat
 from nanguard.lint.checker import check_source
 from nanguard.lint.fixes import apply_edits
 from nanguard.lint.model import Edit, Finding
-from nanguard.lint.source import decode
+from nanguard.lint.notebook import check_notebook
 
 MAX_FIX_PASSES = 10
 
@@ -133,12 +134,18 @@ def lint_one(task: Task) -> FileResult:
         result.source = data
     result.lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     try:
+        if task.path.endswith(".ipynb"):
+            try:
+                result.findings = check_notebook(data, task.display, task.enabled, task.possible)
+            except ValueError as exc:
+                result.error = f"{task.display}: {exc}"
+            return result
         module, is_package = module_name(Path(task.path)) if task.path != "-" else (None, False)
         if task.mode == "check":
             result.findings = check_source(data, task.display, task.enabled, module, is_package, task.possible)
             return result
         try:
-            text, encoding = decode(data)
+            text, encoding = compat.read(data)
         except (SyntaxError, UnicodeDecodeError, LookupError):
             result.findings = check_source(data, task.display, task.enabled, module, is_package, task.possible)
             return result
