@@ -57,6 +57,17 @@ def enclosing_functions(scope: Scope | None) -> list[str]:
     return names
 
 
+def _test_function(name: str) -> bool:
+    low = name.lower()
+    return low.startswith("test") or any(w in low for w in ("reference", "oracle", "naive")) \
+        or re.search(r"(^|_)ref(_|$)", low) is not None
+
+
+def in_test_code(path: str, scope: Scope | None) -> bool:
+    """A test file, or a test or reference function (`test_*`, `*reference*`, `ref_*`)."""
+    return is_test_path(path) or any(_test_function(n) for n in enclosing_functions(scope))
+
+
 def refusal(path: str, scope: Scope, replacement_text: str) -> str | None:
     """Why a fix whose new text is `replacement_text` must not be applied at `scope`, else None."""
     if is_test_path(path):
@@ -69,7 +80,6 @@ def refusal(path: str, scope: Scope, replacement_text: str) -> str | None:
         low = name.lower()
         if new_name in low.strip("_"):
             return f"inside `{name}`, which implements `{called.group(1)}`: the rewrite would call itself"
-        if low.startswith("test") or any(w in low for w in ("reference", "oracle", "naive")) \
-                or re.search(r"(^|_)ref(_|$)", low):
+        if _test_function(name):
             return f"inside `{name}`, a test or reference implementation"
     return None

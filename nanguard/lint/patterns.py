@@ -207,7 +207,7 @@ def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
 
 
 def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
-    e = ctx.resolve(expr)
+    e = strip_wrappers(ctx, ctx.resolve(expr))  # `(x - x.max()).astype(f32)` is still max-subtracted
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
         inner = ctx.op(e.operand)
         if inner is not None and inner.op in ("abs", "relu", "softplus", "exp", "norm"):

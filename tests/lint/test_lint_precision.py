@@ -77,6 +77,12 @@ NEGATIVES = [
             e = torch.exp(-(x ** 2) / (2 * s ** 2))
             return e / torch.sum(e)
     """),
+    ("NG901", """\
+        def kernel(row):
+            row_max = jnp.max(row, axis=0)
+            numerator = jnp.exp((row - row_max).astype(jnp.float32))
+            return numerator / jnp.sum(numerator, axis=0)
+    """),
     ("NG105", """\
         def lse_pool(x):
             x_max = F.adaptive_max_pool2d(x, 1)
@@ -113,6 +119,9 @@ NEGATIVES = [
     ("NG302", "n = jax.lax.stop_gradient(jnp.sqrt(jnp.sum(x ** 2)))\n"),
     ("NG302", "n = tf.sqrt(tf.reduce_sum(tf.stop_gradient(x) ** 2, -1))\n"),
     ("NG501", "y = torch.where(x > 0, torch.log(x), torch.zeros_like(x)).detach()\n"),
+    # torch.distributions' InverseGamma.mean: inf on purpose where the mean does not exist.
+    ("NG501", "m = torch.where(c > 1, rate / (c - 1), torch.inf)\n"),
+    ("NG501", "m = torch.where(c < 0, lower - scale / c, inf)\n"),
 ]
 
 
@@ -170,6 +179,18 @@ def test_each_finding_carries_its_confidence(body, code, confidence):
     [f] = [f for f in lint_source(HEADER + body) if f.code == code]
     assert f.confidence == confidence
     assert (code in _codes(body, confidence="certain")) == (confidence == CERTAIN)
+
+
+@pytest.mark.parametrize("path,body", [
+    ("torch/testing/_internal/common_nn.py", "ref = lambda i: i.sigmoid().log()\n"),
+    ("tests/test_loss.py", "y = torch.log(torch.softmax(x, 1))\n"),
+    ("lib/loss.py", "def reference_loss(x):\n    return torch.log(torch.softmax(x, 1))\n"),
+])
+def test_test_oracles_are_possible_not_certain(path, body):
+    # A test's reference formula runs on the test's own small inputs: not the default set.
+    [f] = lint_source(HEADER + body, path=path)
+    assert f.confidence == POSSIBLE
+    assert lint_source(HEADER + body, path=path, confidence="certain") == []
 
 
 def test_lint_source_rejects_an_unknown_confidence():
