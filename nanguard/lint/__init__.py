@@ -1,9 +1,13 @@
-"""Lint: find NaN/Inf anti-patterns in PyTorch and TensorFlow source before anything runs.
+"""Lint: find NaN/Inf anti-patterns in PyTorch, TensorFlow, Keras, JAX and NumPy source before anything runs.
 
-The linter reads source only (``ast``; it never imports torch or the code it checks) and
-reports risky numerical compositions with the nanguard op that removes the risk. A message
-is the pattern matched, then the hazard's why and fix in the words of the catalogue
-`nanguard.core.hazards` (``f.hazard`` is its key), the same words a runtime report uses::
+The linter reads source only (``ast``; it never imports a framework or the code it checks)
+and reports risky numerical compositions with the op that removes the risk. A message is
+the pattern matched, then the hazard's why and fix in the words of the catalogue
+`nanguard.core.hazards` (``f.hazard`` is its key), the same words a runtime report uses,
+worded for the framework of the code at the finding (`tf.nn.log_softmax` in TensorFlow,
+`keras.ops.log_softmax` in Keras, `jax.nn.log_softmax` in JAX and NumPy code). Each finding
+has a ``confidence``: CERTAIN (NaN/Inf for some input the code accepts) or POSSIBLE
+(depending on data); the command line reports CERTAIN ones unless asked for all::
 
     >>> from nanguard.lint import lint_source
     >>> from nanguard.core.hazards import HAZARDS, lint_message
@@ -11,6 +15,11 @@ is the pattern matched, then the hazard's why and fix in the words of the catalo
     >>> f.format()[:37], f.hazard
     ('<string>:2:5: NG101 `log(softmax(x))`', 'log_softmax')
     >>> f.message == lint_message(HAZARDS["log_softmax"], "`log(softmax(x))`")
+    True
+    >>> f.confidence
+    'certain'
+    >>> [g] = lint_source("import tensorflow as tf\\ny = tf.math.log(tf.nn.softmax(x))\\n")
+    >>> "tf.nn.log_softmax(x, axis)" in g.message and "torch" not in g.message
     True
 
 The command line is ``nanguard lint PATH...`` (see ``nanguard lint --help``); the rule table

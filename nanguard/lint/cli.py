@@ -1,4 +1,4 @@
-"""`nanguard lint`: find NaN/Inf anti-patterns in PyTorch and TensorFlow source.
+"""`nanguard lint`: find NaN/Inf anti-patterns in PyTorch, TensorFlow, Keras, JAX and NumPy source.
 
 Conventions follow ruff/flake8: ``path:line:col: CODE message``, ``--select/--ignore`` with
 code prefixes, ``# noqa: CODE``, ``[tool.nanguard.lint]`` in pyproject.toml, ``--fix`` /

@@ -51,7 +51,9 @@ LOG_SIGMOID = Rule(
 ->  loss = -F.logsigmoid(score)      # or F.binary_cross_entropy_with_logits
 
 Autofix: rewritten to `F.logsigmoid(x)` (torch; spelled with the file's own import of
-torch.nn.functional or torch) or `tf.math.log_sigmoid(x)`.""",
+torch.nn.functional or torch, never with a name the file rebinds), `tf.math.log_sigmoid(x)`,
+`keras.ops.log_sigmoid(x)` (Keras code stays multi-backend) or `jax.nn.log_sigmoid(x)`. No
+rewrite in test code or inside a function that implements the replacement.""",
 )
 
 LOG_ONE_MINUS_SIGMOID = Rule(
@@ -104,7 +106,8 @@ logsumexp(x) = m + log(sum(exp(x - m))) with m = max(x).
 ->  lse = torch.logsumexp(scores, dim=1)     # nanguard.logsumexp(x, dim, mask=) for masks
 
 Not reported when the exponent already has the maximum subtracted. Autofix for torch.sum
-with an explicit dim (torch.logsumexp requires one) and tf.reduce_sum.""",
+with an explicit dim (torch.logsumexp requires one), tf.reduce_sum, keras.ops.sum and
+jnp.sum (-> tf.reduce_logsumexp, keras.ops.logsumexp, jax.nn.logsumexp).""",
 )
 
 RULES = [LOG_SOFTMAX, LOG_SIGMOID, LOG_ONE_MINUS_SIGMOID, SOFTPLUS, LOGSUMEXP]
