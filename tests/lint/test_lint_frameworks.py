@@ -8,7 +8,10 @@ come from the catalogue (`Hazard.fix_in`), so they are checked against it too.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -177,3 +180,31 @@ def test_numpy_gets_no_fix_to_a_framework_it_does_not_import():
     source = NUMPY_HEADER + "y = np.log(np.sum(np.exp(x), axis=1))\n"
     [f] = lint_source(source)
     assert f.code == "NG105" and f.fix is None
+
+
+@pytest.mark.slow
+def test_keras_fixes_run_on_a_backend_other_than_tensorflow(tmp_path):
+    """The fixed Keras code runs on the JAX backend (it was not locked to tf) and agrees with the original."""
+    pytest.importorskip("keras")
+    pytest.importorskip("jax")
+    body = "y1 = ops.log(ops.sigmoid(x))\ny2 = ops.log(1 - ops.sigmoid(x))\ny3 = ops.log(ops.softmax(x, axis=-1))\n"
+    fixed, applied, _ = fix_source(KERAS_HEADER + body)
+    assert applied == 3 and "tf." not in fixed
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np
+        x = np.array([[-3.0, 0.0, 2.0]])
+        before, after = {{"x": x}}, {{"x": x}}
+        exec({KERAS_HEADER + body!r}, before)
+        exec({fixed!r}, after)
+        import keras
+        assert keras.backend.backend() == "jax"
+        for k in ("y1", "y2", "y3"):
+            assert np.allclose(np.asarray(before[k]), np.asarray(after[k]), atol=1e-6), k
+        after["x"] = np.array([[-200.0, 0.0, 200.0]])
+        exec({fixed!r}, after)
+        assert all(np.isfinite(np.asarray(after[k])).all() for k in ("y1", "y2", "y3"))
+    """))
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
