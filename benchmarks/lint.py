@@ -1,140 +1,128 @@
-"""Lint the installed torch package source: speed, findings and crashes.
+"""nanguard lint against ruff on the same trees, in the same run: CPU time, ratio, findings.
 
-    .venv/bin/python benchmarks/lint.py                 # the whole torch tree, all cores
-    .venv/bin/python benchmarks/lint.py --list          # ... and print every finding
-    .venv/bin/python benchmarks/lint.py --jobs 1 PATH   # another tree, one core
+    .venv/bin/python benchmarks/lint.py                     # torch, tensorflow, keras, jax packages
+    .venv/bin/python benchmarks/lint.py PATH [PATH...]      # other trees
+    .venv/bin/python benchmarks/lint.py --list torch        # ... and print the default-set findings
 
-Reports files, lines, wall seconds, files/s, lines/s, findings per rule, syntax errors
-(NG001: files this Python cannot parse) and crashes (exceptions inside the linter, which
-must be 0). Also reports the baseline cost of `ast.parse` alone over the same files on
-the same cores (measured in the same run, since this shared machine's speed drifts), so the
-linter's own overhead is visible, and the CLI start-up time.
+For each tree, rounds alternate `nanguard lint` and `ruff check --select E,F` (both on every
+usable core, no cache, no configuration) and take the CPU time (user + system of the child
+processes) of each; the ratio is the median over rounds of nanguard/ruff, so this shared
+machine's drifting speed cancels out. Also reported: files, lines, lines per CPU-second, the
+default-set (CERTAIN) and all findings per rule, and crashes (which must be 0).
 
-Goal (issue 5): 0 crashes and < 30 s for the ~2,300-file torch tree on 2 cores.
+Goal (issue 12): the installed torch tree in under 10 s of CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import multiprocessing
+import json
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-import warnings
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from nanguard.lint.checker import ALL_CODES  # noqa: E402
-from nanguard.lint.config import DEFAULT_EXCLUDE  # noqa: E402
-from nanguard.lint.discovery import Discovery  # noqa: E402
-from nanguard.lint.runner import Task, _tune_gc, default_jobs, run_tasks  # noqa: E402
+SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+DEFAULT_TREES = ["torch", "tensorflow", "keras", "jax"]
 
 
-def torch_source_dir() -> Path:
-    """The torch package directory, located without importing torch."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("torch is not installed in this environment")
-    return Path(list(spec.submodule_search_locations)[0])
+def _ruff() -> str:
+    for candidate in (Path(sys.executable).with_name("ruff"), shutil.which("ruff")):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    raise SystemExit("ruff is not installed next to this Python or on PATH")
 
 
-def _parse_only(path: str) -> int:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ast.parse(Path(path).read_bytes())
-        except (SyntaxError, ValueError):
-            pass
-    return 0
-
-
-def parse_baseline(files, jobs: int) -> float:
+def _cpu(cmd: list[str]) -> tuple[float, float, str, int]:
+    """(CPU seconds of the child and its workers, wall seconds, stdout, exit status)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else multiprocessing
-    order = sorted(files, key=lambda p: -os.path.getsize(p))
-    with ctx.Pool(jobs, initializer=_tune_gc) as pool:  # same GC settings as the linter's workers
-        pool.map(_parse_only, [str(p) for p in order], chunksize=1)
-    return time.perf_counter() - start
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[:3]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return cpu, wall, proc.stdout, proc.returncode
 
 
-def startup_seconds(args) -> float:
-    """Wall time of `python -m nanguard lint --list-rules` (interpreter + package import)."""
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "nanguard", "lint", "--list-rules"], cwd=REPO,
-                       stdout=subprocess.DEVNULL, check=True)
-        best = min(best, time.perf_counter() - start)
-    return best
+def _counts(stdout: str) -> dict[str, int]:
+    return {row["code"]: row["count"] for row in json.loads(stdout or "[]")}
+
+
+def _lines(tree: Path) -> tuple[int, int]:
+    files = lines = 0
+    for path in tree.rglob("*.py"):
+        files += 1
+        with open(path, "rb") as fh:
+            lines += fh.read().count(b"\n")
+    return files, lines
+
+
+def bench(tree: Path, rounds: int, list_findings: bool) -> dict:
+    lint = [sys.executable, "-m", "nanguard", "lint", "--isolated", "--no-respect-gitignore", "--exclude", "",
+            "--statistics", "--output-format", "json", str(tree)]
+    ruff = [_ruff(), "check", "--isolated", "--no-cache", "--select", "E,F", "--exit-zero", "--quiet", str(tree)]
+    nanguard_cpu, ruff_cpu, walls = [], [], []
+    for r in range(rounds):
+        order = [("n", lint), ("r", ruff)] if r % 2 == 0 else [("r", ruff), ("n", lint)]
+        for which, cmd in order:
+            cpu, wall, out, _ = _cpu(cmd)
+            if which == "n":
+                nanguard_cpu.append(cpu)
+                walls.append(wall)
+                certain = _counts(out)
+            else:
+                ruff_cpu.append(cpu)
+    _, _, out_all, _ = _cpu(lint[:-1] + ["--confidence", "all", str(tree)])
+    files, lines = _lines(tree)
+    if list_findings:
+        _, _, text, _ = _cpu([sys.executable, "-m", "nanguard", "lint", "--isolated", "--no-respect-gitignore",
+                              "--exclude", "", "-q", "--exit-zero", str(tree)])
+        print(text)
+    ratios = [n / r for n, r in zip(nanguard_cpu, ruff_cpu)]
+    return {"tree": str(tree), "files": files, "lines": lines, "nanguard_cpu_s": min(nanguard_cpu),
+            "ruff_cpu_s": min(ruff_cpu), "ratio": statistics.median(ratios), "wall_s": min(walls),
+            "certain": certain, "all": _counts(out_all)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", help="tree to lint (default: the installed torch package)")
-    parser.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (default: usable cores)")
-    parser.add_argument("--list", action="store_true", help="print every finding")
-    parser.add_argument("--no-baseline", action="store_true", help="skip the ast.parse-only baseline")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved lint/parse rounds (default 2)")
+    parser.add_argument("trees", nargs="*", help="paths, or names of installed packages (default: "
+                                                 + ", ".join(DEFAULT_TREES) + ")")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per tree (default 3)")
+    parser.add_argument("--list", action="store_true", help="print the default-set findings of each tree")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
-
-    root = Path(args.path) if args.path else torch_source_dir()
-    jobs = args.jobs or default_jobs()
-    files = Discovery(list(DEFAULT_EXCLUDE), root, respect_gitignore=False).files([root])
-    tasks = [Task(str(f), str(f.relative_to(root.parent)), ALL_CODES) for f in files]
-
-    # Interleaved rounds (lint, parse, lint, parse, ...): this shared machine's speed drifts,
-    # so the linter is compared with the parse-only baseline of the same round, and the
-    # reported time is the best round.
-    walls, bases = [], []
-    for _ in range(max(1, args.rounds)):
-        start = time.perf_counter()
-        results = run_tasks(tasks, jobs)
-        walls.append(time.perf_counter() - start)
-        if not args.no_baseline:
-            bases.append(parse_baseline(files, jobs))
-    wall = min(walls)
-
-    lines = sum(r.lines for r in results)
-    findings = [f for r in results for f in r.findings]
-    crashes = [r.crash for r in results if r.crash]
-    errors = [r.error for r in results if r.error]
-    per_code = Counter(f.code for f in findings)
-    syntax = per_code.pop("NG001", 0)
-
-    if args.list:
-        for f in sorted(findings, key=lambda f: f.sort_key()):
-            print(f.format())
-        print()
-    print(f"tree        {root}")
-    print(f"cores       {jobs}")
-    print(f"files       {len(files)}")
-    print(f"lines       {lines}")
-    print(f"seconds     {wall:.2f}")
-    print(f"files/s     {len(files) / wall:.0f}")
-    print(f"lines/s     {lines / wall:.0f}")
-    print(f"findings    {sum(per_code.values())}  " + "  ".join(f"{c}:{n}" for c, n in sorted(per_code.items())))
-    print(f"syntax err  {syntax}  (NG001: not parseable by Python {sys.version_info.major}.{sys.version_info.minor})")
-    print(f"crashes     {len(crashes)}")
-    print(f"unreadable  {len(errors)}")
-    for c in crashes[:10]:
-        print("  crash:", c)
-    if bases:
-        ratio = statistics.median(w / b for w, b in zip(walls, bases))
-        print(f"rounds      {', '.join(f'{w:.2f}' for w in walls)} s (best is reported)")
-        print(f"ast.parse   {min(bases):.2f} s alone on {jobs} cores; linter / parse = {ratio:.2f} "
-              "(median over rounds)")
-        print(f"start-up    {startup_seconds(args):.2f} s for `python -m nanguard lint --list-rules`")
-    ok = not crashes and wall < 30
-    print("goal        " + ("met" if ok else "NOT met") + " (0 crashes, < 30 s)")
-    return 0 if not crashes else 1
+    results = []
+    for name in args.trees or DEFAULT_TREES:
+        tree = Path(name) if Path(name).exists() else SITE / name
+        if not tree.exists():
+            print(f"skip {name}: not found", file=sys.stderr)
+            continue
+        results.append(bench(tree, max(1, args.rounds), args.list))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{'tree':<12} {'files':>6} {'lines':>9} {'nanguard CPU s':>15} {'ruff E,F CPU s':>15} {'ratio':>6} "
+          f"{'lines/CPU-s':>12}  default-set findings (all)")
+    for r in results:
+        certain = sum(r["certain"].values())
+        everything = sum(r["all"].values())
+        print(f"{Path(r['tree']).name:<12} {r['files']:>6} {r['lines']:>9} {r['nanguard_cpu_s']:>15.2f} "
+              f"{r['ruff_cpu_s']:>15.2f} {r['ratio']:>6.2f} {r['lines'] / r['nanguard_cpu_s']:>12.0f}  "
+              f"{certain} ({everything})  " + " ".join(f"{c}:{n}" for c, n in sorted(r["certain"].items())))
+    torch_rows = [r for r in results if Path(r["tree"]).name == "torch"]
+    if torch_rows:
+        ok = torch_rows[0]["nanguard_cpu_s"] < 10
+        print("goal: torch tree < 10 s CPU: " + ("met" if ok else "NOT met"))
+    return 0
 
 
 if __name__ == "__main__":

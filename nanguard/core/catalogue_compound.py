@@ -19,6 +19,14 @@ def _inverse_trig(fn: str, derivative: str) -> Hazard:
                     "vectors)",
                 fix=f"nanguard.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
                     "nanguard.cosine_similarity for the cosine itself",
+                fix_in={
+                    "tf": f"nanguard.tf.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                          "nanguard.tf.cosine_similarity for the cosine itself",
+                    "jax": f"nanguard.jax.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                           "nanguard.jax.cosine_similarity for the cosine itself",
+                    "keras": f"keras.ops.arc{fn[1:]}(keras.ops.clip(x, −1 + eps, 1 − eps)) keeps value and "
+                             f"gradient finite; nanguard.tf.{fn}(x) on the TensorFlow backend",
+                },
                 safe=nanguard_op(fn), lint=("NG303",),
                 evidence={"forward": "the inputs reach {peak}", "backward": "the inputs reach {peak}"})
 
@@ -44,6 +52,14 @@ ENTRIES: list[Hazard] = [
              "padded row or a batch whose labels are all ignored: 0/0 = NaN",
          fix="nanguard.masked_mean(x, mask, dim) averages over a mask and gives 0 (with a zero gradient) for "
              "empty groups; nanguard.div(a, b, fill=0.0) for other ratios",
+         fix_in={
+             "tf": "nanguard.tf.masked_mean(x, mask, axis) averages over a mask and gives 0 (with a zero "
+                   "gradient) for empty groups; nanguard.tf.div(a, b, fill=0.0) for other ratios",
+             "jax": "nanguard.jax.masked_mean(x, mask, axis) averages over a mask and gives 0 (with a zero "
+                    "gradient) for empty groups; nanguard.jax.div(a, b, fill=0.0) for other ratios",
+             "keras": "divide by keras.ops.maximum(count, 1), which gives 0 with a finite gradient for empty "
+                      "groups; nanguard.tf.masked_mean(x, mask, axis) on the TensorFlow backend",
+         },
          safe=nanguard_op("masked_mean"), lint=("NG401",),
          evidence={"forward": "{zeros} of {numel} denominators are 0, counts of empty groups whose sum is 0 "
                               "too",
@@ -71,6 +87,12 @@ ENTRIES: list[Hazard] = [
              "constant group",
          fix="nanguard.std(x, dim) / nanguard.var(x, dim), finite in value and gradient for one element and for "
              "constant groups; or correction=0 when the population statistic is meant",
+         fix_in={
+             "tf": "nanguard.tf.std(x, axis) / nanguard.tf.var(x, axis), finite in value and gradient for "
+                   "one element and for constant groups",
+             "jax": "nanguard.jax.std(x, axis) / nanguard.jax.var(x, axis), finite in value and gradient for "
+                    "one element and for constant groups; or ddof=0 when the population statistic is meant",
+         },
          safe=nanguard_op("std"), lint=("NG801",),
          evidence={"forward": "the input has {n} element{s} along the reduced dims"}),
     # -------------------------------------------------------------------- trigonometry
@@ -95,6 +117,15 @@ ENTRIES: list[Hazard] = [
              "with no valid key) is exp(−inf − (−inf)) = 0/0 = NaN, in the value and the gradient",
          fix="{fn}(x, dim, mask=mask) gives 0 for fully masked rows (with a zero gradient) instead of NaN; or "
              "keep at least one unmasked position per row",
+         fix_in={
+             "tf": "nanguard.tf.{op}(x, axis, mask=mask) gives 0 for fully masked rows (with a zero "
+                   "gradient) instead of NaN; or keep at least one unmasked position per row",
+             "jax": "nanguard.jax.{op}(x, axis, mask=mask) gives 0 for fully masked rows (with a zero "
+                    "gradient) instead of NaN; or keep at least one unmasked position per row",
+             "keras": "keras.layers.Softmax()(x, mask=mask) handles fully masked rows without NaN; or fill with "
+                      "a large finite negative (−1e9) instead of −inf, or keep at least one unmasked position "
+                      "per row",
+         },
          safe=nanguard_op("softmax"), lint=("NG701",),
          evidence={"forward": "every entry of {rows} of {total} rows is −inf (fully masked)",
                    "neginf": "{neginf} inputs are −inf: rows whose entries are all −inf, or inf − inf",
@@ -133,6 +164,17 @@ ENTRIES: list[Hazard] = [
              "there",
          fix="nanguard.xlogy(x, y) uses 0·log 0 = 0 with gradient 0 where x = 0; nanguard.entropy(p) / "
              "nanguard.cross_entropy_probs(y, p) for the usual sums, F.cross_entropy(logits, y) from logits",
+         fix_in={
+             "tf": "nanguard.tf.xlogy(x, y) uses 0·log 0 = 0 with gradient 0 where x = 0; "
+                   "nanguard.tf.entropy(p) / nanguard.tf.cross_entropy_probs(y, p) for the usual sums, "
+                   "tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits) from logits",
+             "jax": "nanguard.jax.xlogy(x, y) (or jax.scipy.special.xlogy) uses 0·log 0 = 0 where x = 0; "
+                    "nanguard.jax.entropy(p) / nanguard.jax.cross_entropy_probs(y, p) for the usual sums, "
+                    "optax.softmax_cross_entropy(logits, y) from logits",
+             "keras": "compute the loss from the logits, where nothing underflows: "
+                      "keras.losses.categorical_crossentropy(y, logits, from_logits=True) "
+                      "(binary_crossentropy(..., from_logits=True) for one probability)",
+         },
          safe=nanguard_op("xlogy"), lint=("NG201",),
          evidence={"forward": "one factor is 0 where the other, a log-probability, is −inf ({neginf} −inf)",
                    "backward": "{zeros} of {numel} entries of x are 0"}),
@@ -145,6 +187,14 @@ ENTRIES: list[Hazard] = [
              "0·inf = NaN",
          fix="nanguard.safe_where(cond, fn, x, other, safe) (the double where) replaces x by a safe value "
              "before fn sees it",
+         fix_in={
+             "tf": "nanguard.tf.safe_where(cond, fn, x, other, safe) (the double where: fn(tf.where(cond, x, "
+                   "safe))) replaces x by a safe value before fn sees it",
+             "jax": "nanguard.jax.safe_where(cond, fn, x, other, safe) (the double where: fn(jnp.where(cond, "
+                    "x, safe))) replaces x by a safe value before fn sees it",
+             "keras": "the double where, keras.ops.where(cond, fn(keras.ops.where(cond, x, safe)), other), "
+                      "replaces x by a safe value before fn sees it",
+         },
          safe=nanguard_op("safe_where"), lint=("NG501",)),
     make("clamped_log", "log of a clamped probability", ("log", "clamp"),
          value="finite: the clamp keeps log away from 0",
@@ -153,6 +203,16 @@ ENTRIES: list[Hazard] = [
              "the bound, so the worst-predicted examples stop contributing and the loss is biased by the bound",
          fix="log-probabilities from the logits (F.log_softmax, F.cross_entropy, "
              "F.binary_cross_entropy_with_logits); nanguard.xlogy(y, p) when only probabilities exist",
+         fix_in={
+             "tf": "log-probabilities from the logits (tf.nn.log_softmax, "
+                   "tf.nn.softmax_cross_entropy_with_logits, tf.nn.sigmoid_cross_entropy_with_logits); "
+                   "nanguard.tf.xlogy(y, p) when only probabilities exist",
+             "jax": "log-probabilities from the logits (jax.nn.log_softmax, optax.softmax_cross_entropy, "
+                    "optax.sigmoid_binary_cross_entropy); nanguard.jax.xlogy(y, p) when only probabilities "
+                    "exist",
+             "keras": "the loss from the logits (keras.ops.log_softmax, keras.losses.categorical_crossentropy "
+                      "or binary_crossentropy with from_logits=True)",
+         },
          safe={"torch": "torch.log_softmax", "tf": "tf.nn.log_softmax", "jax": "jax.nn.log_softmax"},
          lint=("NG601",)),
     make("clamped_logits", "clamped logits before softmax", ("softmax", "log_softmax", "clamp"),

@@ -21,6 +21,12 @@ ENTRIES: list[Hazard] = [
          value="finite: sqrt(0) = 0", gradient="1/(2·sqrt(x)): inf at x = 0, NaN once multiplied by 0",
          why="sqrt's gradient 1/(2·sqrt(x)) is inf at x = 0, and 0·inf = NaN where the incoming gradient is 0",
          fix="nanguard.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm subgradient)",
+         fix_in={
+             "tf": "nanguard.tf.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm subgradient)",
+             "jax": "nanguard.jax.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm subgradient)",
+             "keras": "keras.ops.sqrt(x + eps) keeps the gradient finite at 0; nanguard.tf.sqrt(x) (value 0, "
+                      "gradient 0 at x = 0) on the TensorFlow backend",
+         },
          safe=nanguard_op("sqrt"), lint=("NG304",),
          evidence={"backward": "{zeros} of {numel} inputs were exactly 0"}),
     make("distance_matrix", "distance matrix from the Gram expansion", ("sqrt", "pow", "rsqrt"),
@@ -31,6 +37,16 @@ ENTRIES: list[Hazard] = [
              "1/(2·sqrt(d)) is inf at 0",
          fix="nanguard.distance_matrix(x) (or nanguard.distance_matrix(x, y)) computes pairwise distances "
              "without cancellation, with an exact 0 and a zero gradient on the diagonal",
+         fix_in={
+             "tf": "nanguard.tf.distance_matrix(x) (or nanguard.tf.distance_matrix(x, y)) computes pairwise "
+                   "distances without cancellation, with an exact 0 and a zero gradient on the diagonal",
+             "jax": "nanguard.jax.distance_matrix(x) (or nanguard.jax.distance_matrix(x, y)) computes "
+                    "pairwise distances without cancellation, with an exact 0 and a zero gradient on the "
+                    "diagonal",
+             "keras": "keras.ops.sqrt(keras.ops.maximum(d2, eps)) keeps value and gradient finite (biased by "
+                      "eps); nanguard.tf.distance_matrix(x) on the TensorFlow backend is exact, with a zero "
+                      "gradient on the diagonal",
+         },
          safe=nanguard_op("distance_matrix"), lint=("NG301",),
          evidence={"forward": "{negative} of {numel} squared distances are round-off negatives (min {min}, "
                               "max {max})",
@@ -44,6 +60,15 @@ ENTRIES: list[Hazard] = [
              "row, identical points, a dead feature), and 1/‖x‖ is inf there",
          fix="nanguard.norm(x, dim) has gradient 0 at the zero vector (as torch.linalg.vector_norm does); "
              "nanguard.normalize(x, dim) for x/‖x‖",
+         fix_in={
+             "tf": "nanguard.tf.norm(x, axis) has gradient 0 at the zero vector (tf.norm's is NaN there); "
+                   "nanguard.tf.normalize(x, axis) for x/‖x‖",
+             "jax": "optax.safe_norm(x, 0.0, axis) or nanguard.jax.norm(x, axis) has gradient 0 at the zero "
+                    "vector (jnp.linalg.norm's is NaN there); nanguard.jax.normalize(x, axis) for x/‖x‖",
+             "keras": "keras.ops.sqrt(keras.ops.maximum(keras.ops.sum(keras.ops.square(x), axis), eps)) keeps "
+                      "the gradient finite at the zero vector (keras.ops.norm's is NaN there); "
+                      "nanguard.tf.norm(x, axis) on the TensorFlow backend",
+         },
          safe=nanguard_op("norm"), lint=("NG302",),
          evidence={"backward": "{zeros} of {numel} squared norms were exactly 0",
                    "vectors": "{zeros} of {numel} vectors are exactly 0"}),
@@ -53,6 +78,16 @@ ENTRIES: list[Hazard] = [
              "a fractional p, so a count, degree, variance or norm that can be 0 makes it inf",
          fix="keep the base away from 0 (x + eps, as torch.nn.LayerNorm does with rsqrt(var + eps)), or "
              "nanguard.div(1, nanguard.pow(x, -p)), which is 0 with a finite gradient where x = 0",
+         fix_in={
+             "tf": "keep the base away from 0 (x + eps, as tf.math.rsqrt(variance + epsilon) in "
+                   "tf.nn.batch_normalization), or nanguard.tf.div(1, nanguard.tf.pow(x, -p)), which is 0 "
+                   "with a finite gradient where x = 0",
+             "jax": "keep the base away from 0 (x + eps, as jax.lax.rsqrt(var + eps) in flax's LayerNorm), or "
+                    "nanguard.jax.div(1, nanguard.jax.pow(x, -p)), which is 0 with a finite gradient where x "
+                    "= 0",
+             "keras": "keep the base away from 0 (x + eps, as keras.layers.LayerNormalization does with "
+                      "keras.ops.rsqrt(variance + epsilon))",
+         },
          safe=nanguard_op("div"), lint=("NG304",),
          evidence={"forward": "{zeros} of {numel} bases are 0 and {negative} negative"}),
     make("fractional_power_zero", "x ** p with 0 < p < 1 at 0", ("pow", "float_power"),
@@ -61,6 +96,14 @@ ENTRIES: list[Hazard] = [
              "and x ** p is NaN for negative x with a fractional p",
          fix="nanguard.pow(x, p) computes max(x, 0) ** p with value 0 and gradient 0 at x = 0 "
              "(nanguard.sqrt for p = 0.5)",
+         fix_in={
+             "tf": "nanguard.tf.pow(x, p) computes max(x, 0) ** p with value 0 and gradient 0 at x = 0 "
+                   "(nanguard.tf.sqrt for p = 0.5)",
+             "jax": "nanguard.jax.pow(x, p) computes max(x, 0) ** p with value 0 and gradient 0 at x = 0 "
+                    "(nanguard.jax.sqrt for p = 0.5)",
+             "keras": "keras.ops.power(x + eps, p) keeps the gradient finite at 0; nanguard.tf.pow(x, p) on the "
+                      "TensorFlow backend",
+         },
          safe=nanguard_op("pow"), lint=("NG304",),
          evidence={"forward": "{negative} of {numel} bases are negative and {zeros} are 0",
                    "backward": "{zeros} of {numel} bases were 0 (p = {p})"}),
@@ -92,6 +135,14 @@ ENTRIES: list[Hazard] = [
              "(float32), so its log is −inf and the gradient 1/p is inf",
          fix="F.log_softmax(x, dim) (torch.log_softmax, tf.nn.log_softmax) computes log(softmax(x)) in one "
              "stable step, finite for every finite input; nanguard.log_softmax(x, dim, mask=mask) with a mask",
+         fix_in={
+             "tf": "tf.nn.log_softmax(x, axis) computes log(softmax(x)) in one stable step, finite for every "
+                   "finite input; nanguard.tf.log_softmax(x, axis, mask=mask) with a mask",
+             "jax": "jax.nn.log_softmax(x, axis) computes log(softmax(x)) in one stable step, finite for "
+                    "every finite input; nanguard.jax.log_softmax(x, axis, mask=mask) with a mask",
+             "keras": "keras.ops.log_softmax(x, axis) computes log(softmax(x)) in one stable step, finite for "
+                      "every finite input",
+         },
          safe={"torch": "torch.log_softmax", "tf": "tf.nn.log_softmax", "jax": "jax.nn.log_softmax"},
          lint=("NG101",),
          evidence={"forward": "{zeros} of {numel} probabilities made by softmax are exactly 0"}),
@@ -100,6 +151,11 @@ ENTRIES: list[Hazard] = [
          why="sigmoid(x) rounds to 0 for x below about −88 (float32; −17 in float16), so log(sigmoid(x)) is "
              "−inf and its gradient inf",
          fix="F.logsigmoid(x) (tf.math.log_sigmoid) = −softplus(−x) is exact and finite for every finite x",
+         fix_in={
+             "tf": "tf.math.log_sigmoid(x) = −softplus(−x) is exact and finite for every finite x",
+             "jax": "jax.nn.log_sigmoid(x) = −softplus(−x) is exact and finite for every finite x",
+             "keras": "keras.ops.log_sigmoid(x) = −softplus(−x) is exact and finite for every finite x",
+         },
          safe={"torch": "torch.nn.functional.logsigmoid", "tf": "tf.math.log_sigmoid",
                "jax": "jax.nn.log_sigmoid"},
          lint=("NG102",),
@@ -110,6 +166,16 @@ ENTRIES: list[Hazard] = [
              "log(1 − sigmoid(x)) is −inf",
          fix="F.logsigmoid(−x), since 1 − sigmoid(x) = sigmoid(−x) exactly; "
              "F.binary_cross_entropy_with_logits(x, y) for the whole binary cross-entropy",
+         fix_in={
+             "tf": "tf.math.log_sigmoid(−x), since 1 − sigmoid(x) = sigmoid(−x) exactly; "
+                   "tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=x) for the whole binary "
+                   "cross-entropy",
+             "jax": "jax.nn.log_sigmoid(−x), since 1 − sigmoid(x) = sigmoid(−x) exactly; "
+                    "optax.sigmoid_binary_cross_entropy(x, y) for the whole binary cross-entropy",
+             "keras": "keras.ops.log_sigmoid(−x), since 1 − sigmoid(x) = sigmoid(−x) exactly; "
+                      "keras.losses.binary_crossentropy(y, x, from_logits=True) for the whole binary "
+                      "cross-entropy",
+         },
          safe={"torch": "torch.nn.functional.logsigmoid", "tf": "tf.math.log_sigmoid",
                "jax": "jax.nn.log_sigmoid"},
          lint=("NG103",),
@@ -132,6 +198,13 @@ ENTRIES: list[Hazard] = [
          why="exp(x) overflows to inf above ~88.7 (float32), so log(1 + exp(x)) is inf although its true "
              "value is ≈ x, and replacing the inf with where() still leaves 0·inf = NaN in the gradient",
          fix="nanguard.softplus(x) (or F.softplus) computes log(1 + exp(x)) without overflow, ≈ x for large x",
+         fix_in={
+             "tf": "tf.math.softplus(x) (or nanguard.tf.softplus(x)) computes log(1 + exp(x)) without "
+                   "overflow, ≈ x for large x",
+             "jax": "jax.nn.softplus(x) (or nanguard.jax.softplus(x); np.logaddexp(0, x) in NumPy) computes "
+                    "log(1 + exp(x)) without overflow, ≈ x for large x",
+             "keras": "keras.ops.softplus(x) computes log(1 + exp(x)) without overflow, ≈ x for large x",
+         },
          safe=nanguard_op("softplus"), lint=("NG104",),
          evidence={"forward": "the exponentials overflowed to inf"}),
     make("logsumexp_overflow", "log(sum(exp(x))) by hand", ("log", "exp", "sum"),
@@ -141,6 +214,13 @@ ENTRIES: list[Hazard] = [
              "(log 0 = −inf) when every entry is below ~−103, although log-sum-exp is then close to max(x)",
          fix="torch.logsumexp(x, dim) (tf.reduce_logsumexp) subtracts the maximum first; "
              "nanguard.logsumexp(x, dim, mask=mask) with a mask",
+         fix_in={
+             "tf": "tf.reduce_logsumexp(x, axis) subtracts the maximum first; nanguard.tf.logsumexp(x, axis, "
+                   "mask=mask) with a mask",
+             "jax": "jax.nn.logsumexp(x, axis) (scipy.special.logsumexp in NumPy) subtracts the maximum "
+                    "first; nanguard.jax.logsumexp(x, axis, mask=mask) with a mask",
+             "keras": "keras.ops.logsumexp(x, axis) subtracts the maximum first",
+         },
          safe={"torch": "torch.logsumexp", "tf": "tf.reduce_logsumexp", "jax": "jax.nn.logsumexp"},
          lint=("NG105",),
          evidence={"forward": "{zeros} of {numel} sums of exponentials underflowed to exactly 0"}),
@@ -151,5 +231,12 @@ ENTRIES: list[Hazard] = [
              "for a row with a large score, and 0/0 = NaN when every score is below ~−103",
          fix="torch.softmax(x, dim) (tf.nn.softmax) subtracts the maximum first; "
              "nanguard.softmax(x, dim, mask=mask) with a mask",
+         fix_in={
+             "tf": "tf.nn.softmax(x, axis) subtracts the maximum first; nanguard.tf.softmax(x, axis, "
+                   "mask=mask) with a mask",
+             "jax": "jax.nn.softmax(x, axis) (scipy.special.softmax in NumPy) subtracts the maximum first; "
+                    "nanguard.jax.softmax(x, axis, mask=mask) with a mask",
+             "keras": "keras.ops.softmax(x, axis) subtracts the maximum first",
+         },
          safe={"torch": "torch.softmax", "tf": "tf.nn.softmax", "jax": "jax.nn.softmax"}, lint=("NG901",)),
 ]

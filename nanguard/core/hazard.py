@@ -19,6 +19,10 @@ from types import MappingProxyType
 from typing import Any
 
 FRAMEWORKS = ("torch", "tf", "jax")
+# Wordings for code that is not written against one framework's API but falls back to one:
+# multi-backend Keras 3 (`keras.ops`) is worded as Keras where `fix_in` has a "keras" entry,
+# else as TensorFlow (its usual backend). A dialect has no `safe` entry of its own.
+DIALECTS: dict[str, str] = {"keras": "tf"}
 
 
 @dataclass(frozen=True)
@@ -60,10 +64,14 @@ class Hazard:
         return self.text(self.why, **fields)
 
     def fix_text(self, framework: str = "torch", **fields: Any) -> str:
-        """The remedy worded for ``framework`` (one of `FRAMEWORKS`)."""
-        if framework not in FRAMEWORKS:
-            raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
-        return self.text(self.fix_in.get(framework, self.fix), **fields)
+        """The remedy worded for ``framework`` (one of `FRAMEWORKS`, or a dialect of `DIALECTS`,
+        which falls back to its framework's wording)."""
+        if framework not in FRAMEWORKS and framework not in DIALECTS:
+            raise ValueError(f"framework must be one of {FRAMEWORKS + tuple(DIALECTS)}, got {framework!r}")
+        text = self.fix_in.get(framework)
+        if text is None and framework in DIALECTS:
+            text = self.fix_in.get(DIALECTS[framework])
+        return self.text(self.fix if text is None else text, **fields)
 
     def evidence_text(self, which: str, /, **fields: Any) -> str:
         """The evidence template ``which`` filled in; KeyError for one the hazard lacks."""
@@ -85,7 +93,7 @@ def make(key: str, title: str, ops: tuple[str, ...], value: str, gradient: str, 
          safe: Mapping[str, str], lint: tuple[str, ...] = (), evidence: Mapping[str, str] | None = None,
          defaults: Mapping[str, Any] | None = None, fix_in: Mapping[str, str] | None = None) -> Hazard:
     """A `Hazard` whose mappings are read-only."""
-    unknown = set(fix_in or {}) - set(FRAMEWORKS)
+    unknown = set(fix_in or {}) - set(FRAMEWORKS) - set(DIALECTS)
     if unknown:
         raise ValueError(f"hazard {key!r}: fix_in names unknown frameworks {sorted(unknown)}")
     return Hazard(key=key, title=title, ops=tuple(ops), value=value, gradient=gradient, why=why, fix=fix,
@@ -119,6 +127,7 @@ def suggestion(hazard: Hazard, /, framework: str = "torch", **fields: Any) -> st
 
 
 __all__ = [
+    "DIALECTS",
     "FRAMEWORKS",
     "Hazard",
     "explanation",

@@ -11,8 +11,9 @@ import ast
 from typing import Any
 
 from nanguard.core.hazards import HAZARDS, lint_message
-from nanguard.lint.model import GRADIENT, Rule
-from nanguard.lint.names import OpCall, function_op
+from nanguard.lint import fix_safety
+from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
+from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op
 from nanguard.lint.scope import (
     _LABEL_NAME,
     FixBuilder,
@@ -21,6 +22,7 @@ from nanguard.lint.scope import (
     is_detach_chain,
     name_key,
 )
+from nanguard.lint.syntax import bounded_walk
 from nanguard.lint.walk import Walk
 
 
@@ -58,6 +60,18 @@ class Analysis(Walk):
         if value.lineno > expr.lineno:  # type: ignore[attr-defined]
             return None  # assigned after this use (a loop-carried value): unknown here
         return value
+
+    def last_value(self, expr: ast.AST) -> ast.expr | None:
+        """The value of the last plain assignment to a name before `expr`'s line, in its scope
+        (`x = x - x_max` then `x.exp()`): what the name most likely holds there. Only guards use
+        it: it errs towards silence, never towards a finding."""
+        key = name_key(expr)
+        if key is None:
+            return None
+        _, values = self.lookup(key)
+        line = expr.lineno  # type: ignore[attr-defined]
+        prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+        return prior[-1] if prior else None
 
     def resolve(self, expr: ast.expr, scope: Scope | None = None) -> ast.expr:
         """`expr`, or the single value assigned to it when it is such a name."""
@@ -102,7 +116,7 @@ class Analysis(Walk):
                 if key not in self.imports.aliases:
                     keys.append(key)
                 continue
-            if is_detach_chain(n):
+            if is_detach_chain(n) or (isinstance(n, ast.Call) and getattr(self.op(n), "op", "") == "stop_gradient"):
                 saw_detached = True
                 continue  # this operand is detached; the others decide
             stack.extend(ast.iter_child_nodes(n))
@@ -117,21 +131,51 @@ class Analysis(Walk):
                 return False
         return True
 
+    def framework_at(self, node: ast.AST) -> str:
+        """The framework of the code at `node`: that of the outermost recognised function call in
+        it (`tf.math.log(...)` is TensorFlow, `keras.ops.log` Keras, `jnp.log` JAX, `np.log`
+        NumPy), else the file's (`ImportMap.default_framework`)."""
+        for n in bounded_walk(node, 80):
+            if isinstance(n, ast.Call):
+                oc = self.op(n)
+                if oc is not None and oc.framework != METHOD:
+                    if oc.framework == KERAS and oc.qualname.startswith("keras.backend.") \
+                            and self.imports.default_framework == TF:
+                        return TF  # `K = tf.keras.backend`: TensorFlow's Keras
+                    return oc.framework
+        return self.imports.default_framework
+
     def report(self, rule: Rule, node: ast.AST, pattern: str, key: str, fix: FixBuilder | None = None,
-               hazard: str | None = None, subject: ast.AST | None = None, **fields: Any) -> None:
+               hazard: str | None = None, subject: ast.AST | None = None, confidence: str | None = None,
+               **fields: Any) -> None:
         """Record a finding at `node`: `pattern` says what was matched, the catalogue entry
         `key` (one of the rule's hazards) why it is a hazard and the fix, filled with
         `fields`. `hazard` (GRADIENT or VALUE) overrides the rule's; `subject` is the
         expression whose gradient is at risk (default `node`): detached subjects are not
-        reported for gradient hazards."""
+        reported for gradient hazards. `confidence` (CERTAIN or POSSIBLE) overrides the rule's."""
         if key not in rule.hazards:
             raise ValueError(f"{rule.code} does not find hazard {key!r} (it finds {rule.hazards})")
         if rule.code not in self.enabled:
             return
-        if (hazard or rule.hazard) == GRADIENT and (self.nograd or self.detached(subject or node)):
+        confidence = confidence or rule.confidence
+        if fix_safety.in_test_code(self.path, self.scope):
+            confidence = POSSIBLE  # a test's reference formula runs on the test's own inputs only
+        if confidence == POSSIBLE and rule.code not in self.possible:
             return
+        framework = self.framework_at(node)
+        if (hazard or rule.hazard) == GRADIENT and (
+                self.nograd or framework == NUMPY or id(node) in self.detached_results
+                or self.detached(subject or node)):
+            return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it
         seen = (rule.code, id(node))
         if seen in self._reported:
             return
         self._reported.add(seen)
-        self.raw.append(Raw(rule, node, lint_message(HAZARDS[key], pattern, **fields), fix, key))
+        # NumPy code is advised in JAX's words (jax.numpy mirrors it, and gains autograd).
+        wording = JAX if framework == NUMPY else framework
+        self.raw.append(Raw(rule, node, lint_message(HAZARDS[key], pattern, wording, **fields), fix, key,
+                            self.scope, confidence))
+
+    def spell(self, qualname: str) -> str | None:
+        """How to write module `qualname` at the current scope so that it is that module, or None."""
+        return fix_safety.spelling(self, qualname, self.scope)

@@ -11,8 +11,9 @@ import ast
 import warnings
 from collections.abc import Set as AbstractSet
 
+from nanguard.lint import compat, fix_safety
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import Edit, Finding, Fix
+from nanguard.lint.model import CERTAIN, Edit, Finding, Fix
 from nanguard.lint.names import ImportMap
 from nanguard.lint.rules import (
     ON_CALL,
@@ -23,7 +24,8 @@ from nanguard.lint.rules import (
     SYNTAX_ERROR,
     mark_branches,
 )
-from nanguard.lint.source import ALL, SourceText, decode, file_noqa
+from nanguard.lint.source import ALL, SourceText, file_noqa
+from nanguard.lint.syntax import bounded_walk
 
 ALL_CODES = frozenset(RULES)
 
@@ -50,30 +52,41 @@ def check_source(
     enabled: AbstractSet[str] | None = None,
     module: str | None = None,
     is_package: bool = False,
+    possible: AbstractSet[str] | None = None,
 ) -> list[Finding]:
     """All findings for one file, sorted by position.
 
     `source` may be bytes (decoded as Python does: PEP 263, BOM) or text. `enabled` is the set
     of rule codes to report (default: all). `module` is the file's dotted module name, which
-    lets relative imports resolve (`from .. import functional as F`).
+    lets relative imports resolve (`from .. import functional as F`). `possible` is the set of
+    codes whose POSSIBLE findings (NaN depending on data) are reported too (default: all codes);
+    CERTAIN findings of every enabled code always are.
     """
     enabled = ALL_CODES if enabled is None else frozenset(enabled)
     try:
+        text = source if isinstance(source, str) else compat.read(source)[0]
+        if "\0" in text:
+            raise ValueError("source code string cannot contain null bytes")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
-            tree = ast.parse(source, filename=path)
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
+            tree, rewritten = compat.parse(text, path)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError, LookupError) as exc:
         return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
     try:
         ctx = Analysis(tree, ImportMap(module, is_package))
     except RecursionError as exc:  # pragma: no cover - the walk is iterative; guards the helpers
         return [_syntax_finding(path, exc)] if SYNTAX_ERROR.code in enabled else []
     ctx.enabled = set(enabled)
+    ctx.possible = ALL_CODES if possible is None else frozenset(possible)
+    ctx.path = path
     run_rules(ctx)
     if not ctx.raw:
         return []
-    text = source if isinstance(source, str) else decode(source)[0]
-    return _findings(ctx, text, path)
+    findings = _findings(ctx, text, path)
+    if rewritten:  # fixes copy text from the lines as parsed; where those were rewritten, none is offered
+        for f in findings:
+            f.fix = None
+    return findings
 
 
 def run_rules(ctx: Analysis) -> None:
@@ -85,12 +98,17 @@ def run_rules(ctx: Analysis) -> None:
         return
     triggered = []
     for call, scope, nograd in ctx.calls:
+        func = call.func
+        if func.__class__ is ast.Attribute and func.attr in _DETACHING and not call.args:
+            _mark_detached(ctx, func.value)  # `torch.sqrt(s).item()`: the result leaves autograd
         oc = ctx.op(call)
         if oc is None:
             continue
         if oc.op in PRE_PASS_OPS:
             ctx.scope = scope
             mark_branches(ctx, oc)
+        elif oc.op == "stop_gradient" and oc.input is not None:
+            _mark_detached(ctx, oc.input)
         if oc.op in call_checks:
             triggered.append((oc, scope, nograd))
     for oc, scope, nograd in triggered:
@@ -106,6 +124,14 @@ def run_rules(ctx: Analysis) -> None:
                 check(ctx, node)
 
 
+_DETACHING = frozenset({"item", "detach", "tolist", "numpy"})
+
+
+def _mark_detached(ctx: Analysis, expr: ast.AST) -> None:
+    for node in bounded_walk(expr, 200):
+        ctx.detached_results.add(id(node))
+
+
 def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
     src = SourceText(text)
     exempt = file_noqa(text)
@@ -119,7 +145,12 @@ def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
         if src.suppressed(code, (first,) if first == last else (first, last)):
             continue
         start, end = src.span(node)
-        fix = raw.fix(src) if raw.fix is not None else None
+        fix = None
+        if raw.fix is not None:
+            ctx.scope = raw.scope or ctx.module_scope  # fixes spell names as seen from the finding
+            fix = raw.fix(src)
+        if fix is not None and fix_safety.refusal(path, ctx.scope, fix.edits[0].text) is not None:
+            fix = None
         if fix is not None:
             fix = Fix(fix.description, tuple(
                 Edit(e.start, e.end, e.text, src.position(e.start), src.position(e.end)) for e in fix.edits))
@@ -134,6 +165,7 @@ def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
             fix=fix,
             span=(start, end),
             hazard=raw.hazard,
+            confidence=raw.confidence or CERTAIN,
         ))
     out.sort(key=Finding.sort_key)
     return out

@@ -1,4 +1,4 @@
-"""`nanguard lint`: find NaN/Inf anti-patterns in PyTorch and TensorFlow source.
+"""`nanguard lint`: find NaN/Inf anti-patterns in PyTorch, TensorFlow, Keras, JAX and NumPy source.
 
 Conventions follow ruff/flake8: ``path:line:col: CODE message``, ``--select/--ignore`` with
 code prefixes, ``# noqa: CODE``, ``[tool.nanguard.lint]`` in pyproject.toml, ``--fix`` /
@@ -27,14 +27,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="comma-separated codes, prefixes (NG1) or rule names to enable (default: all)")
     sel.add_argument("--extend-select", metavar="CODES", help="enable these in addition to the selection")
     sel.add_argument("--ignore", metavar="CODES", help="codes or prefixes to disable (wins over --select)")
+    sel.add_argument("--confidence", choices=("certain", "all"), default="certain",
+                     help="'certain' (default): findings that are NaN/Inf for some input the code accepts; "
+                          "'all': also those that may be, depending on data (a code named in --select "
+                          "reports both)")
     files = parser.add_argument_group("file selection")
     files.add_argument("--exclude", metavar="PATTERNS",
                        help="comma-separated gitignore-style patterns replacing the default excludes")
     files.add_argument("--extend-exclude", metavar="PATTERNS", help="patterns to exclude in addition")
     files.add_argument("--no-respect-gitignore", action="store_true", help="do not read .gitignore files")
     files.add_argument("--stdin-filename", metavar="NAME", help="name to report for '-' (stdin)")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply the excludes to files named on the command line too (as pre-commit needs)")
     out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    out.add_argument("--output-format", "--format", dest="format", default="text",
+                     choices=("text", "json", "github", "sarif", "junit"),
+                     help="text (default), json (ruff's), github (workflow annotations), sarif (code scanning), "
+                          "junit")
     out.add_argument("--statistics", action="store_true", help="show counts per rule instead of findings")
     out.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary line")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
@@ -67,7 +76,7 @@ def _error(message: str) -> None:
 
 def run(args: argparse.Namespace, stdout=None) -> int:
     """Run the lint command for parsed arguments; returns the exit status."""
-    from nanguard.lint import output
+    from nanguard.lint import formats, output
     from nanguard.lint.config import (
         ConfigError,
         load_settings,
@@ -79,6 +88,9 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     from nanguard.lint.runner import Task, default_jobs, run_tasks
 
     out = stdout or sys.stdout
+    if args.fix and "-" in (args.paths or []):
+        # `--fix -` is a filter: stdout carries the fixed code alone, every message goes to stderr.
+        out = sys.stderr
     if args.list_rules:
         out.write(output.rule_table())
         return EXIT_CLEAN
@@ -121,7 +133,8 @@ def run(args: argparse.Namespace, stdout=None) -> int:
 
     status = EXIT_CLEAN
     paths: list[str] = args.paths or ["."]
-    discovery = Discovery(settings.exclude + settings.extend_exclude, settings.root, settings.respect_gitignore)
+    discovery = Discovery(settings.exclude + settings.extend_exclude, settings.root, settings.respect_gitignore,
+                          force_exclude=args.force_exclude)
     files: list[Path] = []
     seen = set()
     stdin_used = False
@@ -142,6 +155,8 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                 files.append(f)
 
     base_enabled = settings.enabled()
+    possible = None if args.confidence == "all" else _named_codes(
+        split_codes(args.select) + split_codes(args.extend_select))
     pfi = _compile_pfi(settings.per_file_ignores)
     mode = "fix" if args.fix else "diff" if args.diff else "check"
     tasks: list[Task] = []
@@ -153,10 +168,12 @@ def run(args: argparse.Namespace, stdout=None) -> int:
         for pattern, codes in pfi:
             if pattern.regex.match(rel):
                 enabled = enabled - enabled_codes(codes, [])
-        tasks.append(Task(str(f), display, frozenset(enabled), mode))
+        tasks.append(Task(str(f), display, frozenset(enabled), mode, possible))
     if stdin_used:
-        tasks.append(Task("-", args.stdin_filename or "-", base_enabled, mode))
+        tasks.append(Task("-", args.stdin_filename or "-", base_enabled, mode, possible))
 
+    if not tasks and status == EXIT_CLEAN:
+        print("warning: No Python files found under the given path(s)", file=sys.stderr)
     results = run_tasks(tasks, args.jobs or default_jobs())
 
     findings = []
@@ -177,8 +194,7 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                 out.write(output.unified_diff(r.display, r.original.decode("utf-8", "replace"),
                                               r.fixed.decode("utf-8", "replace")))
             elif r.path == "-":
-                sys.stdout.buffer.write(r.fixed)
-                sys.stdout.flush()
+                continue  # written below, fixed or not
             else:
                 try:
                     with open(r.path, "wb") as fh:
@@ -186,6 +202,12 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                 except OSError as exc:
                     _error(f"{r.display}: cannot write: {exc.strerror or exc}")
                     status = EXIT_ERROR
+    for r in results:
+        if r.path == "-" and args.fix:
+            data = r.fixed if r.fixed is not None else r.source
+            if data is not None:
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
     findings.sort(key=lambda f: f.sort_key())
 
     if args.diff:
@@ -194,10 +216,14 @@ def run(args: argparse.Namespace, stdout=None) -> int:
                   file=sys.stderr)
         return status if status == EXIT_ERROR else (EXIT_FINDINGS if changed else EXIT_CLEAN)
 
-    if args.format == "json":
+    if args.statistics:
+        (formats.write_statistics_json if args.format == "json" else output.write_statistics)(findings, out)
+    elif args.format == "json":
         output.write_json(findings, out)
-    elif args.statistics:
-        output.write_statistics(findings, out)
+    elif args.format in ("github", "sarif", "junit"):
+        getattr(formats, f"write_{args.format}")(findings, out)
+    elif not tasks and status == EXIT_CLEAN:
+        pass  # nothing was linted: the warning above said so, "All checks passed!" would not be true
     else:
         if args.fix and not args.quiet:
             # What --fix changed, one line per rewrite (not in the `path:line:col: CODE` form,
@@ -224,6 +250,20 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _named_codes(selectors: list[str]) -> frozenset[str]:
+    """The codes named exactly (`NG401`, `division-by-count`) among selectors: asking for a rule by
+    name asks for all of its findings, those that depend on data too; a prefix (`NG4`) does not."""
+    from nanguard.lint.rules import BY_NAME, RULES
+
+    named = set()
+    for s in selectors:
+        if s.upper() in RULES:
+            named.add(s.upper())
+        elif s in BY_NAME:
+            named.add(BY_NAME[s].code)
+    return frozenset(named)
 
 
 def _compile_pfi(per_file_ignores):

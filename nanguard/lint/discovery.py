@@ -141,11 +141,13 @@ class Discovery:
     """Expand command-line paths into the files to lint."""
 
     def __init__(self, exclude: list[str], root: Path, respect_gitignore: bool = True,
-                 extensions: tuple[str, ...] = (".py",)) -> None:
+                 extensions: tuple[str, ...] = (".py", ".pyi", ".ipynb"), force_exclude: bool = False) -> None:
         self.root = root.resolve()
         self.base = IgnoreStack([(self.root, compile_patterns(exclude))])
         self.respect_gitignore = respect_gitignore
         self.extensions = extensions
+        # Apply the excludes to files named on the command line too (pre-commit names every file).
+        self.force_exclude = force_exclude
         self._dir_cache: dict[Path, list[Pattern]] = {}
 
     def _gitignore(self, directory: Path) -> list[Pattern]:
@@ -178,6 +180,8 @@ class Discovery:
                 raise FileNotFoundError(str(given))
             absolute = Path(os.path.abspath(given))
             if absolute.is_file():
+                if self.force_exclude and self._excluded_file(absolute):
+                    continue
                 candidates = [given]
             else:
                 stack = self._stack_for(absolute)
@@ -194,6 +198,13 @@ class Discovery:
                     seen.add(key)
                     out.append(c)
         return sorted(out, key=lambda p: str(p))
+
+    def _excluded_file(self, absolute: Path) -> bool:
+        """Would a directory walk skip this file (excluded itself, or under an excluded directory)?"""
+        if self.base.ignored(absolute, False):
+            return True
+        parents = [p for p in absolute.parents if p == self.root or self.root in p.parents]
+        return any(self.base.ignored(d, True) for d in parents if d != self.root)
 
     def _inside_ignored(self, directory: Path, stack: IgnoreStack) -> bool:
         top = _repo_top(directory)

@@ -9,14 +9,17 @@ name the file cannot spell (e.g. `torch.nn.functional` when nothing imports torc
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nanguard.lint.model import Edit, Fix
-from nanguard.lint.names import METHOD, ImportMap, OpCall
+from nanguard.lint.names import JAX, KERAS, METHOD, TF, TORCH, OpCall
 from nanguard.lint.source import SourceText
 
+Speller = Callable[[str], "str | None"]
+
 # Function spellings whose module also has the log-space op under the name on the right.
-_LOG_SOFTMAX_MODULES = ("torch.", "torch.nn.functional.", "torch.special.", "tensorflow.nn.", "tensorflow.math.")
+_LOG_SOFTMAX_MODULES = ("torch.", "torch.nn.functional.", "torch.special.", "tensorflow.nn.", "tensorflow.math.",
+                        "keras.ops.", "jax.nn.")
 
 
 def _has_comment(text: str) -> bool:
@@ -75,32 +78,41 @@ def log_softmax_fix(src: SourceText, outer: OpCall, inner: OpCall) -> Fix | None
     return Fix(f"Replace with `{_head(new)}`", (Edit(start, end, new),))
 
 
-def _functional(imports: ImportMap, framework: str) -> str | None:
-    if framework == "torch":
-        spelled = imports.spelling("torch.nn.functional")
-        return None if spelled is None else spelled + ".logsigmoid"
-    for module in ("tensorflow.math", "tensorflow.compat.v1.math", "tensorflow.compat.v2.math"):
-        spelled = imports.spelling(module)
+# Where each framework keeps log(sigmoid(x)): (module, function). Keras code keeps Keras
+# (keras.ops runs on every backend; tf.math would lock it to TensorFlow); NumPy has none.
+_LOG_SIGMOID = {
+    TORCH: [("torch.nn.functional", "logsigmoid")],
+    TF: [("tensorflow.math", "log_sigmoid")],
+    KERAS: [("keras.ops", "log_sigmoid")],
+    JAX: [("jax.nn", "log_sigmoid")],
+}
+
+
+def _functional(spell: Speller, framework: str) -> str | None:
+    for module, name in _LOG_SIGMOID.get(framework, ()):
+        spelled = spell(module)
         if spelled is not None:
-            return spelled + ".log_sigmoid"
+            return f"{spelled}.{name}"
     return None
 
 
-def log_sigmoid_fix(src: SourceText, imports: ImportMap, outer: OpCall, sigmoid: OpCall,
+def log_sigmoid_fix(src: SourceText, spell: Speller, outer: OpCall, sigmoid: OpCall,
                     negate: bool, kept_extra: Sequence[ast.AST] = ()) -> Fix | None:
-    """`log(sigmoid(x))` -> `F.logsigmoid(x)`; with `negate`, `log(1 - sigmoid(x))` -> `F.logsigmoid(-x)`."""
+    """`log(sigmoid(x))` -> `F.logsigmoid(x)`; with `negate`, `log(1 - sigmoid(x))` -> `F.logsigmoid(-x)`.
+
+    `spell(module)` writes a module name that resolves to the module at the finding (or None)."""
     if not _single_operand(outer) or not _single_operand(sigmoid):
         return None
     x = sigmoid.input
     if x is None:
         return None
     if sigmoid.framework == METHOD:
-        framework = "torch" if outer.framework in ("torch", METHOD) else ""
+        framework = TORCH if outer.framework in (TORCH, METHOD) else ""
     else:
         framework = sigmoid.framework
-    if not framework:
-        return None
-    func = _functional(imports, framework)
+    if not framework or (outer.framework not in (METHOD, framework)):
+        return None  # `tf.math.log(keras.ops.sigmoid(x))`: which module to write is a guess
+    func = _functional(spell, framework)
     if func is None:
         return None
     if not _kept_outside_only(src, outer.node, [x]):
@@ -113,8 +125,18 @@ def log_sigmoid_fix(src: SourceText, imports: ImportMap, outer: OpCall, sigmoid:
     return Fix(f"Replace with `{_head(new)}`", (Edit(start, end, new),))
 
 
-def logsumexp_fix(src: SourceText, imports: ImportMap, log: OpCall, total: OpCall, exp: OpCall) -> Fix | None:
-    """`torch.log(torch.sum(torch.exp(x), dim))` -> `torch.logsumexp(x, dim)` (and the method/tf forms)."""
+# log(sum(exp(x), axis)) -> the framework's logsumexp with the same axis arguments: (qualified
+# name of the sum, module of the exponential, module that has logsumexp, its name).
+_LOGSUMEXP = {
+    TF: ("tensorflow.reduce_sum", "tensorflow", "tensorflow", "reduce_logsumexp"),
+    KERAS: ("keras.ops.sum", "keras.ops", "keras.ops", "logsumexp"),
+    JAX: ("jax.numpy.sum", "jax.numpy", "jax.nn", "logsumexp"),
+}
+
+
+def logsumexp_fix(src: SourceText, spell: Speller, log: OpCall, total: OpCall, exp: OpCall) -> Fix | None:
+    """`torch.log(torch.sum(torch.exp(x), dim))` -> `torch.logsumexp(x, dim)` (and the method, TF,
+    Keras and JAX forms: `tf.reduce_logsumexp`, `keras.ops.logsumexp`, `jax.nn.logsumexp`)."""
     if not _single_operand(log) or not _single_operand(exp) or total.has_star_args():
         return None
     x = exp.input
@@ -122,18 +144,25 @@ def logsumexp_fix(src: SourceText, imports: ImportMap, log: OpCall, total: OpCal
         return None
     rest: list[ast.AST] = list(total.positional[1:])
     keywords = total.node.keywords
-    if total.framework == "tf":
-        if exp.framework != "tf" or not total.qualname.endswith("reduce_sum") \
-                or not isinstance(total.node.func, ast.Attribute):
+    if total.framework in _LOGSUMEXP:
+        sum_name, exp_module, lse_module, lse_name = _LOGSUMEXP[total.framework]
+        same_sum = total.qualname.rsplit(".", 1)[-1] == sum_name.rsplit(".", 1)[-1]
+        # jnp.sum's third positional is dtype, logsumexp's is b: only the axis may be positional.
+        if exp.framework != total.framework or not same_sum or not exp.qualname.startswith(exp_module + ".") \
+                or len(rest) > (1 if total.framework == JAX else 2) \
+                or any(k.arg not in ("axis", "keepdims") for k in keywords):
             return None
-        head = src.segment(total.node.func.value) + ".reduce_logsumexp"
+        module = spell(lse_module)
+        if module is None:
+            return None
+        head = f"{module}.{lse_name}"
         rest_text = [src.segment(a) for a in rest] + [src.segment(k) for k in keywords]
         pieces = [src.segment(x)] + rest_text
     else:
         # torch.logsumexp(input, dim, keepdim=False): `dim` is required and there is no dtype.
-        if exp.framework not in ("torch", METHOD):
+        if exp.framework not in (TORCH, METHOD) or total.framework not in (TORCH, METHOD):
             return None
-        if total.framework == "torch" and total.qualname != "torch.sum":
+        if total.framework == TORCH and total.qualname != "torch.sum":
             return None
         if total.framework == METHOD and total.node.func.attr != "sum":  # type: ignore[attr-defined]
             return None

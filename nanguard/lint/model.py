@@ -19,6 +19,15 @@ from nanguard.core.hazards import HAZARDS
 VALUE = "value"
 GRADIENT = "gradient"
 
+# How sure a finding is. CERTAIN: the code is NaN/Inf for some input it accepts, whatever the
+# data looks like (log(softmax(x)) underflows for a large enough logit gap). POSSIBLE: it
+# may be, depending on data or on what a name suggests (a padding mask that empties a row,
+# a count that may be 0, a batch of one). The command line reports CERTAIN findings by
+# default; `--confidence all`, or naming a code in `--select`, adds the POSSIBLE ones.
+CERTAIN = "certain"
+POSSIBLE = "possible"
+CONFIDENCES = (CERTAIN, POSSIBLE)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -38,6 +47,7 @@ class Rule:
     autofix: bool = False
     hazards: tuple[str, ...] = ()
     fix: str = ""
+    confidence: str = CERTAIN  # of its findings, unless a check says otherwise
 
     @property
     def fix_hint(self) -> str:
@@ -90,13 +100,17 @@ class Finding:
     span: tuple[int, int] = field(default=(0, 0), compare=False)
     # The catalogue key of the hazard the message words (nanguard.core.hazards); None for NG001.
     hazard: str | None = None
+    confidence: str = CERTAIN  # CERTAIN or POSSIBLE (see above)
+    cell: int | None = None  # a notebook's cell number (lines then count inside the cell)
 
     def format(self) -> str:
-        """The flake8/ruff one-line form: ``path:line:col: CODE message``."""
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        """The flake8/ruff one-line form: ``path:line:col: CODE message`` (``path:cell N:line:col:``
+        in a notebook)."""
+        where = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{where}{self.line}:{self.col}: {self.code} {self.message}"
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.col, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
 
     def to_dict(self, name: str = "") -> dict[str, Any]:
         """A ruff-compatible JSON object (``filename``, ``location``, ``fix`` with edits)."""
@@ -121,5 +135,7 @@ class Finding:
             "end_location": {"row": self.end_line, "column": self.end_col},
             "fix": fix,
             "hazard": self.hazard,
+            "confidence": self.confidence,
+            "cell": self.cell,
         }
 

@@ -19,16 +19,37 @@ _COUNT_WORDS = frozenset({
 })
 
 
-_COUNT_PREFIXED = re.compile(r"^(num|n|number)_?(valid|tokens?|nonzero|non_zero|nonpad|non_pad|unmasked|"
-                             r"active|present|observed|real|elements|items|members|neighbou?rs|words|frames)$")
+_COUNT_PREFIXED = re.compile(r"^(num|n|number|count)_?([a-z]+_)?(valid|tokens?|nonzero|non_zero|nonpad|non_pad|"
+                             r"unmasked|active|present|observed|real|elements|items|members|neighbou?rs|words|"
+                             r"frames|labels|targets|positives?|negatives|objects|boxes|instances|matches|"
+                             r"hits|selected|kept)$")
+
+
+def is_strong_count_name(expr: ast.AST) -> bool:
+    """`num_label_tokens`, `n_valid`, `num_positives`: a count of selected things, 0 when none is."""
+    ident = last_identifier(expr)
+    return ident is not None and bool(_COUNT_PREFIXED.match(ident.lower()))
+
+
+# Sizes fixed by configuration, not counted from data: `hop_length`, `win_length`, `max_len`,
+# `kernel_size`... they are never 0 at run time.
+_CONFIG_WORDS = frozenset({
+    "hop", "win", "window", "fft", "kernel", "stride", "frame", "chunk", "block", "patch", "segment", "max",
+    "min", "sample", "sampling", "context", "embed", "hidden", "head", "heads", "dim", "batch", "seg", "filter",
+    "filt", "pad", "step", "steps", "total", "full", "vocab", "feature", "features", "channel", "channels",
+    "grid", "image", "img", "bucket", "buckets", "cache", "model", "beam", "warmup", "decay", "epoch", "epochs",
+})
 
 
 def is_count_name(expr: ast.AST) -> bool:
-    """`lengths`, `seq_lens`, `self.counts`, `num_valid`, `deg`: names for a count that can be 0."""
+    """`lengths`, `seq_lens`, `self.counts`, `num_valid`, `deg`: names for a count that can be 0.
+    Not configured sizes (`hop_length`, `max_len`, `self.kernel_size`) nor CONSTANTS."""
     ident = last_identifier(expr)
-    if ident is None:
+    if ident is None or (ident.isupper() and len(ident) > 1):
         return False
     low = ident.lower()
+    if any(word in _CONFIG_WORDS for word in low.split("_")):
+        return False
     if _COUNT_PREFIXED.match(low):
         return True
     return any(word in _COUNT_WORDS for word in low.split("_"))

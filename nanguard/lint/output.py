@@ -74,6 +74,8 @@ def _field(label: str, text: str, width: int = 92) -> list[str]:
 
 def rule_table() -> str:
     width = max(len(r.name) for r in RULES.values())
-    rows = [f"{r.code}  {r.name.ljust(width)}  {'[*]' if r.autofix else '   '}  {r.summary}"
+    # The confidence column: "certain" rules are the default set, "possible" ones need
+    # --confidence all or the code named in --select (a check may lower a finding's own).
+    rows = [f"{r.code}  {r.name.ljust(width)}  {'[*]' if r.autofix else '   '}  {r.confidence:<8}  {r.summary}"
             for r in RULES.values()]
     return "\n".join(rows) + "\n"

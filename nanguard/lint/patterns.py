@@ -60,9 +60,12 @@ def has_positive_offset(expr: ast.expr) -> bool:
     terms = additive_terms(expr)
     if len(terms) < 2:
         return False
+    # `1 - p` is 0 at p = 1: a constant that a value is subtracted from guards nothing, unless it
+    # is an eps added on purpose (`a + b - 2ab + 1e-8`).
+    subtracted = any(sign < 0 and const_value(term) is None and not is_eps_like(term) for sign, term in terms)
     for sign, term in terms:
         v = const_value(term)
-        if v is not None and sign * v > 0:
+        if v is not None and sign * v > 0 and not (subtracted and v > 1e-2):
             return True
         if sign > 0 and is_eps_like(term):
             return True
@@ -79,7 +82,7 @@ def clamp_lower(oc: OpCall) -> ast.expr | None:
         pos = oc.positional
         if len(pos) == 2:
             for b in (pos[1], pos[0]):
-                bound = _tensor_literal(b)
+                bound = tensor_literal(b)
                 if oc.qualname == "torch.max" and bound is b and isinstance(b, ast.Constant) \
                         and isinstance(b.value, int):
                     continue  # `torch.max(x, 1)` reduces over dim 1; it is not max(x, 1)
@@ -88,7 +91,7 @@ def clamp_lower(oc: OpCall) -> ast.expr | None:
     return None
 
 
-def _tensor_literal(expr: ast.expr) -> ast.expr:
+def tensor_literal(expr: ast.expr) -> ast.expr:
     """`torch.tensor(1e-8)` -> `1e-8`; anything else unchanged."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
             expr.func.attr in ("tensor", "constant", "as_tensor", "full_like") and expr.args:
@@ -154,9 +157,57 @@ def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
     return False
 
 
+_NONNEGATIVE_OPS = frozenset({"abs", "square", "exp", "relu", "softplus", "sigmoid", "softmax", "norm", "sqrt"})
+
+
+def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
+    """+1 when `expr` is visibly >= 0, -1 when visibly <= 0, 0 when unknown: `-0.5 * (x / s) ** 2`
+    is -1 (a Gaussian's exponent), `x ** 2 / (2 * s ** 2)` is +1."""
+    if depth < 0:
+        return 0
+    v = const_value(expr)
+    if v is not None:
+        return 1 if v >= 0 else -1
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return -sign_of(ctx, expr.operand, depth)
+    if isinstance(expr, ast.BinOp):
+        op = expr.op
+        if isinstance(op, ast.Pow):
+            p = const_value(expr.right)
+            return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
+        a, b = sign_of(ctx, expr.left, depth - 1), sign_of(ctx, expr.right, depth - 1)
+        if isinstance(op, (ast.Mult, ast.Div)):
+            return a * b
+        if isinstance(op, ast.Add):
+            return a if a == b else 0
+        if isinstance(op, ast.Sub):
+            return a if a == -b else 0
+        return 0
+    oc = ctx.op(expr)
+    if oc is not None:
+        if oc.op in _NONNEGATIVE_OPS:
+            return 1
+        if oc.op == "pow":
+            p = const_value(oc.operand(1, "exponent", "y"))
+            return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
+        return 0
+    value = ctx.value_of(expr) if name_key(expr) is not None else None
+    return sign_of(ctx, value, depth - 1) if value is not None else 0
+
+
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
-    """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, a `where`/`clamp(max=...)` result: exp cannot overflow."""
-    e = ctx.resolve(expr)
+    """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, `-0.5 * (x / s) ** 2`, a `where`/`clamp(max=...)`
+    result: exp cannot overflow. A name reassigned just before (`x = x - x_max`) is looked through."""
+    if sign_of(ctx, expr) < 0:
+        return True
+    last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
+    if last is not None and last is not expr and _nonpositive(ctx, last):
+        return True
+    return _nonpositive(ctx, expr)
+
+
+def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
+    e = strip_wrappers(ctx, ctx.resolve(expr))  # `(x - x.max()).astype(f32)` is still max-subtracted
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
         inner = ctx.op(e.operand)
         if inner is not None and inner.op in ("abs", "relu", "softplus", "exp", "norm"):

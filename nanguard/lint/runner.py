@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nanguard.lint import compat
 from nanguard.lint.checker import check_source
 from nanguard.lint.fixes import apply_edits
 from nanguard.lint.model import Edit, Finding
-from nanguard.lint.source import decode
+from nanguard.lint.notebook import check_notebook
 
 MAX_FIX_PASSES = 10
 
@@ -57,6 +58,7 @@ class Task:
     display: str       # how to print it
     enabled: frozenset[str]
     mode: str = "check"  # "check" | "fix" | "diff"
+    possible: frozenset[str] | None = None  # codes whose POSSIBLE findings count (None: all)
 
 
 @dataclass
@@ -71,6 +73,7 @@ class FileResult:
     fixed: bytes | None = None
     fixes_applied: int = 0
     fixed_findings: list[Finding] = field(default_factory=list)
+    source: bytes | None = None    # what stdin held (fix mode writes it back when nothing changed)
 
 
 def _choose_edits(findings: Sequence[Finding]) -> list[Edit]:
@@ -89,14 +92,15 @@ def _choose_edits(findings: Sequence[Finding]) -> list[Edit]:
 
 
 def fix_text(text: str, display: str, enabled: frozenset[str], module: str | None = None,
-             is_package: bool = False, log: list[Finding] | None = None) -> tuple[str, int, list[Finding]]:
+             is_package: bool = False, log: list[Finding] | None = None,
+             possible: frozenset[str] | None = None) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none is left (at most MAX_FIX_PASSES); (new text, fixes applied, remaining).
 
     The findings whose fixes were applied are appended to `log` (positions as in the text of
     the pass that fixed them), so the caller can say what changed.
     """
     applied = 0
-    findings = check_source(text, display, enabled, module, is_package)
+    findings = check_source(text, display, enabled, module, is_package, possible)
     for _ in range(MAX_FIX_PASSES):
         edits = _choose_edits(findings)
         if not edits:
@@ -111,7 +115,7 @@ def fix_text(text: str, display: str, enabled: frozenset[str], module: str | Non
         if log is not None:
             log.extend(done)
         text = candidate
-        findings = check_source(text, display, enabled, module, is_package)
+        findings = check_source(text, display, enabled, module, is_package, possible)
     return text, applied, findings
 
 
@@ -126,19 +130,27 @@ def lint_one(task: Task) -> FileResult:
     except OSError as exc:
         result.error = f"{task.display}: cannot read: {exc.strerror or exc}"
         return result
+    if task.path == "-":
+        result.source = data
     result.lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     try:
+        if task.path.endswith(".ipynb"):
+            try:
+                result.findings = check_notebook(data, task.display, task.enabled, task.possible)
+            except ValueError as exc:
+                result.error = f"{task.display}: {exc}"
+            return result
         module, is_package = module_name(Path(task.path)) if task.path != "-" else (None, False)
         if task.mode == "check":
-            result.findings = check_source(data, task.display, task.enabled, module, is_package)
+            result.findings = check_source(data, task.display, task.enabled, module, is_package, task.possible)
             return result
         try:
-            text, encoding = decode(data)
+            text, encoding = compat.read(data)
         except (SyntaxError, UnicodeDecodeError, LookupError):
-            result.findings = check_source(data, task.display, task.enabled, module, is_package)
+            result.findings = check_source(data, task.display, task.enabled, module, is_package, task.possible)
             return result
         new_text, applied, remaining = fix_text(text, task.display, task.enabled, module, is_package,
-                                                log=result.fixed_findings)
+                                                log=result.fixed_findings, possible=task.possible)
         result.findings = remaining
         if applied:
             # decode() dropped a BOM ('utf-8-sig'); write it back once, and the rest as UTF-8.

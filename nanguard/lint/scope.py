@@ -47,7 +47,7 @@ SPECIAL = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, as
 class Scope:
     """Bindings and guards of one function, lambda, class or module body."""
 
-    __slots__ = ("bindings", "mutations", "node", "parent", "zero_checked")
+    __slots__ = ("bindings", "mutations", "node", "parent", "unpacked", "zero_checked")
 
     def __init__(self, node: ast.AST, parent: Scope | None) -> None:
         self.node = node
@@ -59,6 +59,8 @@ class Scope:
         self.mutations: dict[str, list[ast.AST]] = {}
         # names (or `self.x` spellings) compared with 0 or tested with .any()/.all() somewhere.
         self.zero_checked: set[str] = set()
+        # name -> calls it was unpacked from (`v, _ = torch.topk(logits, k)`).
+        self.unpacked: dict[str, list[ast.expr]] = {}
 
     def bind(self, name: str, value: ast.expr | None) -> None:
         self.bindings.setdefault(name, []).append(value)
@@ -68,10 +70,12 @@ class Raw:
     """A finding before positions and noqa are worked out; ``hazard`` is the catalogue key
     of the hazard its message words."""
 
-    __slots__ = ("fix", "hazard", "message", "node", "rule")
+    __slots__ = ("confidence", "fix", "hazard", "message", "node", "rule", "scope")
 
     def __init__(self, rule: Rule, node: ast.AST, message: str, fix: FixBuilder | None,
-                 hazard: str | None = None) -> None:
+                 hazard: str | None = None, scope: Scope | None = None, confidence: str = "") -> None:
+        self.scope = scope
+        self.confidence = confidence
         self.rule = rule
         self.node = node
         self.message = message

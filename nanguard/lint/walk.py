@@ -39,10 +39,17 @@ class Walk:
         # Set by the pre-pass over where/masked_fill/nan_to_num calls.
         self.in_where: dict[int, tuple[ast.Call, ast.expr]] = {}
         self.sanitised: set[int] = set()
+        # Nodes whose value leaves autograd right away (`(...).item()`, `tf.stop_gradient(...)`).
+        self.detached_results: set[int] = set()
+        self.mutation_index: dict[int, ast.AST] = {}
         self._ops: dict[int, OpCall | None] = {}
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
+        # name -> how many module-level imports bind it (fixes write only names bound by imports alone).
+        self.import_bindings: dict[str, int] = {}
+        self.path = "<string>"
         self.enabled: set[str] = set()
+        self.possible: frozenset[str] = frozenset()  # codes whose POSSIBLE findings are reported
         # State of the node being checked (set by the dispatcher).
         self.scope: Scope = self.module_scope
         self.nograd = False
@@ -98,6 +105,11 @@ class Walk:
             value = node.value  # type: ignore[attr-defined]
             for target in node.targets:  # type: ignore[attr-defined]
                 self._bind_target(target, value, scope)
+                if target.__class__ is ast.Tuple and value.__class__ is ast.Call:
+                    for elt in target.elts:
+                        key = name_key(elt)
+                        if key is not None:
+                            scope.unpacked.setdefault(key, []).append(value)
             if len(node.targets) == 1:  # type: ignore[attr-defined]
                 key = name_key(node.targets[0])  # type: ignore[attr-defined]
                 if key is not None:
@@ -149,7 +161,10 @@ class Walk:
         elif kind is ast.Import or kind is ast.ImportFrom:
             self.imports.add(node, module_level=scope is self.module_scope)
             for alias in node.names:  # type: ignore[attr-defined]
-                scope.bind((alias.asname or alias.name).split(".", 1)[0], None)
+                bound = (alias.asname or alias.name).split(".", 1)[0]
+                scope.bind(bound, None)
+                if scope is self.module_scope:
+                    self.import_bindings[bound] = self.import_bindings.get(bound, 0) + 1
             return True
         elif kind is ast.Global or kind is ast.Nonlocal:
             for name in node.names:  # type: ignore[attr-defined]
@@ -192,6 +207,7 @@ class Walk:
             key = name_key(target.value)
             if key is not None:
                 scope.mutations.setdefault(key, []).append(value)
+                self.mutation_index[id(value)] = target.slice  # `logits[logits < v[:, [-1]]] = -inf`
 
     def _note_zero_check(self, node: ast.Compare, scope: Scope) -> None:
         operands = [node.left] + list(node.comparators)
@@ -236,5 +252,9 @@ class Walk:
         # (decompositions of aten's backward ops), compute gradients rather than being
         # differentiated (double backward aside).
         if name == "backward" and bool(args) and args[0].arg == "ctx":
+            return True
+        # `__init__` builds parameters and constant buffers (`log(posterior_variance.clamp(1e-20))`,
+        # computed once): nothing there is differentiated.
+        if name == "__init__":
             return True
         return name.endswith("_backward")

@@ -105,7 +105,7 @@ NOT_TORCH = [
     "import math\ny = math.log(softmax(x))",
     "import torch\ny = logger.log(torch.softmax(x, 1))",   # a method with an argument is not Tensor.log
     "import torch\ny = x.softmax().log()",                 # softmax without dim is not torch's
-    "import jax.numpy as jnp\ny = jnp.log(jax.nn.softmax(x))",
+    "import jax.numpy as jnp\ny = jnp.log(jnp.softmax(x))",    # jax.numpy has no softmax (jax.nn has)
     # Method forms count only in files that import a tensor framework (Decimal, sympy...).
     "from decimal import Decimal\nz = (Decimal(x) ** 2 + Decimal(y) ** 2).sqrt()",
     "import sympy\ns = q.norm() ** -2\nt = e.exp().log1p()",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.naming import is_count_name, is_mask_like
+from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
@@ -18,6 +18,7 @@ DIV_BY_COUNT = Rule(
     name="division-by-count",
     summary="`x / mask.sum()`, `s / lengths`, `/ len(x[mask])`: a count that can be 0",
     hazard=VALUE,
+    confidence=POSSIBLE,
     hazards=("mean_empty",),
     explanation="""\
 The NaN then spreads through every later layer and step (the seed story
@@ -78,7 +79,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
                 and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]):
             return "is the size of a masked selection, 0 when nothing is selected"
-    if isinstance(d, (ast.Name, ast.Attribute)) and is_count_name(d) and _is_sum(ctx, numerator):
+    if isinstance(d, (ast.Name, ast.Attribute)) and (
+            is_strong_count_name(d) or (is_count_name(d) and _is_sum(ctx, numerator))):
         return "is a count (0 for an empty sequence)"
     return None
 

@@ -13,7 +13,7 @@ from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import names_in, nonpositive_by_construction
+from nanguard.lint.patterns import names_in, nonpositive_by_construction, tensor_literal
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.syntax import additive_terms, const_value
 
@@ -51,7 +51,9 @@ LOG_SIGMOID = Rule(
 ->  loss = -F.logsigmoid(score)      # or F.binary_cross_entropy_with_logits
 
 Autofix: rewritten to `F.logsigmoid(x)` (torch; spelled with the file's own import of
-torch.nn.functional or torch) or `tf.math.log_sigmoid(x)`.""",
+torch.nn.functional or torch, never with a name the file rebinds), `tf.math.log_sigmoid(x)`,
+`keras.ops.log_sigmoid(x)` (Keras code stays multi-backend) or `jax.nn.log_sigmoid(x)`. No
+rewrite in test code or inside a function that implements the replacement.""",
 )
 
 LOG_ONE_MINUS_SIGMOID = Rule(
@@ -104,7 +106,8 @@ logsumexp(x) = m + log(sum(exp(x - m))) with m = max(x).
 ->  lse = torch.logsumexp(scores, dim=1)     # nanguard.logsumexp(x, dim, mask=) for masks
 
 Not reported when the exponent already has the maximum subtracted. Autofix for torch.sum
-with an explicit dim (torch.logsumexp requires one) and tf.reduce_sum.""",
+with an explicit dim (torch.logsumexp requires one), tf.reduce_sum, keras.ops.sum and
+jnp.sum (-> tf.reduce_logsumexp, keras.ops.logsumexp, jax.nn.logsumexp).""",
 )
 
 RULES = [LOG_SOFTMAX, LOG_SIGMOID, LOG_ONE_MINUS_SIGMOID, SOFTPLUS, LOGSUMEXP]
@@ -155,7 +158,7 @@ def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> OpCall | None:
 
 def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
     """(sigmoid call, direct?) for `1 - sigmoid(x)`."""
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(expr.left) == 1:
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1:
         sig, value = _op_through_name(ctx, expr.right)
         if sig is not None and sig.op == "sigmoid":
             return sig, value is None
@@ -180,7 +183,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
             ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + via(ctx, arg, value), "log_softmax", fix)
             return
         if inner.op == "sigmoid":
-            fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.imports, o, i, False)) \
+            fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.spell, o, i, False)) \
                 if direct else None
             ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + via(ctx, arg, value), "log_sigmoid", fix)
             return
@@ -190,7 +193,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
                     and not _guarded_by_where(ctx, oc.node, exp):
                 fix = None
                 if direct and exp_value is None and inner.op == "sum":
-                    fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.imports, o, t, e))
+                    fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.spell, o, t, e))
                 what = "sum" if inner.op == "sum" else "mean"
                 ctx.report(LOGSUMEXP, oc.node, f"`log({what}(exp(x)))`" + via(ctx, arg, value or exp_value),
                            "logsumexp_overflow", fix)
@@ -202,7 +205,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         if sig is not None:
             fix = None
             if sig_direct and expr is arg:
-                fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True))
+                fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.spell, o, s, True))
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
                        "`log(1 - sigmoid(x))`" + via(ctx, arg, None if expr is arg else expr), "log_one_minus_sigmoid",
                        fix)
@@ -218,7 +221,7 @@ def _check_log1p(ctx: Analysis, oc: OpCall, arg: ast.expr) -> None:
     if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
         sig, value = _op_through_name(ctx, arg.operand)
         if sig is not None and sig.op == "sigmoid":
-            fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.imports, o, s, True)) \
+            fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.spell, o, s, True)) \
                 if value is None else None
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node, "`log1p(-sigmoid(x))`" + via(ctx, arg.operand, value),
                        "log_one_minus_sigmoid", fix)

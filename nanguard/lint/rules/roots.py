@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import GRADIENT, VALUE, Rule
-from nanguard.lint.names import OpCall
+from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
+from nanguard.lint.names import JAX, KERAS, TF, OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like
-from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers
+from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers, tensor_literal
 from nanguard.lint.rules.base import checks
+from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (
     gram_expansion,
     has_tensor_op,
@@ -40,6 +41,7 @@ SQRT_SUM_SQUARES = Rule(
     name="sqrt-of-sum-of-squares",
     summary="`sqrt((x**2).sum(dim))`, `sqrt(dx**2 + dy**2)` (a hand-written norm)",
     hazard=GRADIENT,
+    confidence=POSSIBLE,
     hazards=("norm_zero",),
     explanation="""\
 Torch's own norms define the gradient at the zero vector as 0 (the minimum-norm
@@ -75,6 +77,7 @@ ROOT_OF_ZERO = Rule(
     name="fractional-power-at-zero",
     summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
     hazard=GRADIENT,
+    confidence=POSSIBLE,
     hazards=("fractional_power_zero", "sqrt_zero", "negative_power_zero"),
     explanation="""\
 Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
@@ -129,6 +132,9 @@ def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> str | None:
             return "a count of a mask, 0 when the mask is empty"
     if square_base(ctx, e) is not None:
         return "a square, 0 at 0"
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and const_value(tensor_literal(e.left)) == 1 \
+            and square_base(ctx, strip_wrappers(ctx, e.right)) is not None and p > 0:
+        return "`1 - c²`, 0 at c = ±1 (and a round-off negative, NaN, just beyond)"
     if p < 0 and isinstance(e, (ast.Name, ast.Attribute)) and is_count_name(e):
         return "a count, 0 for an empty set or an isolated node"
     return None
@@ -185,7 +191,10 @@ def check_root(ctx: Analysis, target) -> None:
     if reason is None:
         return
     key = "negative_power_zero" if p < 0 else "sqrt_zero" if spelling == "sqrt" else "fractional_power_zero"
-    ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base)
+    # relu is 0 on a whole half-line: that input is certain to come; a 0 of abs, a variance or a
+    # count depends on the data.
+    confidence = CERTAIN if reason.startswith("`relu`") else POSSIBLE
+    ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base, confidence=confidence)
 
 
 def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool:
@@ -207,9 +216,39 @@ def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool
 _COS_WORDS = ("cos", "dot", "sim")
 
 
+def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
+    """Unit vectors: `F.normalize(x)`, `x / x.norm(...)`, or a name holding one."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None:
+        return oc.op == "normalize"
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and any(
+        getattr(ctx.op(n), "op", "") in ("norm", "sqrt") for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
+
+
+def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
+    """A cosine computed from vectors (cosine_similarity, a product of normalised vectors, a dot
+    product over norms): parallel vectors round it past ±1, whatever the names say."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None:
+        if oc.op == "cosine_similarity":
+            return True
+        if oc.op == "matmul":
+            operands = oc.positional[:2]
+            return len(operands) == 2 and all(_normalised(ctx, o) for o in operands)
+        return False
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.MatMult):
+            return _normalised(ctx, e.left) and _normalised(ctx, e.right)
+        return isinstance(e.op, ast.Div) and _normalised(ctx, e)
+    return False
+
+
 def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
     """'raw' (a cosine or dot product), 'clamped' (to exactly ±1), 'guarded', or None (not a cosine)."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
+    last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
+    e = strip_wrappers(ctx, last if last is not None else ctx.resolve(expr))
     oc = ctx.op(e)
     if oc is not None:
         if oc.op == "clamp" and oc.input is not None:
@@ -250,13 +289,27 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
     state = _cosine_state(ctx, oc.input)
     name = "acos" if oc.op == "acos" else "asin"
     if state == "raw":
+        confidence = CERTAIN if _true_cosine(ctx, oc.input) else POSSIBLE
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,
-                   subject=oc.input)
+                   subject=oc.input, confidence=confidence)
     elif state == "clamped":
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine clamped to [-1, 1] (finite value, inf gradient "
-                   "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input)
+                   "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input, confidence=POSSIBLE)
 
 
-ON_CALL = {"sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],
+@checks("NG302")
+def check_norm(ctx: Analysis, oc: OpCall) -> None:
+    """`tf.norm(x)`, `keras.ops.norm`, `jnp.linalg.norm`: unlike torch's norms, their gradient at the
+    zero vector is x/‖x‖ = 0/0 = NaN."""
+    if oc.framework not in (TF, KERAS, JAX) or oc.input is None or guarded_positive(ctx, oc.input):
+        return
+    ord_ = oc.operand(1, "ord")
+    if isinstance(ord_, ast.Constant) and ord_.value not in (2, 2.0, "euclidean", "fro", None):
+        return  # an L1 or max norm: a finite subgradient at 0
+    name = oc.qualname.replace("tensorflow.", "tf.").replace("jax.numpy.", "jnp.")
+    ctx.report(SQRT_SUM_SQUARES, oc.node, f"`{name}` of a vector that can be 0", "norm_zero", subject=oc.input)
+
+
+ON_CALL = {"norm": [check_norm], "sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],
            "acos": [check_acos], "asin": [check_acos]}
 ON_POWER = [check_root]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
-from nanguard.lint.names import OpCall
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
+from nanguard.lint.names import METHOD, TORCH, OpCall
 from nanguard.lint.rules.base import checks
 from nanguard.lint.syntax import const_value
 
@@ -15,6 +15,7 @@ STD_OF_ONE = Rule(
     name="unbiased-std-over-batch",
     summary="`x.std(0)`, `torch.var(x, dim=0)` with Bessel's correction",
     hazard=VALUE,
+    confidence=POSSIBLE,
     hazards=("std_degenerate",),
     explanation="""\
 torch.std and torch.var use correction=1 by default. Dim 0 is usually the batch, and a
@@ -42,8 +43,8 @@ def _is_dim_zero(expr) -> bool:
 
 @checks("NG801")
 def check_std(ctx: Analysis, oc: OpCall) -> None:
-    if oc.framework == "tf" or oc.qualname.startswith("keras"):
-        return
+    if oc.framework not in (TORCH, METHOD) or (oc.method and ctx.imports.default_framework != TORCH):
+        return  # TF's reduce_std, NumPy's and JAX's std divide by n (ddof=0): no n - 1 = 0
     correction = oc.keyword("correction")
     if correction is not None and const_value(correction) != 1:
         return

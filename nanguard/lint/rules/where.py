@@ -21,7 +21,7 @@ from nanguard.lint.patterns import (
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import condition_names, discards, sign
 from nanguard.lint.rules.where_singular import has_inner_guard, prior_values, singulars
-from nanguard.lint.syntax import bounded_walk, const_value, describe
+from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
 SINGLE_WHERE = Rule(
     code="NG501",
@@ -62,6 +62,12 @@ def _inside_unit_interval(ctx: Analysis, expr: ast.expr) -> bool:
     return lv is not None and hv is not None and -1 < lv and hv < 1
 
 
+def _infinite(expr: ast.expr) -> bool:
+    """`torch.inf`, `-math.inf`, `float("inf")`, a bare `inf` (`from math import inf`)."""
+    e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) else expr
+    return is_pos_inf(expr) or is_neg_inf(expr) or (isinstance(e, ast.Name) and e.id == "inf")
+
+
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
     """(condition, [(branch, kept where the condition is True?)]) of where/masked_fill.
 
@@ -93,9 +99,18 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
     if parts is None:
         return
     cond, branches = parts
+    for branch, _kept in branches:
+        for n in bounded_walk(branch, 200):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and const_value(n.right) == 0:
+                # `where(b, a / 0, c)`: inf everywhere, so the discarded half's gradient is 0·inf = NaN.
+                ctx.report(SINGLE_WHERE, oc.node, f"`{oc.op}` still differentiates `{describe(n, 40)}`, which is "
+                           "inf everywhere", "where_gradient", subject=n.left)
+                return
     c = condition_names(ctx, cond)
     if not (c.tests or c.finite):
         return
+    if any(_infinite(b) for b, _ in branches):
+        return  # `where(c > 1, rate / (c - 1), inf)`: the result is meant to be inf there, not a silent NaN
     for branch, kept_when_true in branches:
         for s in singulars(ctx, branch):
             inp = s.input

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
 from nanguard.lint.patterns import guarded_positive
@@ -18,6 +18,7 @@ HAND_XENT = Rule(
     name="hand-written-cross-entropy",
     summary="`-sum(y * log(p))`, `(p * p.log()).sum()`, `nll_loss(log(p), y)` on probabilities",
     hazard=VALUE,
+    confidence=POSSIBLE,
     hazards=("xlogy_zero",),
     explanation="""\
 One NaN term makes the whole sum, the loss and, after the update, every weight NaN (the
@@ -83,12 +84,26 @@ def _probability_like(ctx: Analysis, expr: ast.expr) -> bool:
     return named_like(ctx, expr, _CE_WORDS, y_prefix=True)
 
 
+def _exp_times_itself(ctx: Analysis, factors: list) -> bool:
+    """`exp(logp) * logp`: p·log p from log-probabilities."""
+    dumps = [ast.dump(f) for f in factors]
+    for f in factors:
+        oc = ctx.op(f)
+        if oc is not None and oc.op == "exp" and oc.input is not None and ast.dump(oc.input) in dumps:
+            return True
+    return False
+
+
 @checks("NG201")
 def check_reduction(ctx: Analysis, oc: OpCall) -> None:
     inp = oc.input
     if inp is None:
         return
     for product, factors in _products(inp):
+        if _exp_times_itself(ctx, factors):
+            ctx.report(HAND_XENT, product, f"`{describe(product)}`, an entropy term from log-probabilities "
+                       "(exp(−inf)·(−inf) = 0·(−inf) = NaN where a log-probability is −inf)", "xlogy_zero")
+            continue
         log_call = None
         for f in factors:
             lo = ctx.op(f)

@@ -1,0 +1,223 @@
+"""Precision: the harmless shapes of real code are not findings, and findings say how sure they are.
+
+Each negative is a shape that was reported on real trees (nanoGPT/minGPT attention, top-k
+sampling, Gaussian kernels, timm's pooling, audio `hop_length`, diffusion buffers) and is not
+a risk in context. CERTAIN findings (NaN/Inf for some input the code accepts) are the command
+line's default set; POSSIBLE ones (NaN depending on data) need `--confidence all` or a code
+named in `--select`.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from nanguard.lint import CERTAIN, POSSIBLE, lint_source
+from nanguard.lint.cli import main
+
+HEADER = ("import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+          "import tensorflow as tf\nimport jax\nimport jax.numpy as jnp\n")
+
+
+def _codes(body: str, confidence: str = "all") -> list[str]:
+    return [f.code for f in lint_source(HEADER + textwrap.dedent(body), confidence=confidence)]
+
+
+NEGATIVES = [
+    ("NG701", """\
+        class CausalSelfAttention(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.register_buffer("bias", torch.tril(torch.ones(n, n)).view(1, 1, n, n))
+
+            def forward(self, q, k, T):
+                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+                att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+                return F.softmax(att, dim=-1)
+    """),
+    ("NG701", """\
+        def sample(logits, top_k):
+            v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+            logits[logits < v[:, [-1]]] = -float('Inf')
+            return F.softmax(logits, dim=-1)
+    """),
+    ("NG701", """\
+        def top_p(logits, sorted_indices_to_remove):
+            logits = logits.masked_fill(sorted_indices_to_remove, float("-inf"))
+            return logits.softmax(-1)
+    """),
+    ("NG701", """\
+        def attend(scores, mask):
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            return scores.softmax(-1)
+    """),
+    ("NG701", """\
+        def attend(scores, mask):
+            p = torch.softmax(scores, -1)
+            scores[~mask] = float("-inf")
+            return p, scores
+    """),
+    ("NG701", """\
+        def attend(scores, mask, use_mask):
+            if use_mask:
+                scores = scores.masked_fill(~mask, float("-inf"))
+                return scores
+            else:
+                return torch.softmax(scores, -1)
+    """),
+    ("NG901", """\
+        def gaussian(x, sigma):
+            k = torch.exp(-0.5 * (x / sigma) ** 2)
+            return k / k.sum()
+    """),
+    ("NG901", """\
+        def gaussian(x, s):
+            e = torch.exp(-(x ** 2) / (2 * s ** 2))
+            return e / torch.sum(e)
+    """),
+    ("NG901", """\
+        def kernel(row):
+            row_max = jnp.max(row, axis=0)
+            numerator = jnp.exp((row - row_max).astype(jnp.float32))
+            return numerator / jnp.sum(numerator, axis=0)
+    """),
+    ("NG105", """\
+        def lse_pool(x):
+            x_max = F.adaptive_max_pool2d(x, 1)
+            x = x - x_max
+            return x.exp().mean((2, 3), keepdim=True).log() + x_max
+    """),
+    ("NG401", "frames = x.sum(-1) / hop_length\n"),
+    ("NG401", "frames = x.sum(-1) / self.hop_length\n"),
+    ("NG401", "frames = x.sum(-1) / HOP_LENGTH\n"),
+    ("NG401", "m = x.sum(-1) / max_len\n"),
+    ("NG401", "m = x.sum(-1) / 16\n"),
+    ("NG303", """\
+        def angle(a, b, eps=1e-7):
+            c = F.cosine_similarity(a, b)
+            c = c.clamp(-1 + eps, 1 - eps)
+            return torch.acos(c)
+    """),
+    ("NG303", """\
+        def angle(a, b):
+            t = F.cosine_similarity(a, b)
+            x = t.clamp(-0.999999, 0.999999)
+            return torch.acos(x)
+    """),
+    ("NG601", """\
+        class Diffusion(nn.Module):
+            def __init__(self, betas, alphas_cumprod, alphas_cumprod_prev):
+                super().__init__()
+                posterior_variance = betas * (1. - alphas_cumprod_prev) / (1. - alphas_cumprod)
+                self.register_buffer("log_var", torch.log(posterior_variance.clamp(min=1e-20)))
+    """),
+    ("NG302", "n = torch.sqrt((x ** 2).sum(-1)).item()\n"),
+    ("NG302", "n = torch.sqrt((x ** 2).sum(-1)).detach()\n"),
+    ("NG302", "n = tf.stop_gradient(tf.sqrt(tf.reduce_sum(x ** 2, -1)))\n"),
+    ("NG302", "n = jax.lax.stop_gradient(jnp.sqrt(jnp.sum(x ** 2)))\n"),
+    ("NG302", "n = tf.sqrt(tf.reduce_sum(tf.stop_gradient(x) ** 2, -1))\n"),
+    ("NG501", "y = torch.where(x > 0, torch.log(x), torch.zeros_like(x)).detach()\n"),
+    # torch.distributions' InverseGamma.mean: inf on purpose where the mean does not exist.
+    ("NG501", "m = torch.where(c > 1, rate / (c - 1), torch.inf)\n"),
+    ("NG501", "m = torch.where(c < 0, lower - scale / c, inf)\n"),
+]
+
+
+@pytest.mark.parametrize("code,body", NEGATIVES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(NEGATIVES)])
+def test_harmless_shapes_are_not_findings(code, body):
+    assert code not in _codes(body), f"{code} should not fire on:\n{body}"
+
+
+# The same shapes with the risk kept: the negatives above are not silent by accident.
+POSITIVES = [
+    ("NG701", """\
+        def attend(scores, pad_mask):
+            scores = scores.masked_fill(~pad_mask, float("-inf"))
+            return torch.softmax(scores, -1)
+    """),
+    ("NG701", """\
+        def attend(scores, mask, use_mask):
+            if use_mask:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            return torch.softmax(scores, -1)
+    """),
+    ("NG901", "e = torch.exp(0.5 * (x / s) ** 2)\np = e / e.sum()\n"),
+    ("NG105", "def lse(x):\n    x = x * 2\n    return x.exp().sum(-1).log()\n"),
+    ("NG401", "m = (x * mask).sum(-1) / mask.sum(-1)\n"),
+    ("NG401", "m = x.sum(-1) / lengths\n"),
+    # Clamped to exactly [-1, 1]: finite value, but the gradient is inf at ±1 (parallel vectors).
+    ("NG303", "def angle(a, b):\n    c = F.cosine_similarity(a, b)\n    c = c.clamp(-1, 1)\n"
+              "    return torch.acos(c)\n"),
+    ("NG302", "n = torch.sqrt((x ** 2).sum(-1))\n"),
+    ("NG302", "n = tf.sqrt(tf.reduce_sum(x ** 2, -1))\n"),
+    ("NG501", "y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))\n"),
+]
+
+
+@pytest.mark.parametrize("code,body", POSITIVES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(POSITIVES)])
+def test_the_risky_variants_are_still_found(code, body):
+    assert code in _codes(body), f"{code} should fire on:\n{body}"
+
+
+CONFIDENCE = [
+    ("y = torch.log(torch.softmax(x, 1))\n", "NG101", CERTAIN),
+    ("y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))\n", "NG501", CERTAIN),
+    ("a = torch.acos(F.linear(F.normalize(x), F.normalize(w)))\n", "NG303", CERTAIN),
+    ("a = torch.acos(cos_sim)\n", "NG303", POSSIBLE),                     # only the name says cosine
+    ("r = torch.sqrt(torch.relu(x))\n", "NG304", CERTAIN),                # 0 on a half-line
+    ("r = torch.sqrt(x.var(0))\n", "NG304", POSSIBLE),                    # 0 for constant data only
+    ("m = (x * mask).sum(-1) / mask.sum(-1)\n", "NG401", POSSIBLE),
+    ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", POSSIBLE),
+    ("s = x.std(0)\n", "NG801", POSSIBLE),
+]
+
+
+@pytest.mark.parametrize("body,code,confidence", CONFIDENCE)
+def test_each_finding_carries_its_confidence(body, code, confidence):
+    [f] = [f for f in lint_source(HEADER + body) if f.code == code]
+    assert f.confidence == confidence
+    assert (code in _codes(body, confidence="certain")) == (confidence == CERTAIN)
+
+
+@pytest.mark.parametrize("path,body", [
+    ("torch/testing/_internal/common_nn.py", "ref = lambda i: i.sigmoid().log()\n"),
+    ("tests/test_loss.py", "y = torch.log(torch.softmax(x, 1))\n"),
+    ("lib/loss.py", "def reference_loss(x):\n    return torch.log(torch.softmax(x, 1))\n"),
+])
+def test_test_oracles_are_possible_not_certain(path, body):
+    # A test's reference formula runs on the test's own small inputs: not the default set.
+    [f] = lint_source(HEADER + body, path=path)
+    assert f.confidence == POSSIBLE
+    assert lint_source(HEADER + body, path=path, confidence="certain") == []
+
+
+def test_lint_source_rejects_an_unknown_confidence():
+    with pytest.raises(ValueError, match="confidence must be"):
+        lint_source("x = 1\n", confidence="maybe")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(HEADER + "a = torch.log(torch.softmax(x, 1))\nb = x.sum(-1) / mask.sum(-1)\n")
+    return tmp_path
+
+
+def _json(capsys, *argv):
+    status = main(["--isolated", "--format", "json", *argv])
+    return status, [(i["code"], i["confidence"]) for i in json.loads(capsys.readouterr().out)]
+
+
+def test_command_line_default_set_is_the_certain_findings(project, capsys):
+    assert _json(capsys, "m.py") == (1, [("NG101", CERTAIN)])
+
+
+def test_confidence_all_and_naming_a_code_add_the_possible_findings(project, capsys):
+    both = [("NG101", CERTAIN), ("NG401", POSSIBLE)]
+    assert _json(capsys, "--confidence", "all", "m.py") == (1, both)
+    assert _json(capsys, "--extend-select", "NG401", "m.py") == (1, both)
+    assert _json(capsys, "--select", "NG401", "m.py") == (1, [("NG401", POSSIBLE)])
+    assert _json(capsys, "--select", "NG4", "m.py") == (0, [])  # a prefix does not opt in
