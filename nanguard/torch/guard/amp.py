@@ -18,9 +18,11 @@ from typing import Any, Optional
 import torch
 
 try:  # torch >= 2.3
-    from torch.amp.grad_scaler import GradScaler as _GradScaler, OptState
+    from torch.amp.grad_scaler import GradScaler as _GradScaler
+    from torch.amp.grad_scaler import OptState
 except ImportError:  # pragma: no cover - older torch
-    from torch.cuda.amp.grad_scaler import GradScaler as _GradScaler, OptState  # type: ignore
+    from torch.cuda.amp.grad_scaler import GradScaler as _GradScaler  # type: ignore
+    from torch.cuda.amp.grad_scaler import OptState
 
 
 def check_scaler(scaler: object) -> Optional[Any]:
