@@ -18,11 +18,9 @@ from typing import Any, Optional
 import torch
 
 try:  # torch >= 2.3
-    from torch.amp.grad_scaler import GradScaler as _GradScaler
-    from torch.amp.grad_scaler import OptState
+    from torch.amp.grad_scaler import GradScaler as _GradScaler, OptState
 except ImportError:  # pragma: no cover - older torch
-    from torch.cuda.amp.grad_scaler import GradScaler as _GradScaler  # type: ignore
-    from torch.cuda.amp.grad_scaler import OptState
+    from torch.cuda.amp.grad_scaler import GradScaler as _GradScaler, OptState  # type: ignore
 
 
 def check_scaler(scaler: object) -> Optional[Any]:
