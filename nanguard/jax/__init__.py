@@ -29,7 +29,7 @@ _OPS: Tuple[str, ...] = ()
 
 _DETECT: Tuple[str, ...] = ()
 
-_GUARD: Tuple[str, ...] = ()
+_GUARD: Tuple[str, ...] = ("guarded", "GuardState", "check_guard", "guard_records", "resume_guard")
 
 _WHERE: Dict[str, str] = {
     **{name: "nanguard.jax.ops" for name in _OPS},
