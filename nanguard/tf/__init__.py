@@ -29,7 +29,7 @@ _OPS: Tuple[str, ...] = ()
 
 _DETECT: Tuple[str, ...] = ()
 
-_GUARD: Tuple[str, ...] = ()
+_GUARD: Tuple[str, ...] = ("GuardedOptimizer", "GuardCallback")
 
 _WHERE: Dict[str, str] = {
     **{name: "nanguard.tf.ops" for name in _OPS},
