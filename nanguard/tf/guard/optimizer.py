@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - other Keras layouts
 OWNER = "nanguard.tf.GuardedOptimizer"
 
 
+@keras.saving.register_keras_serializable(package="nanguard")  # model.save / load_model keep the guard
 class GuardedOptimizer(keras.optimizers.Optimizer):
     """Wraps a Keras optimizer so a step with NaN/Inf gradients is skipped, zeroed or raises.
 
