@@ -150,7 +150,9 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
             raise ValueError(f"{OWNER}: pass the variables with the first gradients (apply_gradients(zip(grads, "
                              f"vars))) or call build(variables) first")
         if not self.built:
-            with keras.name_scope(self.name, caller=self):
+            # outside any graph being traced: the counters are read by the tf.cond of this very
+            # step, which tf.function's lifting of first-call variables cannot do under MirroredStrategy
+            with tf.init_scope(), keras.name_scope(self.name, caller=self):
                 self.build(trainable_variables)
             self.built = True
         tvs = list(trainable_variables) if trainable_variables is not None else list(self._trainable_variables)
