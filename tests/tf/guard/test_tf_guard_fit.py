@@ -6,9 +6,9 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from tf_guard_helpers import bits, make_model
 
 import nanguard.tf as nt
-from tests.tf.guard.tf_guard_helpers import bits, make_model
 
 BATCH, POISONED = 2, 2  # the third batch (0-based 2) holds a NaN
 

@@ -8,10 +8,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_guard_helpers import BAD, GOOD, INF, INNERS, NAN, bits, gradients, make_model, planted_head_bias
 
 import nanguard.tf as nt
 from nanguard.core.guard_policy import decide
-from tests.tf.guard.tf_guard_helpers import BAD, GOOD, INF, INNERS, NAN, bits, gradients, make_model, planted_head_bias
 
 MODES = {
     "eager": lambda f: f,
