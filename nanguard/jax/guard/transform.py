@@ -19,7 +19,7 @@ One update, all inside the traced code:
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Hashable, Optional, Sequence, Tuple, Union
 
 import jax
 import jax.numpy as jnp
@@ -35,12 +35,15 @@ from nanguard.jax.guard._optax import optax_module
 from nanguard.jax.guard.host import check_guard
 from nanguard.jax.guard.state import RAISED, SKIPPED, ZEROED, GuardState, initial_state
 
+if TYPE_CHECKING:  # optax is optional: imported for the annotation only
+    import optax
+
 OWNER = "nanguard.jax.guarded"
 AxisName = Union[Hashable, Sequence[Hashable], None]
 
 
-def guarded(inner: Any, policy: str = "skip", max_consecutive: Optional[int] = DEFAULT_MAX_CONSECUTIVE, *,
-          axis_name: AxisName = None, max_events: int = 100) -> Any:
+def guarded(inner: "optax.GradientTransformation", policy: str = "skip", max_consecutive: Optional[int] = DEFAULT_MAX_CONSECUTIVE, *,
+          axis_name: AxisName = None, max_events: int = 100) -> "optax.GradientTransformationExtraArgs":
     """Wrap an optax transformation so a step with NaN/Inf gradients is skipped, zeroed or raises.
 
     Like ``optax.apply_if_finite``, but it never applies a bad step silently after N failures,
