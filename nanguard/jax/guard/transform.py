@@ -6,10 +6,12 @@ One update, all inside the traced code:
    leaf), summed over ``axis_name`` under ``pmap``/``shard_map``, so every device sees the
    same verdict;
 2. only when some device is bad: per-leaf NaN/Inf counts (summed over the axis too);
-3. the decision (:func:`nanguard.core.guard_policy.decide`, written with ``jnp.where``) and
-   a ``lax.switch``: apply the inner transformation, apply it to zeroed gradients, or keep
-   the inner state and return ``-0.0`` updates (``p + (-0.0)`` is ``p`` bit for bit, also for
-   ``p = -0.0``, which ``+0.0`` would flip);
+3. the decision (:func:`nanguard.core.guard_policy.decide`, written with ``jnp.where``); the
+   inner transformation runs on the gradients (zeroed where non-finite when the decision is
+   "zero") and a select keeps its result, or keeps the old inner state bit for bit and returns
+   ``-0.0`` updates (``p + (-0.0)`` is ``p`` bit for bit, also for ``p = -0.0``, which ``+0.0``
+   would flip). A select, not ``lax.switch``: XLA fuses it into the inner update, where a
+   conditional materialises its outputs (measured: 0.99-1.00x against 1.01-1.05x a jitted step);
 4. the bookkeeping in :class:`GuardState`.
 
 "raise" cannot raise inside ``jit``: the step is not applied and the state is *halted*
@@ -111,19 +113,13 @@ def guarded(inner: "optax.GradientTransformation", policy: str = "skip", max_con
         zero_now = fresh & ~raise_now if policy == "zero" else jnp.zeros((), bool)
         skip_now = fresh & ~raise_now & ~zero_now
 
-        def apply(g: Any) -> Tuple[Any, Any]:
-            return inner.update(g, state.inner_state, params, **extra_args)
-
-        def apply_zeroed(g: Any) -> Tuple[Any, Any]:
-            return apply(jax.tree.map(_zero_nonfinite, g))
-
-        shapes = jax.eval_shape(apply, updates)[0]
-
-        def keep(g: Any) -> Tuple[Any, Any]:
-            return jax.tree.map(lambda s: jnp.full(s.shape, -0.0, s.dtype), shapes), state.inner_state
-
-        branch = jnp.where(halted | raise_now | skip_now, 2, jnp.where(zero_now, 1, 0))
-        new_updates, new_inner = lax.switch(branch, [apply, apply_zeroed, keep], updates)
+        if policy == "zero":  # zeroing keeps finite bits, so this is the identity on a finite step
+            updates = jax.tree.map(lambda g: jnp.where(zero_now, _zero_nonfinite(g), g) if _is_float(g) else g,
+                                   updates)
+        new_updates, new_inner = inner.update(updates, state.inner_state, params, **extra_args)
+        keep = halted | raise_now | skip_now
+        new_updates = jax.tree.map(lambda u: jnp.where(keep, jnp.asarray(-0.0, jnp.result_type(u)), u), new_updates)
+        new_inner = jax.tree.map(lambda new, old: jnp.where(keep, old, new), new_inner, state.inner_state)
 
         # the slow path: per-leaf counts, computed only on a bad step
         counts = lax.cond(bad, lambda: _psum(_counts(grads), axis_name),
