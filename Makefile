@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 $(FRAMEWORKS_STAMP): $(STAMP) constraints.txt
-	$(PY) -m pip install --quiet -c constraints.txt tensorflow-cpu 'jax[cpu]'
+	$(PY) -m pip install --quiet -c constraints.txt tensorflow-cpu 'jax[cpu]' optax
 	touch $(FRAMEWORKS_STAMP)
 
 demo: $(STAMP)

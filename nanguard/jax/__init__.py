@@ -29,7 +29,7 @@ _OPS: Tuple[str, ...] = ()
 
 _DETECT: Tuple[str, ...] = ()
 
-_GUARD: Tuple[str, ...] = ()
+_GUARD: Tuple[str, ...] = ("guarded", "GuardState", "check_guard", "guard_records", "resume_guard")
 
 __all__ = [*_OPS, *_DETECT, *_GUARD, "NonFiniteError"]
 __getattr__, __dir__ = lazy_names("nanguard.jax", globals(), {"ops": _OPS, "detector": _DETECT, "guard": _GUARD})

@@ -10,13 +10,13 @@ Modules, one concept each: ``guard`` (the GradGuard class and its API), ``policy
 zero or raise: the arguments, the decision, the error message), ``verdict`` (one step's
 inspection and its single host read), ``check`` (the fused finiteness check), ``amp``
 (GradScaler protocol), ``distributed`` (agreement across ranks), ``clip`` (the guarded clip),
-``monitor`` (norm history and early warning), ``records`` (events and the summary),
+``monitor`` (norm history and early warning), ``nanguard.core.guard_records`` (events and the summary),
 ``params`` (names), ``plot`` (matplotlib, optional).
 """
 
+from nanguard.core.guard_records import GuardEvent, GuardRecords, ParamIssue
 from nanguard.torch.guard.guard import GradGuard
 from nanguard.torch.guard.monitor import GradientGrowthWarning, GradNormMonitor, GrowthAlert
-from nanguard.torch.guard.records import GuardEvent, GuardRecords, ParamIssue
 
 __all__ = [
     "GradGuard",

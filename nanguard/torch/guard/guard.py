@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nanguard.core.guard_records import LOSS, RAISED, ZEROED, GuardEvent, GuardRecords
 from nanguard.errors import NonFiniteError
 from nanguard.torch.guard import amp, clip
 from nanguard.torch.guard.check import zero_nonfinite_
@@ -45,7 +46,6 @@ from nanguard.torch.guard.policy import (
     gradient_event,
     raise_message,
 )
-from nanguard.torch.guard.records import LOSS, RAISED, ZEROED, GuardEvent, GuardRecords
 from nanguard.torch.guard.verdict import Verdict, inspect, stamp
 
 

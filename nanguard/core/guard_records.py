@@ -1,4 +1,7 @@
-"""What the guard remembers: counters, the bad events, per-parameter totals, the summary.
+"""What a guard remembers: counters, the bad events, per-parameter totals, the summary.
+
+Framework-free, shared by the PyTorch ``GradGuard``, the TensorFlow ``GuardedOptimizer`` and
+the optax ``guard`` transformation, so the three count, name and summarise bad steps alike.
 
 Counters and per-parameter totals cover the whole run; the list of individual events is
 bounded (the newest `max_events` are kept) so a run that overflows every few steps for a
@@ -122,6 +125,7 @@ class GuardRecords:
     params: Dict[str, ParamTotals] = field(default_factory=dict)
     growth_warnings: List[Any] = field(default_factory=list)
     n_params: int = 0  # parameters the optimizer trains (for "12 of 50 parameters")
+    guard: str = "GradGuard"  # the guard's name in the summary's first line
 
     def __post_init__(self) -> None:
         self.events = deque(self.events, maxlen=self.max_events)
@@ -165,7 +169,7 @@ class GuardRecords:
     def summary(self, max_rows: int = 10) -> str:
         limit = "none" if self.max_consecutive is None else str(self.max_consecutive)
         lines = [
-            f"nanguard GradGuard (policy {self.policy!r}): {self.steps} steps, "
+            f"nanguard {self.guard} (policy {self.policy!r}): {self.steps} steps, "
             f"{self.applied} applied, {self.skipped} skipped, {self.zeroed} zeroed"
             + (f", {self.raised} raised" if self.raised else "")
         ]

@@ -1,0 +1,92 @@
+"""What a guard does with a bad step: the policies, their arguments, the decision and the
+message it raises. Framework-free, shared by the PyTorch, TensorFlow and optax guards.
+
+- ``"skip"``: the step is not applied; ``"zero"``: the non-finite elements become 0 and the
+  step is applied; ``"raise"``: :class:`nanguard.NonFiniteError`.
+- ``max_consecutive`` bad steps (or non-finite losses) in a row raise whatever the policy,
+  so a run whose every step is bad stops instead of skipping forever.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from nanguard.core.guard_records import GRADIENTS, RAISED, SKIPPED, ZEROED, GuardEvent, GuardRecords
+
+POLICIES = ("skip", "zero", "raise")
+
+# 2**16 (GradScaler's initial scale) halves to 1 in 16 overflowing steps; a limit above that
+# lets AMP calibrate its scale while still stopping a run whose every step is non-finite.
+DEFAULT_MAX_CONSECUTIVE = 25
+
+
+def check_policy(policy: object, owner: str = "nanguard.GradGuard") -> str:
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ValueError(f"{owner}: unknown policy {policy!r}; choose one of "
+                         f"{', '.join(map(repr, POLICIES))}")
+    return policy
+
+
+def check_max_consecutive(max_consecutive: object, owner: str = "nanguard.GradGuard") -> Optional[int]:
+    if max_consecutive is None:
+        return None
+    if isinstance(max_consecutive, bool) or not isinstance(max_consecutive, int):
+        raise TypeError(f"{owner}: `max_consecutive` must be an int >= 1 or None, "
+                        f"got {type(max_consecutive).__name__}")
+    if max_consecutive < 1:
+        raise ValueError(f"{owner}: `max_consecutive` must be >= 1 (the bad step "
+                         f"in a row that raises) or None, got {max_consecutive}")
+    return max_consecutive
+
+
+def check_max_events(max_events: object, owner: str = "nanguard.GradGuard") -> int:
+    if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+        raise ValueError(f"{owner}: `max_events` must be an int >= 1, got {max_events!r}")
+    return max_events
+
+
+def decide(policy: str, run: int, max_consecutive: Optional[int], *,
+           can_zero: bool = True) -> Tuple[str, bool]:
+    """(action, limit) for the `run`-th bad step in a row; `limit`: max_consecutive reached.
+
+    A non-finite loss (`can_zero=False`) has nothing to zero: "zero" skips it. The TF and JAX
+    guards take the same decision inside compiled code (`tf.cond`, `lax.switch`); their tests
+    compare it with this function.
+    """
+    limit = max_consecutive is not None and run >= max_consecutive
+    if policy == "raise" or limit:
+        return RAISED, limit
+    return (ZEROED if policy == "zero" and can_zero else SKIPPED), limit
+
+
+def raise_message(event: GuardEvent, limit: bool, policy: str, max_consecutive: Optional[int],
+                  records: GuardRecords, *, what: str = "parameters") -> str:
+    """The text of the NonFiniteError: the event, the parameters, and what to do next.
+
+    `what` names the things that had gradients ("parameters", "variables", "leaves").
+    """
+    if limit and policy != "raise":
+        head = (f"nanguard: {records.consecutive} bad steps in a row "
+                f"(max_consecutive={max_consecutive}); stopping instead of "
+                f"{'skipping' if policy == 'skip' else 'zeroing'} forever.\n"
+                f"  last: {event.describe()}")
+    else:
+        head = f"nanguard: {event.describe()} (policy 'raise')"
+    lines = [head]
+    if event.kind == GRADIENTS:
+        lines.append(f"  {what} and optimizer state were left untouched by this step.")
+        for p in event.params[:10]:
+            lines.append(f"  {p.name} {list(p.shape)}: {p.nan} NaN, {p.inf} Inf "
+                         f"of {p.numel} elements")
+        if len(event.params) > 10:
+            lines.append(f"  … {len(event.params) - 10} more {what}")
+    if event.scale is not None:
+        lines.append(f"  GradScaler scale was {event.scale:g}: with AMP an occasional overflow "
+                     f"is expected while the scale calibrates; policy 'skip' lets the scaler "
+                     f"back off instead of stopping.")
+    if limit:
+        lines.append("")
+        lines.append(records.summary())
+    lines.append("  to find the operation that produced it: run the step under nanguard's "
+                 "detector (`nanguard run your_script.py`).")
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""GuardCallback: delivers a GuardedOptimizer's pending raise during ``model.fit``.
+
+``model.fit`` runs the train step as a ``tf.function``, where a Python error cannot be raised
+from the guard's ``tf.cond``; the guard halts instead, and this callback raises the
+:class:`nanguard.NonFiniteError` on the host after the batch (with ``steps_per_execution=N``,
+after the N-step chunk; the halted steps changed nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import keras
+
+from nanguard.tf.guard.optimizer import GuardedOptimizer
+
+
+class GuardCallback(keras.callbacks.Callback):
+    """Raise the guard's NonFiniteError from ``model.fit`` ("raise" and ``max_consecutive``).
+
+    Not needed for "skip"/"zero" without ``max_consecutive``; harmless otherwise: one scalar
+    read per batch. ``optimizer=None`` uses the model's optimizer, which must be a
+    :class:`GuardedOptimizer`.
+
+    Example:
+        >>> opt = nanguard.tf.GuardedOptimizer(keras.optimizers.Adam(), policy="raise")
+        >>> model.compile(optimizer=opt, loss="mse")
+        >>> model.fit(x, y, callbacks=[nanguard.tf.GuardCallback()])   # raises on a NaN batch
+    """
+
+    def __init__(self, optimizer: Optional[GuardedOptimizer] = None) -> None:
+        super().__init__()
+        if optimizer is not None and not isinstance(optimizer, GuardedOptimizer):
+            raise TypeError(f"nanguard.tf.GuardCallback: `optimizer` must be a GuardedOptimizer or None, "
+                            f"got {type(optimizer).__name__}")
+        self._optimizer = optimizer
+
+    def _guard(self) -> GuardedOptimizer:
+        opt = self._optimizer if self._optimizer is not None else getattr(self.model, "optimizer", None)
+        if not isinstance(opt, GuardedOptimizer):
+            raise TypeError("nanguard.tf.GuardCallback: the model's optimizer is not a GuardedOptimizer; compile "
+                            "with optimizer=nanguard.tf.GuardedOptimizer(...) or pass it to GuardCallback(opt)")
+        return opt
+
+    def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
+        self._guard().check()
+
+    def on_train_end(self, logs: Optional[Dict[str, Any]] = None) -> None:
+        self._guard().check()
