@@ -1,0 +1,147 @@
+"""Euclidean lengths and directions: ``norm``, ``normalize``, ``cosine_similarity``.
+
+All three are compositions of pieces whose native gradients are finite at the zero vector
+(the safe square root, ``divide_no_nan``), so TensorFlow's own differentiation of them is
+finite at every order and no further custom gradient is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+from nanguard.tf._checks import (
+    Axis,
+    broadcast_static,
+    check_axis,
+    check_bool,
+    check_floating,
+    check_single_axis,
+    promote,
+)
+from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, safe_range, safe_sqrt, widen
+
+
+def _scale(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """max |x| over ``axes`` (keepdims), 1 where that is 0 or not finite; a constant (no gradient)."""
+    top = tf.stop_gradient(tf.reduce_max(tf.abs(x), axis=axes, keepdims=True))
+    usable = tf.logical_and(top > 0, tf.math.is_finite(top))
+    return tf.where(usable, top, tf.ones_like(top))
+
+
+def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """The 2-norm over ``axes`` (keepdims), free of overflow and underflow, safe gradient at 0.
+
+    ``sqrt(sum(x²))`` overflows for float32 entries above ~1e19 and returns 0 for subnormal
+    vectors. When any norm leaves the safe range, the whole tensor is recomputed on inputs
+    divided by their largest entry: a branch taken at run time, so the common case costs
+    one comparison and a ``tf.cond``.
+    """
+    fast = safe_sqrt(tf.reduce_sum(tf.square(x), axis=axes, keepdims=True))
+    lo, hi = safe_range(x.dtype)
+    outside = tf.logical_or(fast < lo, fast > hi)  # NaN is neither: NaN in, NaN out
+
+    def rescued():
+        scale = _scale(x, axes)
+        slow = scale * safe_sqrt(tf.reduce_sum(tf.square(x / scale), axis=axes, keepdims=True))
+        return tf.where(outside, slow, fast)
+
+    return tf.cond(tf.reduce_any(outside), rescued, lambda: fast)
+
+
+def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
+    r"""Euclidean (L2) norm over ``axis`` (all axes by default), safe at the zero vector.
+
+    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
+              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
+
+    ``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
+    ``tf.norm`` of ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of
+    the range.
+
+    Singular points:
+        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
+          ``norm``), second derivative 0.
+
+    Example:
+        >>> x = tf.zeros([3])
+        >>> nanguard.tf.norm(x)           # 0.0, gradient [0.0, 0.0, 0.0]
+    """
+    x = check_floating(x, "x", "norm")
+    axes = check_axis(x, axis, "norm")
+    keepdims = check_bool(keepdims, "keepdims", "norm")
+    if x.shape.rank == 0:
+        axes = None
+    return narrow(keep_axes(l2_norm(widen(x), axes), axes, keepdims), x.dtype)
+
+
+def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
+    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
+    n = l2_norm(x, (axis,))
+    fast = tf.math.divide_no_nan(x, n)  # 0 at the zero vector; a NaN norm gives NaN
+
+    def rescued():
+        # a norm beyond the largest float (entries near 3e38): divide the scaled vector
+        scaled = x / _scale(x, (axis,))
+        return tf.where(tf.math.is_inf(n), tf.math.divide_no_nan(scaled, l2_norm(scaled, (axis,))), fast)
+
+    return tf.cond(tf.reduce_any(tf.math.is_inf(n)), rescued, lambda: fast)
+
+
+def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
+    r"""Unit vector ``x / ||x||`` along ``axis``; the zero vector maps to 0 with gradient 0.
+
+    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
+              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
+
+    ``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
+    ``1e-6`` come out shorter than 1, and ``keras.ops.normalize`` has a NaN second derivative
+    at the zero vector. This op is exact for every nonzero vector, subnormal and huge ones
+    included.
+
+    Singular points:
+        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
+          choice), second derivative 0.
+
+    Example:
+        >>> x = tf.constant([[3.0, 4.0], [0.0, 0.0]])
+        >>> nanguard.tf.normalize(x)      # [[0.6, 0.8], [0.0, 0.0]]
+    """
+    x = check_floating(x, "x", "normalize")
+    if x.shape.rank == 0:
+        raise ValueError("nanguard.tf.normalize: `x` must have at least one dimension")
+    axis = check_single_axis(x, axis, "normalize")
+    return narrow(unit(widen(x), axis), x.dtype)
+
+
+def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
+    r"""Cosine of the angle between ``a`` and ``b`` along ``axis``; 0 when either is zero.
+
+    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
+              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
+
+    ``keras.losses.cosine_similarity`` and ``tf.math.l2_normalize`` clamp the norm below by
+    an epsilon, which biases the value for short vectors and makes the gradient at zero
+    vectors depend on it. Computed as ``sum(normalize(a) * normalize(b))``; broadcasts like
+    TensorFlow's binary ops.
+
+    Singular points:
+        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
+
+    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
+    error; :func:`acos` accepts that.
+
+    Example:
+        >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])
+        >>> nanguard.tf.cosine_similarity(a, tf.constant([1.0, 1.0]))   # [0.7071, 0.0]
+    """
+    a = check_floating(a, "a", "cosine_similarity")
+    b = check_floating(b, "b", "cosine_similarity")
+    shape = broadcast_static(a.shape, b.shape, "cosine_similarity", ("a", "b"))
+    if shape.rank == 0:
+        raise ValueError("nanguard.tf.cosine_similarity: inputs must have at least one dimension")
+    axis = check_single_axis(shape, axis, "cosine_similarity")
+    dtype = promote(a.dtype, b.dtype)
+    wa, wb = broadcast_pair(widen(narrow(a, dtype)), widen(narrow(b, dtype)))
+    return narrow(tf.reduce_sum(unit(wa, axis) * unit(wb, axis), axis=axis), dtype)
