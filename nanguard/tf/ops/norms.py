@@ -30,6 +30,17 @@ def _scale(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     return tf.where(usable, top, tf.ones_like(top))
 
 
+def _branch_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """The 2-norm (keepdims) from native ops only, with a double-where sqrt (finite at every order).
+
+    For the branches of ``tf.cond``: TensorFlow cannot differentiate a cond twice when a
+    branch holds a ``tf.custom_gradient`` op.
+    """
+    total = tf.reduce_sum(tf.square(x), axis=axes, keepdims=True)
+    empty = tf.less_equal(total, 0)  # NaN is not: NaN in, NaN out
+    return tf.where(empty, tf.zeros_like(total), tf.sqrt(tf.where(empty, tf.ones_like(total), total)))
+
+
 def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     """The 2-norm over ``axes`` (keepdims), free of overflow and underflow, safe gradient at 0.
 
@@ -44,7 +55,7 @@ def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
 
     def rescued():
         scale = _scale(x, axes)
-        slow = scale * safe_sqrt(tf.reduce_sum(tf.square(x / scale), axis=axes, keepdims=True))
+        slow = scale * _branch_norm(x / scale, axes)
         return tf.where(outside, slow, fast)
 
     return tf.cond(tf.reduce_any(outside), rescued, lambda: fast)
@@ -84,7 +95,7 @@ def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
     def rescued():
         # a norm beyond the largest float (entries near 3e38): divide the scaled vector
         scaled = x / _scale(x, (axis,))
-        return tf.where(tf.math.is_inf(n), tf.math.divide_no_nan(scaled, l2_norm(scaled, (axis,))), fast)
+        return tf.where(tf.math.is_inf(n), tf.math.divide_no_nan(scaled, _branch_norm(scaled, (axis,))), fast)
 
     return tf.cond(tf.reduce_any(tf.math.is_inf(n)), rescued, lambda: fast)
 
