@@ -78,3 +78,36 @@ def safe_sqrt(x: tf.Tensor) -> tf.Tensor:
         return root, grad
 
     return _sqrt(x)
+
+
+def xdivy(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    """x / y, and 0 where x = 0 (y = 0 included), with derivatives that follow the same rule.
+
+    ``tf.math.xdivy`` has the value, but its native gradient in x is ``(x != 0) / y``: 0/0 =
+    NaN at x = y = 0. Here ∂x = xdivy(x != 0, y) and ∂y = -xdivy(xdivy(x, y), y), both 0 at
+    x = 0, and each again this op, so every order is safe.
+    """
+
+    @tf.custom_gradient
+    def ratio(x, y):
+        def grad(upstream):
+            nonzero = tf.cast(tf.not_equal(x, 0), x.dtype)
+            return upstream * xdivy(nonzero, y), -upstream * xdivy(xdivy(x, y), y)
+
+        return tf.math.xdivy(x, y), grad
+
+    return ratio(x, y)
+
+
+def reciprocal_sqrt_or_zero(x: tf.Tensor) -> tf.Tensor:
+    """1 / sqrt(x) for x > 0, 0 at x = 0, NaN for x < 0 or NaN; derivative -x^(-3/2)/2 by the same rule."""
+
+    @tf.custom_gradient
+    def rsqrt(x):
+        def grad(upstream):
+            again = reciprocal_sqrt_or_zero(x)
+            return -0.5 * upstream * again * again * again
+
+        return tf.math.reciprocal_no_nan(tf.sqrt(x)), grad
+
+    return rsqrt(x)

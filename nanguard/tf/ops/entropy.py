@@ -7,7 +7,7 @@ from typing import Union
 import tensorflow as tf
 
 from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
-from nanguard.tf.ops._core import broadcast_pair, narrow, widen
+from nanguard.tf.ops._core import broadcast_pair, narrow, widen, xdivy
 
 
 def _log_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
@@ -16,20 +16,13 @@ def _log_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     return tf.math.log(y + both_zero)
 
 
-def _ratio_where_weighted(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-    """x / y, and 0 where x = 0 (y = 0 included); a NaN y keeps its NaN. Double-where: finite 2nd order."""
-    weighted = tf.logical_or(tf.not_equal(x, 0), tf.math.is_nan(y))
-    safe_y = tf.where(weighted, y, tf.ones_like(y))
-    return tf.where(weighted, x / safe_y, tf.zeros_like(x))
-
-
 @tf.custom_gradient
 def _xlogy(x: tf.Tensor, y: tf.Tensor):
     # tf.math.xlogy(0, NaN) is 0; a NaN y must give NaN (NaN in, NaN out)
     out = tf.where(tf.math.is_nan(y), y, tf.math.xlogy(x, y))
 
     def grad(upstream):
-        return upstream * _log_unless_both_zero(x, y), upstream * _ratio_where_weighted(x, y)
+        return upstream * _log_unless_both_zero(x, y), upstream * xdivy(x, y)
 
     return out, grad
 
@@ -122,7 +115,7 @@ def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
         def grad(upstream):
             minus = -tf.expand_dims(upstream, axis)
             return (minus * _log_unless_both_zero(target, probs),
-                    minus * _ratio_where_weighted(target, probs))
+                    minus * xdivy(target, probs))
 
         return out, grad
 

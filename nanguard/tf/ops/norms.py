@@ -41,7 +41,7 @@ def _branch_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     return tf.where(empty, tf.zeros_like(total), tf.sqrt(tf.where(empty, tf.ones_like(total), total)))
 
 
-def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+def _norm_value(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     """The 2-norm over ``axes`` (keepdims), free of overflow and underflow, safe gradient at 0.
 
     ``sqrt(sum(x²))`` overflows for float32 entries above ~1e19 and returns 0 for subnormal
@@ -59,6 +59,34 @@ def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
         return tf.where(outside, slow, fast)
 
     return tf.cond(tf.reduce_any(outside), rescued, lambda: fast)
+
+
+def _in_safe_range(n: tf.Tensor) -> tf.Tensor:
+    """True when g / n can neither overflow nor underflow for any nonzero norm."""
+    lo, hi = safe_range(n.dtype)
+    return tf.reduce_all(tf.logical_or(tf.logical_and(n >= lo, n <= hi), tf.equal(n, 0)))
+
+
+def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """:func:`_norm_value` with gradient ``x / |x|`` (0 at the zero vector) in one pass over ``x``.
+
+    The gradient reuses the norm; an outer tape differentiates that through the safe pieces
+    of :func:`_norm_value`, so the second derivative is exact and finite too.
+    """
+
+    @tf.custom_gradient
+    def l2(x):
+        n = _norm_value(x, axes)
+
+        def grad(upstream):
+            # x * (g / n) is one pass over x; for tiny or huge norms g / n could overflow or
+            # underflow, and (x / n) * g, which is scale-free, is used instead
+            return tf.cond(_in_safe_range(n), lambda: x * tf.math.divide_no_nan(upstream, n),
+                           lambda: tf.math.divide_no_nan(x, n) * upstream)
+
+        return n, grad
+
+    return l2(x)
 
 
 def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
@@ -87,9 +115,7 @@ def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
     return narrow(keep_axes(l2_norm(widen(x), axes), axes, keepdims), x.dtype)
 
 
-def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
-    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
-    n = l2_norm(x, (axis,))
+def _unit_value(x: tf.Tensor, n: tf.Tensor, axis: int) -> tf.Tensor:
     fast = tf.math.divide_no_nan(x, n)  # 0 at the zero vector; a NaN norm gives NaN
 
     def rescued():
@@ -98,6 +124,25 @@ def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
         return tf.where(tf.math.is_inf(n), tf.math.divide_no_nan(scaled, _branch_norm(scaled, (axis,))), fast)
 
     return tf.cond(tf.reduce_any(tf.math.is_inf(n)), rescued, lambda: fast)
+
+
+def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
+    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
+
+    @tf.custom_gradient
+    def unit_vector(x):
+        n = l2_norm(x, (axis,))
+        u = _unit_value(x, n, axis)
+
+        def grad(upstream):
+            # (g - u (u·g)) / |x|: the part of g orthogonal to the direction, scaled by 1/|x|;
+            # u and n are built from safe pieces, so this has a finite derivative as well
+            tangent = upstream - u * tf.reduce_sum(u * upstream, axis=axis, keepdims=True)
+            return tf.math.divide_no_nan(tangent, n)
+
+        return u, grad
+
+    return unit_vector(x)
 
 
 def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from nanguard.tf._checks import check_floating
-from nanguard.tf.ops._core import narrow, widen
+from nanguard.tf.ops._core import narrow, reciprocal_sqrt_or_zero, widen
 
 # How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
 # of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
@@ -23,17 +23,15 @@ def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
     def inverse_sine(x):
         # subtract the overshoot beyond [-1, 1], but never more than the tolerance: an input
         # further out stays outside and gives NaN, like the textbook op
-        inside = x - tf.clip_by_value(x - tf.clip_by_value(x, -1.0, 1.0), -tolerance, tolerance)
+        # |x| <= 1: x / 1; 1 < |x| <= 1 + tol: x / |x| = ±1 exactly; beyond: x / (1 + tol), still
+        # outside, so an input further out gives NaN like the textbook op. NaN stays NaN.
+        inside = x / tf.clip_by_value(tf.abs(x), 1.0, 1.0 + tolerance)
         out = tf.asin(inside) if sign > 0 else tf.acos(inside)
 
         def grad(upstream):
             # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1. It is exactly 0
-            # at ±1 (gradient 0 there), negative beyond the tolerance (rsqrt: NaN, as the value),
-            # NaN for NaN. The double where keeps the next derivative finite at ±1.
-            room = (1 - inside) * (1 + inside)
-            open_interval = tf.not_equal(room, 0)
-            local = tf.where(open_interval, tf.math.rsqrt(tf.where(open_interval, room, tf.ones_like(room))),
-                             tf.zeros_like(room))
+            # at ±1 (gradient 0 there), negative beyond the tolerance (NaN, as the value), NaN for NaN.
+            local = reciprocal_sqrt_or_zero((1 - inside) * (1 + inside))
             return upstream * local if sign > 0 else -upstream * local
 
         return out, grad
