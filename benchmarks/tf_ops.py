@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from common import compare, print_table  # noqa: E402
 
 import nanguard.tf as ng  # noqa: E402
-from common import compare, print_table  # noqa: E402
 
 N = 1_000_000
 ROWS, COLS = 1000, 1000
@@ -38,7 +38,7 @@ def _fwd_bwd(fn: Callable[..., tf.Tensor], inputs: Sequence[tf.Tensor], jit: boo
     """A compiled closure: fn forward and the gradient of sum(out * upstream) for every input."""
     upstream = tf.random.stateless_normal(fn(*inputs).shape, seed=[1, 2])
 
-    @tf.function(jit_compile=jit)
+    @tf.function(jit_compile=jit, autograph=False)
     def step(*xs):
         with tf.GradientTape() as tape:
             tape.watch(xs)

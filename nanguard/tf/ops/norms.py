@@ -51,14 +51,22 @@ def _norm_value(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     """
     fast = safe_sqrt(tf.reduce_sum(tf.square(x), axis=axes, keepdims=True))
     lo, hi = safe_range(x.dtype)
-    outside = tf.logical_or(fast < lo, fast > hi)  # NaN is neither: NaN in, NaN out
+    # NaN is neither small nor large: NaN in, NaN out. A norm of exactly 0 is the zero vector
+    # unless its squares underflowed; only then (rare) is max |x| looked at.
+    extreme = tf.logical_or(tf.logical_and(fast < lo, tf.not_equal(fast, 0)), fast > hi)
+    zero = tf.equal(fast, 0)
+
+    def underflowed():
+        return tf.logical_and(zero, tf.reduce_max(tf.abs(x), axis=axes, keepdims=True) > 0)
 
     def rescued():
+        outside = tf.logical_or(extreme, underflowed())
         scale = _scale(x, axes)
         slow = scale * _branch_norm(x / scale, axes)
         return tf.where(outside, slow, fast)
 
-    return tf.cond(tf.reduce_any(outside), rescued, lambda: fast)
+    hidden = tf.cond(tf.reduce_any(zero), lambda: tf.reduce_any(underflowed()), lambda: tf.constant(False))
+    return tf.cond(tf.logical_or(tf.reduce_any(extreme), hidden), rescued, lambda: fast)
 
 
 def _in_safe_range(n: tf.Tensor) -> tf.Tensor:
