@@ -23,6 +23,7 @@ from typing import List, Tuple
 # backend name -> (framework module that must be importable, adapter module)
 ADAPTERS: List[Tuple[str, str, str]] = [
     ("torch", "torch", "tests.contract.backends.torch_backend"),
+    ("tf", "tensorflow", "tests.contract.backends.tf_backend"),
 ]
 
 

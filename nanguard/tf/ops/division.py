@@ -1,0 +1,130 @@
+"""Division that cannot produce NaN: ``div`` (divide-no-nan) and ``masked_mean``."""
+
+from __future__ import annotations
+
+from typing import Union
+
+import tensorflow as tf
+
+from nanguard.tf._checks import (
+    Axis,
+    as_floating,
+    broadcast_static,
+    check_axis,
+    check_bool,
+    check_floating,
+    check_mask,
+    check_number,
+    compute_dtype,
+    promote,
+)
+from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, widen
+
+
+def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
+    @tf.custom_gradient
+    def div(a, b):
+        # divide_no_nan's own gradients are finite at b = 0, so the reuse below is safe at 2nd order
+        quotient = tf.math.divide_no_nan(a, b)
+        if fill == 0:
+            out = tf.where(tf.math.is_nan(a), a, quotient)  # divide_no_nan(NaN, 0) is 0: keep the NaN
+        else:
+            filled = tf.logical_and(tf.equal(b, 0), tf.logical_not(tf.math.is_nan(a)))
+            out = tf.where(filled, tf.constant(fill, a.dtype), quotient)
+
+        def grad(upstream):
+            # d/da = 1/b, d/db = -(a/b)/b; both 0 where b = 0 (the result does not depend on them)
+            return tf.math.divide_no_nan(upstream, b), -tf.math.divide_no_nan(upstream * quotient, b)
+
+        return out, grad
+
+    return div(a, b)
+
+
+def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tensor:
+    r"""Divide-no-nan: ``a / b`` where ``b != 0`` and ``fill`` where ``b == 0``.
+
+    .. math:: \operatorname{div}(a, b) = \begin{cases} a / b & b \ne 0 \\ \text{fill} & b = 0
+              \end{cases}, \qquad \frac{\partial}{\partial a} = \frac{1}{b},\quad
+              \frac{\partial}{\partial b} = -\frac{a}{b^2} \quad (b \ne 0)
+
+    The ``tf.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
+    at ``b = 0`` (the discarded branch still divides by zero). ``tf.math.divide_no_nan`` is
+    right there but turns a NaN numerator into 0, hiding it. Broadcasts like ``tf.math.divide``.
+
+    Singular points:
+        * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``,
+          gradient 0 for ``a`` and ``b`` (the result does not depend on them there).
+        * ``a`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never hidden).
+        * tiny nonzero ``b``: the exact quotient, which may overflow to inf.
+
+    Dtypes promote as in torch (float16 with float32 gives float32); a Python number ``b``
+    takes ``a``'s dtype and float16/bfloat16 are computed in float32, so ``div(x_fp16, 1e5)``
+    is not ``x / inf``.
+
+    Args:
+        a: numerator (floating tensor).
+        b: denominator, tensor or number.
+        fill: finite number returned where ``b == 0``.
+
+    Example:
+        >>> nanguard.tf.div(tf.constant([1.0, 1.0]), tf.constant([2.0, 0.0]))   # [0.5, 0.0]
+    """
+    a = check_floating(a, "a", "div")
+    b = as_floating(b, "b", "div")
+    fill = check_number(fill, "fill", "div")
+    if isinstance(b, float):
+        dtype = a.dtype
+        b = tf.constant(b, compute_dtype(dtype))
+    else:
+        dtype = promote(a.dtype, b.dtype)
+        broadcast_static(a.shape, b.shape, "div", ("a", "b"))
+    wa, wb = broadcast_pair(widen(narrow(a, dtype)), widen(narrow(b, compute_dtype(dtype))))
+    return narrow(_div(wa, wb, fill), dtype)
+
+
+def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool = False,
+                fill: float = 0.0) -> tf.Tensor:
+    r"""Mean of the kept entries of ``x`` over ``axis``; an empty slice gives ``fill``.
+
+    .. math:: \operatorname{masked\_mean}(x) = \frac{\sum_i m_i x_i}{\sum_i m_i}, \qquad
+              \frac{\partial}{\partial x_i} = \frac{m_i}{\sum_j m_j}
+
+    Mean pooling over padded sequences written as ``reduce_sum(x, 1) / lengths`` is NaN for
+    an empty sequence (0/0, also Keras ``GlobalAveragePooling1D`` with a mask), and
+    ``reduce_sum(x * mask)`` is NaN when a padded entry holds NaN.
+
+    Singular points:
+        * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
+        * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
+          value, whatever they hold, NaN and inf included.
+
+    Args:
+        x: floating tensor.
+        mask: bool tensor broadcastable to ``x``; True keeps an entry.
+        axis: axis or axes to average over, or None for all.
+        keepdims: keep reduced axes with size 1.
+        fill: finite number returned for empty slices.
+
+    Example:
+        >>> x = tf.constant([[1.0, 3.0, float("nan")], [5.0, 7.0, 9.0]])
+        >>> keep = tf.constant([[True, True, False], [False, False, False]])
+        >>> nanguard.tf.masked_mean(x, keep, axis=1)      # [2.0, 0.0]
+    """
+    x = check_floating(x, "x", "masked_mean")
+    mask = check_mask(mask, x, "masked_mean")
+    axes = check_axis(x, axis, "masked_mean")
+    keepdims = check_bool(keepdims, "keepdims", "masked_mean")
+    fill = check_number(fill, "fill", "masked_mean")
+    if x.shape.rank == 0:
+        axes = None
+    wide = widen(x)
+    mask = tf.broadcast_to(mask, tf.shape(wide))
+    # where, not x * mask: a NaN or inf held in a masked entry must not leak (NaN * 0)
+    total = tf.reduce_sum(tf.where(mask, wide, tf.zeros_like(wide)), axis=axes, keepdims=True)
+    count = tf.reduce_sum(tf.cast(mask, wide.dtype), axis=axes, keepdims=True)
+    # divide_no_nan: the empty slice is 0 with gradient 0, at every order
+    mean = tf.math.divide_no_nan(total, count)
+    if fill != 0:
+        mean = tf.where(tf.equal(count, 0), tf.constant(fill, wide.dtype), mean)
+    return narrow(keep_axes(mean, axes, keepdims), x.dtype)

@@ -1,0 +1,155 @@
+"""``0 · log 0 = 0``: ``xlogy``, ``entropy`` and ``cross_entropy_probs`` with finite gradients."""
+
+from __future__ import annotations
+
+from typing import Union
+
+import tensorflow as tf
+
+from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
+from nanguard.tf.ops._core import broadcast_pair, narrow, widen, xdivy
+
+
+def _log_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    """log y, but 0 where x = y = 0 (log(y + 1) there): the x-derivative of x·log y by the convention."""
+    both_zero = tf.cast(tf.logical_and(tf.equal(x, 0), tf.equal(y, 0)), y.dtype)
+    return tf.math.log(y + both_zero)
+
+
+@tf.custom_gradient
+def _xlogy(x: tf.Tensor, y: tf.Tensor):
+    # tf.math.xlogy(0, NaN) is 0; a NaN y must give NaN (NaN in, NaN out)
+    out = tf.where(tf.math.is_nan(y), y, tf.math.xlogy(x, y))
+
+    def grad(upstream):
+        return upstream * _log_unless_both_zero(x, y), upstream * xdivy(x, y)
+
+    return out, grad
+
+
+def xlogy(x: tf.Tensor, y: Union[tf.Tensor, float]) -> tf.Tensor:
+    r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
+
+    .. math:: \operatorname{xlogy}(x, y) = \begin{cases} 0 & x = 0 \\ x \log y & x \ne 0
+              \end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad
+              \frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)
+
+    ``tf.math.xlogy`` has the right value at ``x = y = 0``, but its gradient in ``x`` at
+    ``x = 0 < y`` is 0 instead of ``log y``, it turns a NaN ``y`` into 0 when ``x = 0``,
+    and its second derivative at ``x = y = 0`` is NaN; the hand-written ``x * tf.math.log(y)``
+    is NaN already in the forward pass.
+
+    Singular points:
+        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
+        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
+          derivative) and 0 in ``y``.
+        * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
+        * ``y < 0`` or NaN: value NaN.
+
+    Example:
+        >>> p = tf.constant([0.0, 0.5])
+        >>> nanguard.tf.xlogy(p, p)        # [0.0, -0.3466]; gradient of the sum: [0.0, 0.3069]
+    """
+    x = check_floating(x, "x", "xlogy")
+    y = as_floating(y, "y", "xlogy")
+    dtype = x.dtype if isinstance(y, float) else promote(x.dtype, y.dtype)
+    y = tf.constant(y, dtype) if isinstance(y, float) else y
+    broadcast_static(x.shape, y.shape, "xlogy", ("x", "y"))
+    wx, wy = broadcast_pair(widen(narrow(x, dtype)), widen(narrow(y, dtype)))
+    return narrow(_xlogy(wx, wy), dtype)
+
+
+def _entropy(p: tf.Tensor, axis: int) -> tf.Tensor:
+    @tf.custom_gradient
+    def entropy(p):
+        out = -tf.reduce_sum(tf.math.xlogy(p, p), axis=axis)  # xlogy(0, 0) = 0; p < 0 or NaN: NaN
+
+        def grad(upstream):
+            # -(log p + 1) for p > 0, written as -(sign(p) log p + sign(p)): exactly 0 at p = 0
+            # (xlogy(0, 0) = 0), NaN for p < 0 or NaN; its own derivative is finite at 0
+            sign = tf.sign(p)
+            local = tf.math.xlogy(sign, p) + sign
+            return -local * tf.expand_dims(upstream, axis)
+
+        return out, grad
+
+    return entropy(p)
+
+
+def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
+    r"""Shannon entropy ``-sum(p * log p)`` over ``axis``, in nats, with ``0 · log 0 = 0``.
+
+    .. math:: H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =
+              -(\log p_i + 1) \quad (p_i > 0)
+
+    The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
+    exactly 0; clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
+
+    Singular points:
+        * ``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf;
+          the convention of the double-where recipe).
+        * ``p_i < 0`` or NaN: NaN, as in the textbook formula.
+
+    The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
+    are computed in float32.
+
+    Example:
+        >>> p = tf.constant([0.1, 0.2, 0.0, 0.7])
+        >>> nanguard.tf.entropy(p)       # 0.80181855
+        >>> # gradient: [1.3025851, 0.6094379, 0.0, -0.643325]
+    """
+    p = check_floating(p, "p", "entropy")
+    axis = check_single_axis(p, axis, "entropy")
+    if p.shape.rank == 0:
+        raise ValueError("nanguard.tf.entropy: `p` must have at least one dimension")
+    return narrow(_entropy(widen(p), axis), p.dtype)
+
+
+def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
+    @tf.custom_gradient
+    def cross_entropy(target, probs):
+        # xlogy(0, q) = 0 (q = 0 included); t > 0 = q gives the true +inf. A NaN q stays NaN.
+        terms = tf.where(tf.math.is_nan(probs), probs, tf.math.xlogy(target, probs))
+        out = -tf.reduce_sum(terms, axis=axis)
+
+        def grad(upstream):
+            minus = -tf.expand_dims(upstream, axis)
+            return (minus * _log_unless_both_zero(target, probs),
+                    minus * xdivy(target, probs))
+
+        return out, grad
+
+    return cross_entropy(target, probs)
+
+
+def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> tf.Tensor:
+    r"""Cross-entropy ``-sum(target * log(probs))`` over ``axis`` between two distributions.
+
+    .. math:: H(t, q) = -\sum_i t_i \log q_i
+
+    The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
+    a predicted probability is exactly 0, even where the target is 0 too. Terms with
+    ``target_i = 0`` contribute 0 with gradient 0 in ``probs_i`` for every probability
+    (0 included). float16/bfloat16 inputs are computed in float32. If you have logits,
+    prefer ``-tf.reduce_sum(target * nanguard.tf.log_softmax(logits, axis), axis)``.
+
+    Singular points:
+        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
+          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
+          ``probs_i = 0`` too.
+        * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
+
+    Example:
+        >>> target = tf.constant([0.0, 1.0, 0.0])
+        >>> probs = tf.constant([0.0, 0.9, 0.1])
+        >>> nanguard.tf.cross_entropy_probs(target, probs)     # 0.10536052
+    """
+    target = check_floating(target, "target", "cross_entropy_probs")
+    probs = check_floating(probs, "probs", "cross_entropy_probs")
+    shape = broadcast_static(target.shape, probs.shape, "cross_entropy_probs", ("target", "probs"))
+    if shape.rank == 0:
+        raise ValueError("nanguard.tf.cross_entropy_probs: inputs must have at least one dimension")
+    axis = check_single_axis(shape, axis, "cross_entropy_probs")
+    dtype = promote(target.dtype, probs.dtype)
+    wt, wq = broadcast_pair(widen(narrow(target, dtype)), widen(narrow(probs, dtype)))
+    return narrow(_cross_entropy(wt, wq, axis), dtype)

@@ -1,0 +1,86 @@
+"""Roots and fractional powers: ``sqrt`` and ``pow`` with finite gradients at 0."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from nanguard.tf._checks import check_floating, check_number
+from nanguard.tf.ops._core import narrow, safe_sqrt, widen
+
+
+def sqrt(x: tf.Tensor) -> tf.Tensor:
+    r"""Square root with a finite gradient at 0.
+
+    .. math:: \operatorname{sqrt}(x) = \sqrt{\max(x, 0)}, \qquad
+              \frac{d}{dx} = \frac{1}{2\sqrt{x}} \ (x > 0)
+
+    ``tf.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    upstream zero (from ``tf.where``, a mask, a ReLU) multiplies it; ``tf.sqrt(-1e-9)`` is
+    NaN. This op returns the same values and gradients everywhere else.
+
+    Singular points:
+        * ``x = 0``: value 0, gradient 0 (the minimum-norm subgradient).
+        * ``x < 0`` (e.g. ``-1e-9`` from cancellation in ``a² + b² - 2ab``): treated as 0,
+          value 0, gradient 0.
+        * Second and higher derivatives at 0 are 0 as well.
+
+    NaN inputs give NaN.
+
+    Example:
+        >>> x = tf.constant([0.0, 4.0])
+        >>> nanguard.tf.sqrt(x)          # [0.0, 2.0]; gradient [0.0, 0.25]
+    """
+    x = check_floating(x, "x", "sqrt")
+    return narrow(safe_sqrt(widen(x)), x.dtype)
+
+
+def _positive_power(x: tf.Tensor, p: float) -> tf.Tensor:
+    """x ** p for x > 0, 0 for x <= 0 (NaN stays NaN), gradient p x^(p-1) by the same rule, at every order."""
+
+    @tf.custom_gradient
+    def power(x):
+        if p > 0:
+            out = tf.pow(tf.nn.relu(x), p)  # 0 at x <= 0 already; relu keeps NaN
+        elif p == 0:
+            out = tf.nn.relu(tf.sign(x))  # 1 for x > 0, 0 for x <= 0, NaN for NaN
+        else:
+            # x <= 0 would be inf; a double where keeps the native gradient finite
+            nonpositive = tf.less_equal(x, 0)
+            out = tf.where(nonpositive, tf.zeros_like(x), tf.pow(tf.where(nonpositive, tf.ones_like(x), x), p))
+
+        def grad(upstream):
+            if p == 0:
+                return upstream * tf.zeros_like(x)
+            # the lower power is this op again, so its own derivative follows the same rule
+            return upstream * (p * _positive_power(x, p - 1))
+
+        return out, grad
+
+    return power(x)
+
+
+def pow(x: tf.Tensor, exponent: float) -> tf.Tensor:
+    r"""Power of the non-negative part, ``max(x, 0) ** p`` for ``p > 0``, finite gradient at 0.
+
+    .. math:: \operatorname{pow}(x, p) = \max(x, 0)^p, \qquad
+              \frac{d}{dx} = p\,x^{p-1} \ (x > 0)
+
+    For ``0 < p < 1``, ``tf.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    behind a mask). This op equals ``tf.pow`` for ``x > 0``.
+
+    Singular points:
+        * ``x = 0``: value 0, gradient 0 for every ``p > 0`` (minimum-norm subgradient; for
+          ``p = 1`` this makes ``pow(x, 1)`` a ReLU with ReLU's gradient convention).
+        * ``x < 0``: treated as 0 (value 0, gradient 0), as in :func:`sqrt`.
+        * Second and higher derivatives at 0 are 0.
+
+    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
+    infinite and no finite convention exists.
+
+    Example:
+        >>> x = tf.constant([0.0, 8.0])
+        >>> nanguard.tf.pow(x, 1 / 3)     # [0.0, 2.0]; gradient [0.0, 0.0833]
+    """
+    x = check_floating(x, "x", "pow")
+    p = check_number(exponent, "exponent", "pow", positive=True)
+    return narrow(_positive_power(widen(x), p), x.dtype)

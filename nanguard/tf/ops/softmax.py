@@ -1,0 +1,134 @@
+"""Softmax and log-softmax that survive fully masked (all -inf) slices."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow as tf
+
+from nanguard.tf._checks import check_floating, check_mask, check_single_axis
+from nanguard.tf.ops._core import narrow, widen
+
+_NEG_INF = float("-inf")
+
+
+def _shifted(scores: tf.Tensor, axis: int):
+    """(scores - max, sum of exp) per slice; a dead slice (all -inf) is shifted by 0, not by -inf.
+
+    A +inf or NaN score keeps its NaN (inf - inf), as in TensorFlow: only the 0/0 of an
+    empty distribution is repaired, never a NaN that came from the data.
+    """
+    top = tf.stop_gradient(tf.reduce_max(scores, axis=axis, keepdims=True))
+    shifted = scores - tf.where(tf.equal(top, _NEG_INF), tf.zeros_like(top), top)
+    weights = tf.exp(shifted)
+    return shifted, weights, tf.reduce_sum(weights, axis=axis, keepdims=True)
+
+
+def _softmax(scores: tf.Tensor, axis: int) -> tf.Tensor:
+    @tf.custom_gradient
+    def softmax(scores):
+        _, weights, total = _shifted(scores, axis)
+        # divide_no_nan: a dead slice (total 0) is all 0; its native gradient is finite there,
+        # so the gradient below, which reuses `prob`, has a finite derivative too
+        prob = tf.math.divide_no_nan(weights, total)
+
+        def grad(upstream):
+            # masked, -inf and dead entries have probability 0, so p (g - sum(g p)) is 0 there
+            return prob * (upstream - tf.reduce_sum(upstream * prob, axis=axis, keepdims=True))
+
+        return prob, grad
+
+    return softmax(scores)
+
+
+def _log_softmax(scores: tf.Tensor, axis: int) -> tf.Tensor:
+    @tf.custom_gradient
+    def log_softmax(scores):
+        shifted, _, total = _shifted(scores, axis)
+        # a dead slice has total 0: subtract log 1, leaving -inf (not -inf - -inf = NaN)
+        out = shifted - tf.math.log(tf.where(tf.equal(total, 0), tf.ones_like(total), total))
+
+        def grad(upstream):
+            # exp(-inf) = 0: -inf entries and dead slices pass the upstream gradient through
+            return upstream - tf.exp(out) * tf.reduce_sum(upstream, axis=axis, keepdims=True)
+
+        return out, grad
+
+    return log_softmax(scores)
+
+
+def _prepare(x, axis, mask, op):
+    x = check_floating(x, "x", op)
+    axis = check_single_axis(x, axis, op)
+    if mask is not None:
+        mask = check_mask(mask, x, op)
+    return x, axis, mask
+
+
+def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
+    r"""Softmax over ``axis`` that never returns NaN for a fully masked slice.
+
+    .. math:: \operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}
+
+    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    is then all ``-inf`` and ``tf.nn.softmax`` returns NaN for it, which poisons every
+    gradient. Elsewhere the values equal ``tf.nn.softmax`` of the kept entries.
+
+    Singular points:
+        * masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0,
+          whatever the masked entry holds (NaN and inf included).
+        * a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.
+        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in TensorFlow.
+
+    Args:
+        x: floating tensor of scores.
+        axis: the axis to normalise over.
+        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
+
+    Example:
+        >>> scores = tf.constant([[1.0, 2.0], [float("-inf"), float("-inf")]])
+        >>> nanguard.tf.softmax(scores, axis=-1)        # [[0.2689, 0.7311], [0.0, 0.0]]
+    """
+    x, axis, mask = _prepare(x, axis, mask, "softmax")
+    if x.shape.rank == 0:
+        raise ValueError("nanguard.tf.softmax: `x` must have at least one dimension")
+    scores = widen(x)
+    if mask is not None:
+        scores = tf.where(mask, scores, tf.constant(_NEG_INF, scores.dtype))
+    return narrow(_softmax(scores, axis), x.dtype)
+
+
+def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
+    r"""Log-softmax over ``axis`` for masked or all ``-inf`` slices, without NaN.
+
+    .. math:: \operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}
+              \quad (m_i \text{ True})
+
+    Values equal ``tf.nn.log_softmax`` of the kept entries.
+
+    Singular points:
+        * masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``,
+          and receive gradient 0; so ``-tf.reduce_sum(target * log_softmax(x, axis, mask))``
+          is finite when ``target`` is 0 there. Use ``tf.where(mask, out, -inf)`` if you need
+          the log-probability ``-inf`` instead.
+        * a fully masked slice (by ``mask``) is all 0 with gradient 0.
+        * without ``mask``, ``-inf`` scores give ``-inf`` (exactly ``log 0``), and a slice
+          that is all ``-inf`` gives ``-inf`` everywhere instead of TensorFlow's NaN; the
+          gradient there is the upstream gradient (``g - softmax * sum(g)`` with softmax 0).
+        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in TensorFlow.
+
+    Example:
+        >>> logits = tf.constant([[2.0, 0.0, 5.0]])
+        >>> keep = tf.constant([[True, True, False]])
+        >>> nanguard.tf.log_softmax(logits, axis=-1, mask=keep)   # [[-0.1269, -2.1269, 0.0]]
+    """
+    x, axis, mask = _prepare(x, axis, mask, "log_softmax")
+    if x.shape.rank == 0:
+        raise ValueError("nanguard.tf.log_softmax: `x` must have at least one dimension")
+    scores = widen(x)
+    if mask is None:
+        return narrow(_log_softmax(scores, axis), x.dtype)
+    scores = tf.where(mask, scores, tf.constant(_NEG_INF, scores.dtype))
+    out = _log_softmax(scores, axis)
+    # the placeholder 0 at masked entries; the outer where gives them gradient 0
+    return narrow(tf.where(mask, out, tf.zeros_like(out)), x.dtype)

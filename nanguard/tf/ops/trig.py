@@ -1,0 +1,86 @@
+"""Inverse trigonometry with finite gradients at ±1: ``acos``, ``asin``."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from nanguard.tf._checks import check_floating
+from nanguard.tf.ops._core import narrow, reciprocal_sqrt_or_zero, widen
+
+# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
+# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
+_ROUNDING_ULPS = 4
+
+
+def _rounding_tolerance(dtype: tf.DType) -> float:
+    return _ROUNDING_ULPS * float(tf.experimental.numpy.finfo(dtype.as_numpy_dtype).eps)
+
+
+def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
+    """asin (sign = +1) or acos (sign = -1) of ``x`` pulled onto ±1 when within ``tolerance`` outside."""
+
+    @tf.custom_gradient
+    def inverse_sine(x):
+        # subtract the overshoot beyond [-1, 1], but never more than the tolerance: an input
+        # further out stays outside and gives NaN, like the textbook op
+        # |x| <= 1: x / 1; 1 < |x| <= 1 + tol: x / |x| = ±1 exactly; beyond: x / (1 + tol), still
+        # outside, so an input further out gives NaN like the textbook op. NaN stays NaN.
+        inside = x / tf.clip_by_value(tf.abs(x), 1.0, 1.0 + tolerance)
+        out = tf.asin(inside) if sign > 0 else tf.acos(inside)
+
+        def grad(upstream):
+            # (1 - x)(1 + x) rather than 1 - x², which loses all precision near ±1. It is exactly 0
+            # at ±1 (gradient 0 there), negative beyond the tolerance (NaN, as the value), NaN for NaN.
+            local = reciprocal_sqrt_or_zero((1 - inside) * (1 + inside))
+            return upstream * local if sign > 0 else -upstream * local
+
+        return out, grad
+
+    return inverse_sine(x)
+
+
+def asin(x: tf.Tensor) -> tf.Tensor:
+    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
+
+    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
+              \quad (|x| < 1)
+
+    ``tf.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
+    dot product of unit vectors easily produces.
+
+    Singular points:
+        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
+          derivative is +inf), second derivative 0.
+        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
+          ±1 exactly, gradient 0.
+        * ``|x| > 1 + 4·eps``: NaN value and gradient; such an input is a bug, not rounding.
+
+    Example:
+        >>> nanguard.tf.asin(tf.constant([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
+    """
+    x = check_floating(x, "x", "asin")
+    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), 1.0), x.dtype)
+
+
+def acos(x: tf.Tensor) -> tf.Tensor:
+    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
+
+    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
+              \quad (|x| < 1)
+
+    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    gradient for parallel vectors (``tf.acos(1.)``'s is -inf) and is NaN when rounding pushes
+    the cosine to ``1.0000001``.
+
+    Singular points:
+        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
+          derivative 0.
+        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
+          ±1 exactly, gradient 0.
+        * ``|x| > 1 + 4·eps``: NaN value and gradient.
+
+    Example:
+        >>> nanguard.tf.acos(tf.constant([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]
+    """
+    x = check_floating(x, "x", "acos")
+    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), -1.0), x.dtype)
