@@ -20,6 +20,8 @@ def _inverse_trig(fn: str, derivative: str) -> Hazard:
                 fix=f"nanguard.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
                     "nanguard.cosine_similarity for the cosine itself",
                 safe=nanguard_op(fn), lint=("NG303",),
+                fix_in={"tf": f"nanguard.tf.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                              "nanguard.tf.cosine_similarity for the cosine itself"},
                 evidence={"forward": "the inputs reach {peak}", "backward": "the inputs reach {peak}"})
 
 
@@ -30,6 +32,8 @@ ENTRIES: list[Hazard] = [
          why="x/0 = ±inf and 0/0 = NaN, and the gradients 1/b and −a/b² are inf where b = 0",
          fix="nanguard.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or fill=)",
          safe=nanguard_op("div"),
+         fix_in={"tf": "nanguard.tf.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or "
+                       "fill=); tf.math.divide_no_nan also gives 0 but turns NaN data into 0, hiding it"},
          evidence={"x_over_zero": "{zeros} of {numel} denominators are 0 (x/0 = ±inf)",
                    "zero_over_zero": "{zeros} of {numel} denominators are 0 (0/0 = NaN where the numerator is 0 "
                                      "too: {num_zeros} numerator zeros)",
@@ -45,6 +49,8 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.masked_mean(x, mask, dim) averages over a mask and gives 0 (with a zero gradient) for "
              "empty groups; nanguard.div(a, b, fill=0.0) for other ratios",
          safe=nanguard_op("masked_mean"), lint=("NG401",),
+         fix_in={"tf": "nanguard.tf.masked_mean(x, mask, axis) averages over a mask and gives 0 (with a zero "
+                       "gradient) for empty groups; nanguard.tf.div(a, b, fill=0.0) for other ratios"},
          evidence={"forward": "{zeros} of {numel} denominators are 0, counts of empty groups whose sum is 0 "
                               "too",
                    "empty": "the tensor averaged is empty (0 elements)",
@@ -96,6 +102,9 @@ ENTRIES: list[Hazard] = [
          fix="{fn}(x, dim, mask=mask) gives 0 for fully masked rows (with a zero gradient) instead of NaN; or "
              "keep at least one unmasked position per row",
          safe=nanguard_op("softmax"), lint=("NG701",),
+         fix_in={"tf": "nanguard.tf.softmax(x, axis, mask=mask) (nanguard.tf.log_softmax) gives 0 for fully masked rows (with a zero gradient) instead of "
+                       "NaN (keras.layers.Softmax()(x, mask=mask) too); or keep at least one unmasked position "
+                       "per row"},
          evidence={"forward": "every entry of {rows} of {total} rows is −inf (fully masked)",
                    "neginf": "{neginf} inputs are −inf: rows whose entries are all −inf, or inf − inf",
                    "attention": "a query attends over keys that are all masked",
@@ -108,6 +117,8 @@ ENTRIES: list[Hazard] = [
              "exp(−inf − (−inf)) = exp(NaN) there",
          fix="nanguard.logsumexp(x, dim) returns −inf with a zero gradient for all −inf rows (mask= for masks)",
          safe=nanguard_op("logsumexp"),
+         fix_in={"tf": "nanguard.tf.logsumexp(x, axis) returns −inf with a zero gradient for all −inf rows "
+                       "(mask= for masks)"},
          evidence={"forward": "every entry of {rows} of {total} rows is −inf",
                    "backward": "on {rows} of {total} rows every entry is −inf"}),
     make("inf_minus_inf", "inf − inf", ("add", "sub", "rsub", "softmax", "log_softmax", "logsumexp"),
@@ -116,6 +127,9 @@ ENTRIES: list[Hazard] = [
          fix="find where the infinities come from (see the inputs); for attention masks pass a mask "
              "(nanguard.softmax(x, dim, mask=mask)) instead of adding −inf to scores that may be −inf too",
          safe=nanguard_op("softmax"),
+         fix_in={"tf": "find where the infinities come from (see the inputs); for attention masks pass a mask "
+                       "(nanguard.tf.softmax(x, axis, mask=mask)) instead of adding −inf to scores that may be "
+                       "−inf too"},
          evidence={"forward": "the inputs hold {posinf} +inf and {neginf} −inf"}),
     # ------------------------------------------------------------------------ products
     make("zero_times_inf", "0 · inf", ("mul",),
@@ -124,6 +138,8 @@ ENTRIES: list[Hazard] = [
          fix="find where the ±inf comes from (see the inputs); nanguard.safe_where keeps masked entries out of "
              "the product",
          safe=nanguard_op("safe_where"),
+         fix_in={"tf": "find where the ±inf comes from (see the inputs); nanguard.tf.safe_where keeps masked "
+                       "entries out of the product"},
          evidence={"forward": "the factors hold {inf} ±inf and {zeros} zeros"}),
     make("xlogy_zero", "x·log(x) and x·log(y) at 0", ("xlogy", "special_xlogy", "mul", "log", "entropy"),
          value="0·log(0) = NaN where x = y = 0; inf where only y = 0",
@@ -134,6 +150,9 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.xlogy(x, y) uses 0·log 0 = 0 with gradient 0 where x = 0; nanguard.entropy(p) / "
              "nanguard.cross_entropy_probs(y, p) for the usual sums, F.cross_entropy(logits, y) from logits",
          safe=nanguard_op("xlogy"), lint=("NG201",),
+         fix_in={"tf": "nanguard.tf.xlogy(x, y) uses 0·log 0 = 0 with gradient 0 where x = 0; "
+                       "nanguard.tf.entropy(p) / nanguard.tf.cross_entropy_probs(y, p) for the usual sums, "
+                       "tf.nn.softmax_cross_entropy_with_logits(labels, logits) from logits"},
          evidence={"forward": "one factor is 0 where the other, a log-probability, is −inf ({neginf} −inf)",
                    "backward": "{zeros} of {numel} entries of x are 0"}),
     # ------------------------------------------------------------------- where, clamps
@@ -145,7 +164,9 @@ ENTRIES: list[Hazard] = [
              "0·inf = NaN",
          fix="nanguard.safe_where(cond, fn, x, other, safe) (the double where) replaces x by a safe value "
              "before fn sees it",
-         safe=nanguard_op("safe_where"), lint=("NG501",)),
+         safe=nanguard_op("safe_where"), lint=("NG501",),
+         fix_in={"tf": "nanguard.tf.safe_where(cond, fn, x, other, safe) (the double tf.where) replaces x by a "
+                       "safe value before fn sees it"}),
     make("clamped_log", "log of a clamped probability", ("log", "clamp"),
          value="finite: the clamp keeps log away from 0",
          gradient="0 below the bound: the clamp hides log 0 instead of removing it",
@@ -170,6 +191,9 @@ ENTRIES: list[Hazard] = [
          fix="compute this op in float32 (x.float()), or use torch.autocast, which keeps overflow-prone ops in "
              "float32, with torch.amp.GradScaler for the gradients",
          safe={"torch": "torch.autocast", "tf": "tf.keras.mixed_precision", "jax": "jax.numpy.float32"},
+         fix_in={"tf": "compute this op in float32 (tf.cast(x, tf.float32)), or use Keras mixed precision "
+                       "(keras.mixed_precision.set_global_policy(\"mixed_float16\")), which keeps overflow-prone ops "
+                       "in float32 and scales the loss"},
          evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
                    "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
     make("overflow", "overflow of the dtype's range", ("mul", "matmul", "mm", "addmm", "sum", "pow", "exp"),
@@ -187,6 +211,9 @@ ENTRIES: list[Hazard] = [
          fix="Check the data where it is loaded (torch.isnan(batch).any()), e.g. a header row or a missing value "
              "parsed as NaN; clean it (drop the rows, or torch.nan_to_num) before the model sees it",
          safe={"torch": "torch.nan_to_num", "tf": "tf.where", "jax": "jax.numpy.nan_to_num"},
+         fix_in={"tf": "Check the data where it is loaded (tf.reduce_any(tf.math.is_nan(batch))), e.g. a header "
+                       "row or a missing value parsed as NaN; clean it (drop the rows, or tf.where(tf.math.is_nan(x), "
+                       "0.0, x)) before the model sees it"},
          evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"}),
     make("optimizer_step", "an optimizer step that makes NaN/Inf", ("step",),
          value="NaN/Inf in the parameters after a step with finite gradients", gradient="-",
@@ -204,6 +231,9 @@ ENTRIES: list[Hazard] = [
          fix="look at the input ranges below for zeros, negatives or huge values; nanguard's safe ops "
              "(nanguard.sqrt, nanguard.div, nanguard.xlogy, nanguard.softmax ...) cover the usual cases",
          safe=nanguard_op("sqrt"),
+         fix_in={"tf": "look at the input ranges below for zeros, negatives or huge values; nanguard's TensorFlow "
+                       "safe ops (nanguard.tf.sqrt, nanguard.tf.div, nanguard.tf.xlogy, nanguard.tf.softmax ...) cover "
+                       "the usual cases"},
          evidence={"forward": "{fn} produced {what} from finite inputs",
                    "backward": "the backward of {fn} produced {what} from finite values (node {node}, op {op})"}),
 ]

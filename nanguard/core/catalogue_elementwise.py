@@ -16,12 +16,15 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the subtraction "
              "that cancels",
          safe=nanguard_op("sqrt"),
+         fix_in={"tf": "nanguard.tf.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the "
+                       "subtraction that cancels"},
          evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"}),
     make("sqrt_zero", "sqrt at 0", ("sqrt",),
          value="finite: sqrt(0) = 0", gradient="1/(2·sqrt(x)): inf at x = 0, NaN once multiplied by 0",
          why="sqrt's gradient 1/(2·sqrt(x)) is inf at x = 0, and 0·inf = NaN where the incoming gradient is 0",
          fix="nanguard.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm subgradient)",
          safe=nanguard_op("sqrt"), lint=("NG304",),
+         fix_in={"tf": "nanguard.tf.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm subgradient)"},
          evidence={"backward": "{zeros} of {numel} inputs were exactly 0"}),
     make("distance_matrix", "distance matrix from the Gram expansion", ("sqrt", "pow", "rsqrt"),
          value="NaN where round-off leaves |a|² + |b|² − 2a·b slightly negative (the diagonal, a = b)",
@@ -32,6 +35,8 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.distance_matrix(x) (or nanguard.distance_matrix(x, y)) computes pairwise distances "
              "without cancellation, with an exact 0 and a zero gradient on the diagonal",
          safe=nanguard_op("distance_matrix"), lint=("NG301",),
+         fix_in={"tf": "nanguard.tf.distance_matrix(x) (or nanguard.tf.distance_matrix(x, y)) computes pairwise "
+                       "distances without cancellation, with an exact 0 and a zero gradient on the diagonal"},
          evidence={"forward": "{negative} of {numel} squared distances are round-off negatives (min {min}, "
                               "max {max})",
                    "backward": "sqrt's gradient is 1/(2·sqrt(x)); {zeros} of {numel} inputs were exactly 0",
@@ -45,6 +50,8 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.norm(x, dim) has gradient 0 at the zero vector (as torch.linalg.vector_norm does); "
              "nanguard.normalize(x, dim) for x/‖x‖",
          safe=nanguard_op("norm"), lint=("NG302",),
+         fix_in={"tf": "nanguard.tf.norm(x, axis) has gradient 0 at the zero vector (tf.norm's is NaN); "
+                       "nanguard.tf.normalize(x, axis) for x/‖x‖"},
          evidence={"backward": "{zeros} of {numel} squared norms were exactly 0",
                    "vectors": "{zeros} of {numel} vectors are exactly 0"}),
     make("negative_power_zero", "x ** p with p < 0 at 0", ("pow", "float_power", "rsqrt"),
@@ -54,6 +61,9 @@ ENTRIES: list[Hazard] = [
          fix="keep the base away from 0 (x + eps, as torch.nn.LayerNorm does with rsqrt(var + eps)), or "
              "nanguard.div(1, nanguard.pow(x, -p)), which is 0 with a finite gradient where x = 0",
          safe=nanguard_op("div"), lint=("NG304",),
+         fix_in={"tf": "keep the base away from 0 (x + eps, as keras.layers.LayerNormalization does with "
+                       "rsqrt(var + epsilon)), or nanguard.tf.div(1.0, nanguard.tf.pow(x, -p)), which is 0 with a "
+                       "finite gradient where x = 0"},
          evidence={"forward": "{zeros} of {numel} bases are 0 and {negative} negative"}),
     make("fractional_power_zero", "x ** p with 0 < p < 1 at 0", ("pow", "float_power"),
          value="NaN for x < 0 with a fractional p", gradient="p·x^(p−1): inf at x = 0 when 0 < p < 1",
@@ -62,6 +72,8 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.pow(x, p) computes max(x, 0) ** p with value 0 and gradient 0 at x = 0 "
              "(nanguard.sqrt for p = 0.5)",
          safe=nanguard_op("pow"), lint=("NG304",),
+         fix_in={"tf": "nanguard.tf.pow(x, p) computes max(x, 0) ** p with value 0 and gradient 0 at x = 0 "
+                       "(nanguard.tf.sqrt for p = 0.5)"},
          evidence={"forward": "{negative} of {numel} bases are negative and {zeros} are 0",
                    "backward": "{zeros} of {numel} bases were 0 (p = {p})"}),
     # ------------------------------------------------------------------------------ logs
@@ -71,6 +83,8 @@ ENTRIES: list[Hazard] = [
          fix="stay in log space where the 0 comes from (F.log_softmax, nanguard.logsumexp), or "
              "nanguard.xlogy(x, y) for x·log(y), which is 0 where x = 0",
          safe=nanguard_op("xlogy"),
+         fix_in={"tf": "stay in log space where the 0 comes from (tf.nn.log_softmax, tf.reduce_logsumexp), or "
+                       "nanguard.tf.xlogy(x, y) for x·log(y), which is 0 where x = 0"},
          evidence={"forward": "{zeros} of {numel} inputs are exactly 0",
                    "backward": "{zeros} of {numel} inputs were 0"}),
     make("log_negative", "log of a negative number", ("log", "log2", "log10"),
@@ -79,12 +93,16 @@ ENTRIES: list[Hazard] = [
          fix="find what makes the argument negative (a subtraction, a sign error), or produce it with a "
              "positive map (torch.exp, nanguard.softplus) and stay in log space",
          safe=nanguard_op("softplus"),
+         fix_in={"tf": "find what makes the argument negative (a subtraction, a sign error), or produce it with a "
+                       "positive map (tf.exp, tf.nn.softplus) and stay in log space"},
          evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"}),
     make("log1p_domain", "log1p at or below −1", ("log1p",),
          value="−inf at x = −1, NaN below", gradient="1/(1 + x): inf at x = −1",
          why="log1p(x) is −inf at x = −1 and NaN below, and its gradient 1/(1 + x) is inf at −1",
          fix="keep x > −1; for log(1 + exp(x)) use nanguard.softplus(x) (or F.softplus), which never overflows",
          safe=nanguard_op("softplus"),
+         fix_in={"tf": "keep x > −1; for log(1 + exp(x)) use tf.nn.softplus(x) (or nanguard.tf.softplus), which "
+                       "never overflows"},
          evidence={"range": "the inputs range from {min} to {max} ({posinf} are +inf)"}),
     make("log_softmax", "log of a softmax", ("log", "softmax"),
          value="−inf where a probability underflows to 0", gradient="1/p: inf where p underflows to 0",
@@ -94,6 +112,9 @@ ENTRIES: list[Hazard] = [
              "stable step, finite for every finite input; nanguard.log_softmax(x, dim, mask=mask) with a mask",
          safe={"torch": "torch.log_softmax", "tf": "tf.nn.log_softmax", "jax": "jax.nn.log_softmax"},
          lint=("NG101",),
+         fix_in={"tf": "tf.nn.log_softmax(logits, axis) computes log(softmax(x)) in one stable step, finite for "
+                       "every finite input (from_logits=True in Keras losses); nanguard.tf.log_softmax(x, axis, "
+                       "mask=mask) with a mask"},
          evidence={"forward": "{zeros} of {numel} probabilities made by softmax are exactly 0"}),
     make("log_sigmoid", "log of a sigmoid", ("log", "sigmoid"),
          value="−inf for x below ~−88 (float32)", gradient="inf where sigmoid(x) underflows to 0",
@@ -124,6 +145,9 @@ ENTRIES: list[Hazard] = [
              "nanguard.logaddexp for sums of exponentials, or subtract the maximum first; behind a where(), "
              "nanguard.safe_where keeps the discarded branch out of the gradient",
          safe=nanguard_op("logsumexp"),
+         fix_in={"tf": "work in log space: tf.nn.softplus(x) for log(1 + exp(x)), tf.reduce_logsumexp or "
+                       "nanguard.tf.logaddexp for sums of exponentials, or subtract the maximum first; behind a "
+                       "tf.where(), nanguard.tf.safe_where keeps the discarded branch out of the gradient"},
          evidence={"forward": "{over} of {numel} inputs exceed {limit}, above which exp overflows {dtype} "
                               "(max {max})",
                    "backward": "the forward overflowed to inf (inputs up to {max} > {limit})"}),
