@@ -32,8 +32,10 @@ def _summaries(op_type: str, tensors: Sequence[Any], role: str) -> List[TensorSu
     return [summarize(t, name, role) for t, name in zip(tensors, names) if t is not None and is_float(t)]
 
 
-def _diagonal_zeros(t: Any) -> int:
-    if t is None or not is_float(t) or len(t.shape) < 2 or t.shape[-1] != t.shape[-2]:
+def _diagonal_zeros(t: Any) -> Optional[int]:
+    if t is None or not is_float(t):
+        return None
+    if len(t.shape) < 2 or t.shape[-1] != t.shape[-2]:
         return 0
     return int((np.diagonal(as_array(t), axis1=-2, axis2=-1) == 0).sum())
 

@@ -31,7 +31,7 @@ class Evidence:
     inputs: List[TensorSummary]  # the forward op's inputs
     outputs: List[TensorSummary] = field(default_factory=list)
     producer: Optional[str] = None   # the op type that made the first input (``Softmax`` before a Log)
-    diagonal_zeros: int = 0          # zeros on the diagonal of a square first input (eager only)
+    diagonal_zeros: Optional[int] = None  # zeros on the diagonal of a square first input (eager only)
     over: Optional[int] = None       # inputs of exp above its overflow limit (eager only)
 
 
@@ -73,12 +73,13 @@ def _sqrt(ev: Evidence) -> Optional[Said]:
     if x is None:
         return None
     fields = _counts(x)
-    on_diagonal = ev.diagonal_zeros or (x.zeros if _square(x) and x.zeros >= x.shape[-1] else 0)
     if ev.phase == "forward" and x.negative:
         return Said("distance_matrix" if _square(x) else "sqrt_negative", "forward", fields)
     if x.zeros:
-        if on_diagonal:
-            return Said("distance_matrix", "diagonal", {**fields, "diagonal": on_diagonal})
+        if ev.diagonal_zeros:
+            return Said("distance_matrix", "diagonal", {**fields, "diagonal": ev.diagonal_zeros})
+        if ev.diagonal_zeros is None and _square(x) and x.zeros >= x.shape[-1] // 2:
+            return Said("distance_matrix", "backward", fields)  # graph values: the diagonal is not counted
         if ev.producer in ("Sum", "SquaredDifference"):
             return Said("norm_zero", "backward", fields)
         return Said("sqrt_zero", "backward", fields)

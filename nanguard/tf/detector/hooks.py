@@ -83,8 +83,12 @@ def on_op(op_type: str, inputs: Sequence[Any], attrs: Any, outputs: Sequence[Any
 
 
 def _trace(session: Session, op_type: str, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
-    graph_module = graph
-    graph_module.trace_op(session, op_type, inputs, outputs, LOCAL.backward)
+    if LOCAL.backward is None and outputs:
+        try:  # the Keras layer path, for a later gradient op of this one (graph name scopes are uniquified)
+            outputs[0].op._nanguard_layer = layer_path()
+        except AttributeError:
+            pass
+    graph.trace_op(session, op_type, inputs, outputs, LOCAL.backward)
 
 
 def _eager(session: Session, op_type: str, inputs: Sequence[Any], outputs: Sequence[Any]):
@@ -120,7 +124,7 @@ def _forward_origin(op_name: str, inputs: Any, outputs: Any, scope: Optional[str
     if symbolic:
         op = _graph_op(op_name, inputs, outputs)
         frame = graph_frame(op) if op is not None else None
-        layer = scope or (op.name.rpartition("/")[0] if op is not None else None) or None
+        layer = getattr(op, "_nanguard_layer", None) or scope or None
         return Backward(op_name, frame, layer, [], call)
     origin = None
     for out in outputs or ():
