@@ -39,6 +39,11 @@ SINGULAR_OPS = frozenset({
     "FloorDiv", "Xdivy", "Xlogy", "Xlog1py", "Acos", "Asin", "Atanh", "Acosh", "Softmax", "LogSoftmax", "Mean",
     "Lgamma", "Digamma", "Tan", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad", "InvGrad", "Atan2",
 })
+# Ops that pass values through and so cannot make NaN/Inf; never checked. A function's outputs
+# are Identity ops that tf.function makes wait for every stateful op, the checks included: a
+# check of them would be a cycle.
+PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient", "ReadVariableOp",
+                          "Placeholder", "Const", "Enter", "Exit", "Switch", "Merge", "NextIteration"})
 _ROWS, _STATS, _DIMS = 4, 9, 8
 NONE = -1
 
@@ -90,6 +95,8 @@ def _float(values: Sequence[Any]) -> List[Any]:
 
 
 def wanted(session: Session, op_type: str, backward: Optional[Backward]) -> bool:
+    if op_type in PASS_THROUGH:
+        return False
     if session.exhaustive:
         return True
     return op_type in SINGULAR_OPS or (backward is not None and backward.op in SINGULAR_OPS)

@@ -1,0 +1,4 @@
+"""TensorFlow tests: skipped as a whole where TensorFlow is not installed."""
+import pytest
+
+pytest.importorskip("tensorflow")
