@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("nanguard.demo:register", "replay the seed NaN stories and their fixes"),
-    "run": ("nanguard.torch.detector.cli:register", "run a Python program under NaN/Inf detection"),
+    "run": ("nanguard.run.cli:register", "run a Python program under NaN/Inf detection"),
     "lint": ("nanguard.lint.cli:register", "find NaN anti-patterns in source code"),
 }
 

@@ -13,7 +13,6 @@ from nanguard.core.location import Frame
 from nanguard.core.summary import ScalarArg, TensorSummary
 
 
-
 class NonFiniteWarning(RuntimeWarning):
     """Issued by ``nanguard.detect(mode="warn")``; its message is the report."""
 
@@ -206,12 +205,20 @@ class Report:
 
 def _display_function(report: Report) -> str:
     """The short name of what failed: ``sqrt`` for aten.sqrt or for the backward of torch.sqrt."""
-    from nanguard.torch.detector.frames import op_base
     if report.phase == "backward" and report.forward_op:
-        return op_base(report.forward_op)
+        return _op_base(report.forward_op)
     if report.op.startswith("aten."):
-        return op_base(report.op)
+        return _op_base(report.op)
     return report.op
+
+
+def _op_base(op: str) -> str:
+    """A torch aten name's short form (``aten.sqrt.default`` -> ``sqrt``); other frameworks' op
+    names (TensorFlow's ``Sqrt``) are already short. Imported lazily: only torch names need torch."""
+    if not op.startswith("aten.") and "." not in op:
+        return op
+    from nanguard.torch.detector.frames import op_base
+    return op_base(op)
 
 
 def _stderr_is_terminal() -> bool:

@@ -31,7 +31,7 @@ _OPS: Tuple[str, ...] = (
     "softmax", "softplus", "sqrt", "std", "var", "xlogy",
 )
 
-_DETECT: Tuple[str, ...] = ()
+_DETECT: Tuple[str, ...] = ("detect", "Report", "TensorSummary", "NonFiniteWarning")
 
 _GUARD: Tuple[str, ...] = ("GuardedOptimizer", "GuardCallback")
 

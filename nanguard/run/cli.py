@@ -1,0 +1,88 @@
+"""``nanguard run [options] script.py [args...]`` and ``nanguard run -m package.module [args...]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, NoReturn, Optional, Sequence, Tuple
+
+_DESCRIPTION = """\
+Run a Python program unchanged under nanguard's detector for each framework it imports
+(PyTorch, TensorFlow/Keras, JAX; no flag needed): it stops at the first op, forward or
+backward, that turns finite values into NaN or Inf, prints where (op, line, module or layer)
+and why, and exits with status 1. Otherwise it exits with the program's own status."""
+
+_EPILOG = """\
+examples:
+  nanguard run train.py --epochs 3
+  nanguard run --json report.json -m mypkg.train
+  nanguard run --check nan --exhaustive train.py"""
+
+
+class _RunParser(argparse.ArgumentParser):
+    """One-line errors with status 2, and no stray arguments left for the top-level parser."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"nanguard run: error: {message}\n")
+        raise SystemExit(2)
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None, namespace: Any = None) -> Tuple[Any, list]:
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error("unrecognized arguments: " + " ".join(extras))
+        return ns, []
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    previous = subparsers._parser_class
+    subparsers._parser_class = _RunParser
+    try:
+        parser = subparsers.add_parser(
+            "run", help="run a program under NaN/Inf detection (like python script.py)",
+            description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    finally:
+        subparsers._parser_class = previous
+    parser.add_argument("--check", choices=("nan", "inf", "both"), default="both",
+                        help="which values count as a finding (default: both)")
+    parser.add_argument("--exhaustive", action="store_true",
+                        help="check every op as it runs (slower; also sees values made non-finite and discarded)")
+    parser.add_argument("--json", metavar="PATH", dest="json_path",
+                        help="also write the report (or {\"found\": false}) as JSON to PATH")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the report (default: when stderr is a terminal)")
+    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
+                        help="run a module as python -m does; the rest of the line is its arguments")
+    parser.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]",
+                        help="the script and its arguments")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.module is not None:
+        if args.program:
+            return _usage("give either a script or -m MODULE, not both")
+        if not args.module:
+            return _usage("-m needs a module name, e.g. nanguard run -m package.module")
+        target, rest, module = args.module[0], args.module[1:], True
+    else:
+        if not args.program:
+            return _usage("missing the script to run, e.g. nanguard run train.py (or -m package.module)")
+        target, rest, module = args.program[0], args.program[1:], False
+    # imported here: building the parser (`nanguard lint` does too) must stay cheap
+    from nanguard.run.runner import RunOptions, UsageError, run
+
+    color = {"auto": None, "always": True, "never": False}[args.color]
+    if color is None and os.environ.get("NO_COLOR"):
+        color = False
+    opts = RunOptions(target=target, args=rest, module=module, check=args.check, exhaustive=args.exhaustive,
+                      json_path=args.json_path, color=color)
+    try:
+        return run(opts)
+    except UsageError as err:
+        return _usage(str(err))
+
+
+def _usage(message: str) -> int:
+    sys.stderr.write(f"nanguard run: error: {message}\n")
+    return 2

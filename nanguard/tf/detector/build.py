@@ -1,0 +1,127 @@
+"""The report of a TensorFlow finding: the op, the user's line, the layer, the tensors, why and the fix."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from nanguard.core.location import Frame
+from nanguard.core.report import Report
+from nanguard.core.summary import TensorSummary
+from nanguard.tf.detector.explain import EXP_LIMIT, Evidence, explain, input_words
+from nanguard.tf.detector.values import as_array, is_float, summarize
+
+
+def input_names(op_type: str, count: int) -> List[str]:
+    """The op's argument names (``x``, ``y`` for RealDiv) from its registered definition."""
+    names: List[str] = []
+    try:
+        from tensorflow.python.framework import op_def_registry
+        op_def = op_def_registry.get(op_type)
+        names = [arg.name for arg in op_def.input_arg] if op_def is not None else []
+    except Exception:  # noqa: BLE001  (a function or an unregistered op: positional names)
+        names = []
+    names = names[:count]
+    return names + [f"input{i}" for i in range(len(names), count)]
+
+
+def _summaries(op_type: str, tensors: Sequence[Any], role: str) -> List[TensorSummary]:
+    names = input_names(op_type, len(tensors)) if role != "output" else \
+        (["out"] if len(tensors) == 1 else [f"out{i}" for i in range(len(tensors))])
+    return [summarize(t, name, role) for t, name in zip(tensors, names) if t is not None and is_float(t)]
+
+
+def _diagonal_zeros(t: Any) -> Optional[int]:
+    if t is None or not is_float(t):
+        return None
+    if len(t.shape) < 2 or t.shape[-1] != t.shape[-2]:
+        return 0
+    return int((np.diagonal(as_array(t), axis1=-2, axis2=-1) == 0).sum())
+
+
+def producer_of(t: Any) -> Optional[str]:
+    """The op type that made ``t``: the origin nanguard tagged on an eager tensor, or a graph tensor's op."""
+    origin = getattr(t, "_nanguard_origin", None)
+    if origin is not None:
+        return origin[0]
+    op = getattr(t, "op", None)
+    try:
+        return op.type if op is not None else None
+    except Exception:  # noqa: BLE001  (eager tensors have no op)
+        return None
+
+
+def _exp_over(ev: Evidence, first: Any) -> None:
+    if ev.op in ("Exp", "Expm1") and first is not None and is_float(first):
+        limit = EXP_LIMIT.get(first.dtype.name, 88.72)
+        ev.over = int((as_array(first) > limit).sum())
+
+
+def _place(report: Report, frame: Optional[Frame]) -> None:
+    if frame is not None:
+        report.file, report.line, report.function, report.code = frame.file, frame.line, frame.function, frame.code
+
+
+def message(phase: str, kind: str, fn: str, where: str) -> str:
+    what = "NaN" if kind == "nan" else "Inf"
+    if phase == "backward":
+        return f"the gradient of {fn} produced {what} from finite values at {where}"
+    if phase == "input":
+        return f"{what} entered from outside and was first consumed by {fn} at {where}"
+    return f"{fn} produced {what} from finite inputs at {where}"
+
+
+def _where(frame: Optional[Frame]) -> str:
+    return f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
+
+
+def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], kind: str, origin: str,
+                 frame: Optional[Frame], layer: Optional[str], backward: Any = None,
+                 stack: Optional[List[Frame]] = None, gradient_call: Optional[Frame] = None) -> Report:
+    """A finding made by eager values still at hand (exact summaries)."""
+    ins = _summaries(op_type, inputs, "input")
+    outs = _summaries(op_type, outputs, "output")
+    if origin == "input":
+        bad = next((s for s in ins if s.nan), ins[0] if ins else None)
+        why, fix = input_words(bad.name if bad else "?", bad.nan if bad else 0, bad.numel if bad else 0)
+        report = Report(phase="input", kind=kind, op=op_type, module=layer, inputs=ins, outputs=outs,
+                        explanation=why, suggestion=fix, stack=list(stack or []))
+        _place(report, frame)
+        report.message = message("input", kind, op_type, _where(frame))
+        return report
+    if backward is None:
+        ev = Evidence(op=op_type, phase="forward", kind=kind, inputs=ins, outputs=outs,
+                      producer=producer_of(inputs[0]) if inputs else None,
+                      diagonal_zeros=_diagonal_zeros(inputs[0]) if inputs else 0)
+        _exp_over(ev, inputs[0] if inputs else None)
+        why, fix = explain(ev)
+        report = Report(phase="forward", kind=kind, op=op_type, module=layer, inputs=ins, outputs=outs,
+                        explanation=why, suggestion=fix, stack=list(stack or []))
+        _place(report, frame)
+        report.message = message("forward", kind, op_type, _where(frame))
+        return report
+    fwd_ins = _summaries(backward.op, backward.inputs, "forward input")
+    first = backward.inputs[0] if backward.inputs else (inputs[0] if inputs else None)
+    # without the forward inputs (TensorFlow keeps only what the gradient needs), the gradient
+    # kernel's own inputs (sqrt's output y for SqrtGrad) carry the same zeros
+    ev = Evidence(op=backward.op, phase="backward", kind=kind, inputs=fwd_ins or ins, outputs=outs,
+                  producer=producer_of(first) if first is not None else None,
+                  diagonal_zeros=_diagonal_zeros(first))
+    _exp_over(ev, first)
+    why, fix = explain(ev)
+    report = Report(phase="backward", kind=kind, op=op_type, node=f"{backward.op} gradient", module=backward.layer,
+                    forward_op=backward.op, inputs=ins, outputs=outs, forward_inputs=fwd_ins,
+                    explanation=why, suggestion=fix, stack=list(stack or []))
+    _place(report, backward.frame)
+    if backward.frame is not None:
+        report.forward_file, report.forward_line = backward.frame.file, backward.frame.line
+        report.forward_function, report.forward_code = backward.frame.function, backward.frame.code
+    call = backward.call or gradient_call
+    if call is not None:
+        report.call_file, report.call_line, report.call_code = call.file, call.line, call.code
+    report.message = message("backward", kind, backward.op, _where(backward.frame))
+    return report
+
+
+__all__ = ["eager_report", "input_names", "message", "producer_of"]

@@ -1,0 +1,132 @@
+"""`nanguard.tf.detect()`: the public context manager / decorator for TensorFlow and Keras programs.
+
+How it works: `hooks` (the op callback, the gradient dispatch and ``tape.gradient``), `graph`
+(the checks added to traced graphs), `values` (the rule and the summaries of eager values),
+`explain` (why and fix, from the hazard catalogue), `build` (the report), `frames` (the user's line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterable, Optional, Union
+
+from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.tf.detector import graph, hooks
+from nanguard.tf.detector.state import LOCAL, Session
+
+_CHECKS = {"nan": frozenset({"nan"}), "inf": frozenset({"inf"}), "both": frozenset({"nan", "inf"})}
+_MODES = ("raise", "warn", "record")
+
+
+def _parse_check(check: Union[str, Iterable[str]]) -> frozenset:
+    if isinstance(check, str):
+        if check.lower() not in _CHECKS:
+            raise ValueError(f"nanguard.tf.detect: check must be 'nan', 'inf' or 'both', got {check!r}")
+        return _CHECKS[check.lower()]
+    try:
+        items = {str(c).lower() for c in check}
+    except TypeError:
+        raise TypeError(f"nanguard.tf.detect: check must be a string or a collection of 'nan'/'inf', "
+                        f"got {type(check).__name__}") from None
+    if not items or not items <= {"nan", "inf"}:
+        raise ValueError(f"nanguard.tf.detect: check must name 'nan' and/or 'inf', got {check!r}")
+    return frozenset(items)
+
+
+class detect(contextlib.ContextDecorator):
+    """Stop at the first TensorFlow op, forward or backward, eager or compiled, that makes NaN or ±Inf.
+
+    Use it as a context manager or a decorator around eager code, ``tf.function`` code and
+    Keras ``model.fit``. It names the TF op (``Sqrt``), your source line, the Keras layer path,
+    the inputs (exact counts of zeros, negatives, NaN, ±Inf), why it happened and the safe op to
+    use (``nanguard.tf.sqrt``...). For a gradient op it names the forward op, the forward line
+    and where ``tape.gradient`` was called. Values are never changed: the checks only read them.
+
+    * eager ops are checked as they run (one vectorised pass over each op's outputs on the CPU);
+    * a ``tf.function`` (and ``model.fit``'s compiled step, XLA included) traced while detection
+      is active gets an in-graph check next to each op that can make NaN/Inf at a singular point
+      (sqrt, log, exp, division, pow, softmax, acos, mean ...) and next to every op of their
+      gradients; ``exhaustive=True`` checks every float op. The function reports when it
+      returns. A function traced before ``detect()`` was entered is checked at its outputs only.
+
+    The rule: NaN where no input held NaN, or ±Inf where every input was finite. A ``-inf``
+    mask that flows through softmax and comes out finite is not reported; ``log(0)``, exp
+    overflow and ``x/0`` are. NaN already in the data is reported with phase ``"input"`` at the
+    line that first used it.
+
+    Args:
+        check: ``"nan"``, ``"inf"`` or ``"both"`` (default): which values count as a finding.
+        mode: ``"raise"`` (default) raises ``nanguard.NonFiniteError`` (a ``FloatingPointError``)
+            carrying ``.report``; ``"warn"`` issues a ``NonFiniteWarning``; ``"record"`` keeps
+            the first report on ``.report``. After the first finding, checking stops.
+        exhaustive: check every op inside compiled graphs, not only the singular ones.
+
+    Example:
+        >>> x = tf.constant([0.0, 4.0])
+        >>> with nanguard.tf.detect(mode="record") as d:
+        ...     y = tf.math.log(x)
+        >>> d.report.op, d.report.kind, d.report.line
+        ('Log', 'inf', 3)
+    """
+
+    def __init__(self, *, check: Union[str, Iterable[str]] = "both", mode: str = "raise",
+                 exhaustive: bool = False) -> None:
+        if not isinstance(mode, str) or mode not in _MODES:
+            raise ValueError(f"nanguard.tf.detect: mode must be 'raise', 'warn' or 'record', got {mode!r}")
+        if not isinstance(exhaustive, bool):
+            raise TypeError(f"nanguard.tf.detect: exhaustive must be True or False, got {exhaustive!r}")
+        self._session = Session(check=_parse_check(check), mode=mode, exhaustive=exhaustive)
+        self._active: list = []
+
+    @property
+    def report(self) -> Optional[Report]:
+        """The first finding (None while there is none); reset when a fresh use begins."""
+        return self._session.report
+
+    @property
+    def check(self) -> frozenset:
+        return self._session.check
+
+    @property
+    def mode(self) -> str:
+        return self._session.mode
+
+    @property
+    def exhaustive(self) -> bool:
+        return self._session.exhaustive
+
+    def __repr__(self) -> str:
+        checks = "both" if len(self.check) == 2 else next(iter(self.check))
+        return (f"nanguard.tf.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
+                f"found={self.report is not None})")
+
+    def __enter__(self) -> "detect":
+        session = self._session
+        if not self._active:
+            session.report = None
+        graph.flags().reset()
+        if not LOCAL.sessions:
+            hooks.install()
+        LOCAL.sessions.append(session)
+        self._active.append(session)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        session = self._active.pop()
+        try:
+            if exc_type is None and session.report is None:
+                found = graph.poll()  # a compiled function that ran inside the block as its last act
+                if found is not None:
+                    session.deliver(found)
+        finally:
+            if session in LOCAL.sessions:
+                LOCAL.sessions.remove(session)
+            if not LOCAL.sessions:
+                hooks.uninstall()
+        return False
+
+    def _recreate_cm(self) -> "detect":
+        return self
+
+
+__all__ = ["NonFiniteWarning", "detect"]

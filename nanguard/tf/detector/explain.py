@@ -1,0 +1,249 @@
+"""Why a TensorFlow op made NaN/Inf, and the fix, in the words of the hazard catalogue.
+
+A rule keyed by the *forward* op's type (``Sqrt``, ``Log``, ``RealDiv``...) reads the evidence,
+exact summaries of the op's tensors and the op that produced its first input, and names a
+hazard of `nanguard.core.hazards` with the counts that prove it. The explanation is those
+facts followed by the hazard's why; the suggestion is the hazard's fix worded for TensorFlow
+(``fix_text("tf")``), the same texts ``nanguard lint`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from nanguard.core.hazards import HAZARDS, explanation, suggestion
+from nanguard.core.summary import TensorSummary, format_number
+
+# ln of the largest finite value: exp overflows above it
+EXP_LIMIT = {"float16": 11.09, "bfloat16": 88.72, "float32": 88.72, "float64": 709.78}
+MAX_FINITE = {"float16": "65504", "bfloat16": "3.39e38", "float32": "3.4e38", "float64": "1.8e308"}
+
+
+@dataclass
+class Evidence:
+    """What a rule may read: the op, its phase, the summaries and the producer of its first input."""
+
+    op: str                      # the forward op type (for a backward finding, the op differentiated)
+    phase: str                   # "forward" or "backward"
+    kind: str                    # "nan" or "inf"
+    inputs: List[TensorSummary]  # the forward op's inputs
+    outputs: List[TensorSummary] = field(default_factory=list)
+    producer: Optional[str] = None   # the op type that made the first input (``Softmax`` before a Log)
+    diagonal_zeros: Optional[int] = None  # zeros on the diagonal of a square first input (eager only)
+    over: Optional[int] = None       # inputs of exp above its overflow limit (eager only)
+
+
+@dataclass(frozen=True)
+class Said:
+    key: str
+    evidence: str = ""
+    fields: Dict[str, Any] = field(default_factory=dict)
+
+
+Rule = Callable[[Evidence], Optional[Said]]
+RULES: Dict[str, Rule] = {}
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+    return register
+
+
+def _first(ev: Evidence) -> Optional[TensorSummary]:
+    return ev.inputs[0] if ev.inputs else None
+
+
+def _counts(s: TensorSummary) -> Dict[str, Any]:
+    return {"zeros": s.zeros, "numel": s.numel, "negative": s.negative, "min": format_number(s.min),
+            "max": format_number(s.max), "neginf": s.neginf, "posinf": s.posinf, "nan": s.nan}
+
+
+def _square(s: TensorSummary) -> bool:
+    return len(s.shape) >= 2 and s.shape[-1] == s.shape[-2] and s.shape[-1] > 1
+
+
+@rule("Sqrt")
+def _sqrt(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    if x is None:
+        return None
+    fields = _counts(x)
+    if ev.phase == "forward" and x.negative:
+        return Said("distance_matrix" if _square(x) else "sqrt_negative", "forward", fields)
+    if x.zeros:
+        if ev.diagonal_zeros:
+            return Said("distance_matrix", "diagonal", {**fields, "diagonal": ev.diagonal_zeros})
+        if ev.diagonal_zeros is None and _square(x) and x.zeros >= x.shape[-1] // 2:
+            return Said("distance_matrix", "backward", fields)  # graph values: the diagonal is not counted
+        if ev.producer in ("Sum", "SquaredDifference"):
+            return Said("norm_zero", "backward", fields)
+        return Said("sqrt_zero", "backward", fields)
+    return None
+
+
+@rule("Rsqrt")
+def _rsqrt(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    return Said("negative_power_zero", "forward", _counts(x)) if x is not None and (x.zeros or x.negative) else None
+
+
+@rule("Log", "Log1p")
+def _log(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    if x is None:
+        return None
+    fields = _counts(x)
+    if ev.op == "Log1p":
+        return Said("log1p_domain", "range", fields)
+    if x.negative and ev.kind == "nan":
+        return Said("log_negative", "forward", fields)
+    if x.zeros:
+        if ev.producer == "Softmax":
+            return Said("log_softmax", "forward", fields)
+        if ev.producer == "Sigmoid":
+            return Said("log_sigmoid", "forward", fields)
+        return Said("log_zero", ev.phase, fields)
+    return None
+
+
+@rule("Exp", "Expm1")
+def _exp(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    if x is None:
+        return None
+    limit = EXP_LIMIT.get(x.dtype, 88.72)
+    fields = {**_counts(x), "limit": limit, "dtype": x.dtype, "over": ev.over if ev.over is not None else "some"}
+    if x.max is not None and x.max > limit:
+        return Said("exp_overflow", "backward" if ev.phase == "backward" else "forward", fields)
+    return None
+
+
+@rule("RealDiv", "Div", "Reciprocal", "Inv", "DivNoNan", "FloorDiv", "Xdivy")
+def _div(ev: Evidence) -> Optional[Said]:
+    if not ev.inputs:
+        return None
+    den = ev.inputs[-1]
+    fields = _counts(den)
+    if ev.op in ("Reciprocal", "Inv"):
+        return Said("div_zero", "reciprocal", fields) if den.zeros else None
+    if not den.zeros:
+        return None
+    if ev.phase == "backward":
+        return Said("div_zero", "backward", fields)
+    num = ev.inputs[0]
+    if ev.kind == "nan" and num.zeros:
+        if ev.producer in ("Sum", "Cast", "Count", "Size", "Maximum") or den.dtype.startswith("int"):
+            return Said("mean_empty", "forward", fields)
+        return Said("div_zero", "zero_over_zero", {**fields, "num_zeros": num.zeros})
+    return Said("div_zero", "x_over_zero", fields)
+
+
+@rule("Mean")
+def _mean(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    if x is not None and x.numel == 0:
+        return Said("mean_empty", "empty", _counts(x))
+    return Said("mean_empty", "", {}) if ev.kind == "nan" else None
+
+
+@rule("Softmax", "LogSoftmax")
+def _softmax(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    if x is None or not x.neginf:
+        return None
+    fn = "nanguard.tf.log_softmax" if ev.op == "LogSoftmax" else "nanguard.tf.softmax"
+    return Said("softmax_masked_row", "neginf", {"neginf": x.neginf, "op": ev.op, "fn": fn})
+
+
+@rule("Acos", "Asin")
+def _inverse_trig(ev: Evidence) -> Optional[Said]:
+    x = _first(ev)
+    if x is None or x.min is None:
+        return None
+    peak = max(abs(x.min), abs(x.max or 0))
+    return Said(f"{ev.op.lower()}_domain", "forward", {"peak": format_number(peak)}) if peak >= 1 else None
+
+
+@rule("Pow")
+def _pow(ev: Evidence) -> Optional[Said]:
+    if len(ev.inputs) < 2:
+        return None
+    base, exponent = ev.inputs[0], ev.inputs[1]
+    p = exponent.max if exponent.min == exponent.max else None
+    fields = {**_counts(base), "p": format_number(p)}
+    if p is not None and p < 0:
+        return Said("negative_power_zero", "forward", fields)
+    if ev.phase == "backward" and base.zeros:
+        return Said("fractional_power_zero", "backward", fields)
+    return Said("fractional_power_zero", "forward", fields) if base.negative or base.zeros else None
+
+
+@rule("Mul")
+def _mul(ev: Evidence) -> Optional[Said]:
+    zeros = sum(s.zeros for s in ev.inputs)
+    inf = sum(s.posinf + s.neginf for s in ev.inputs)
+    if ev.kind == "nan" and zeros and inf:
+        return Said("zero_times_inf", "forward", {"zeros": zeros, "inf": inf})
+    return None
+
+
+@rule("AddV2", "Add", "Sub")
+def _add(ev: Evidence) -> Optional[Said]:
+    pos = sum(s.posinf for s in ev.inputs)
+    neg = sum(s.neginf for s in ev.inputs)
+    return Said("inf_minus_inf", "forward", {"posinf": pos, "neginf": neg}) if ev.kind == "nan" and pos and neg else None
+
+
+@rule("Xlogy")
+def _xlogy(ev: Evidence) -> Optional[Said]:
+    return Said("xlogy_zero", "backward", _counts(ev.inputs[0])) if ev.inputs else None
+
+
+def _overflow(ev: Evidence) -> Optional[Said]:
+    if ev.kind != "inf" or not ev.outputs:
+        return None
+    dtype = ev.outputs[0].dtype
+    peak = max((max(abs(s.min or 0), abs(s.max or 0)) for s in ev.inputs), default=0.0)
+    fields = {"dtype": dtype, "limit": MAX_FINITE.get(dtype, "?"), "peak": format_number(peak)}
+    return Said("overflow_low_precision" if dtype in ("float16", "bfloat16") else "overflow", "peak", fields)
+
+
+def diagnose(ev: Evidence) -> Said:
+    """The hazard behind a finding, with its facts; ``unexplained`` when no rule applies."""
+    said = None
+    try:
+        found = RULES.get(ev.op)
+        said = found(ev) if found is not None else None
+        if said is None and ev.phase == "forward":
+            said = _overflow(ev)
+    except Exception:  # noqa: BLE001  (an explanation must never hide the finding itself)
+        said = None
+    if said is None:
+        what = "NaN" if ev.kind == "nan" else "Inf"
+        said = Said("unexplained", "backward" if ev.phase == "backward" else "forward",
+                    {"fn": ev.op, "what": what, "node": f"{ev.op} gradient", "op": ev.op})
+    return said
+
+
+def words(said: Said) -> Tuple[str, str]:
+    """(explanation, suggestion) in the catalogue's words, the fix worded for TensorFlow."""
+    hazard = HAZARDS[said.key]
+    facts = hazard.evidence_text(said.evidence, **said.fields) if said.evidence in hazard.evidence else ""
+    return explanation(hazard, facts, **said.fields), suggestion(hazard, "tf", **said.fields)
+
+
+def explain(ev: Evidence) -> Tuple[str, str]:
+    return words(diagnose(ev))
+
+
+def input_words(name: str, nan: int, numel: int) -> Tuple[str, str]:
+    """The words of a NaN that was already in the data when an op consumed it."""
+    return words(Said("nan_input", "forward", {"name": name, "nan": nan, "numel": numel}))
+
+
+__all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "words"]

@@ -1,0 +1,231 @@
+"""Checks inside traced graphs (``tf.function``, ``model.fit``'s compiled step, XLA included).
+
+TensorFlow calls the op callback while it *builds* a graph, once per op; nanguard adds, next
+to a checked op, one reduction (are the outputs finite?) and a ``tf.cond`` whose rare branch
+applies the same rule as in eager mode (NaN from inputs without NaN, Inf from finite inputs)
+and, for the first op that breaks it, stores the op's id and the statistics of its tensors in
+three small variables. Nothing is added to the op's outputs, so values are unchanged; only
+variable assignments are added, which XLA compiles (``check_numerics`` does not). When the
+compiled function returns, `poll` reads the id once and builds the report from what was
+recorded at trace time: the op, the user's line from the op's creation traceback, the layer,
+and for a gradient op the forward op, its line and where ``tape.gradient`` was called.
+
+Default mode checks the ops that can make NaN/Inf from finite values at a singular point
+(`SINGULAR_OPS`) and every op of their gradients; ``exhaustive=True`` checks every float op.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.eager import record
+
+from nanguard.core.location import Frame
+from nanguard.core.report import Report
+from nanguard.tf.detector.build import input_names, message, producer_of
+from nanguard.tf.detector.explain import Evidence, explain
+from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
+from nanguard.tf.detector.state import Backward, Session
+from nanguard.tf.detector.values import summary_from_stats
+
+# The ops that turn finite inputs into NaN/Inf at a singular point (and the gradient kernels of
+# such ops); an op outside this set only passes NaN/Inf on, or overflows (found at the boundary).
+SINGULAR_OPS = frozenset({
+    "Sqrt", "Rsqrt", "Log", "Log1p", "Exp", "Expm1", "Pow", "RealDiv", "Div", "DivNoNan", "Reciprocal", "Inv",
+    "FloorDiv", "Xdivy", "Xlogy", "Xlog1py", "Acos", "Asin", "Atanh", "Acosh", "Softmax", "LogSoftmax", "Mean",
+    "Lgamma", "Digamma", "Tan", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad", "InvGrad", "Atan2",
+})
+# Ops that pass values through and so cannot make NaN/Inf; never checked. A function's outputs
+# are Identity ops that tf.function makes wait for every stateful op, the checks included: a
+# check of them would be a cycle.
+PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient", "ReadVariableOp",
+                          "Placeholder", "Const", "Enter", "Exit", "Switch", "Merge", "NextIteration"})
+_ROWS, _STATS, _DIMS = 4, 9, 8
+NONE = -1
+
+
+class _Flags:
+    """The three variables every checked graph writes to (one set per process, created eagerly)."""
+
+    def __init__(self) -> None:
+        with tf.init_scope():
+            self.code = tf.Variable(np.int64(NONE), trainable=False, name="nanguard_code")
+            self.stats = tf.Variable(np.zeros((_ROWS, _STATS)), dtype=tf.float64, trainable=False,
+                                     name="nanguard_stats")
+            self.shapes = tf.Variable(np.full((_ROWS, _DIMS), -1, np.int64), trainable=False, name="nanguard_shapes")
+
+    def reset(self) -> None:
+        self.code.assign(NONE)
+
+
+_FLAGS: Optional[_Flags] = None
+
+
+def flags() -> _Flags:
+    global _FLAGS
+    if _FLAGS is None:
+        _FLAGS = _Flags()
+    return _FLAGS
+
+
+@dataclass
+class TracedOp:
+    """What is known at trace time about one checked graph op."""
+
+    op: str
+    frame: Optional[Frame]
+    layer: Optional[str]
+    names: List[Tuple[str, str, str]]          # (name, role, dtype) of each stats row
+    backward: Optional[Backward] = None
+    producer: Optional[str] = None
+    stack: List[Frame] = field(default_factory=list)
+
+
+REGISTRY: Dict[int, TracedOp] = {}
+_IDS = itertools.count()
+
+
+def _float(values: Sequence[Any]) -> List[Any]:
+    return [v for v in values if v is not None and getattr(v, "dtype", None) is not None
+            and v.dtype.is_floating]
+
+
+def wanted(session: Session, op_type: str, backward: Optional[Backward]) -> bool:
+    if op_type in PASS_THROUGH:
+        return False
+    if session.exhaustive:
+        return True
+    return op_type in SINGULAR_OPS or (backward is not None and backward.op in SINGULAR_OPS)
+
+
+def _stats(t: tf.Tensor) -> tf.Tensor:
+    x = tf.reshape(tf.cast(t, tf.float64), [-1])
+    finite = tf.math.is_finite(x)
+    inf = tf.constant(np.inf, tf.float64)
+
+    def count(mask: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(tf.cast(mask, tf.float64))
+
+    bad = tf.concat([tf.cast(tf.logical_not(finite), tf.int32), tf.ones([1], tf.int32)], 0)
+    first = tf.argmax(bad, output_type=tf.int64)
+    size = tf.size(x, out_type=tf.int64)
+    first = tf.where(first < size, tf.cast(first, tf.float64), tf.constant(-1.0, tf.float64))
+    return tf.stack([tf.cast(size, tf.float64), tf.reduce_min(tf.where(finite, x, inf)),
+                     tf.reduce_max(tf.where(finite, x, -inf)), count(tf.math.is_nan(x)), count(tf.equal(x, inf)),
+                     count(tf.equal(x, -inf)), count(tf.equal(x, 0.0)), count(tf.logical_and(finite, x < 0)), first])
+
+
+def _shape(t: tf.Tensor) -> tf.Tensor:
+    return tf.concat([tf.shape(t, out_type=tf.int64), tf.fill([_DIMS], tf.constant(-1, tf.int64))], 0)[:_DIMS]
+
+
+def _any(tensors: Sequence[tf.Tensor], test: Any) -> tf.Tensor:
+    result = tf.constant(False)
+    for t in tensors:
+        result = tf.logical_or(result, tf.reduce_any(test(t)))
+    return result
+
+
+def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor]) -> None:
+    store = flags()
+    rows = (ins[:_ROWS - 1] + outs[:1])
+
+    def record_first() -> tf.Tensor:
+        stats = tf.stack([_stats(t) for t in rows] + [tf.zeros([_STATS], tf.float64)] * (_ROWS - len(rows)))
+        shapes = tf.stack([_shape(t) for t in rows] + [tf.fill([_DIMS], tf.constant(-1, tf.int64))] * (_ROWS - len(rows)))
+        with tf.control_dependencies([store.stats.assign(stats), store.shapes.assign(shapes)]):
+            return tf.identity(tf.constant(True))
+
+    def judge() -> tf.Tensor:
+        made = tf.constant(False)
+        if "nan" in check:
+            made = tf.logical_or(made, tf.logical_and(_any(outs, tf.math.is_nan),
+                                                      tf.logical_not(_any(ins, tf.math.is_nan))))
+        nan_made = made
+        if "inf" in check:
+            inputs_finite = tf.logical_not(_any(ins, lambda t: tf.logical_not(tf.math.is_finite(t))))
+            made = tf.logical_or(made, tf.logical_and(_any(outs, tf.math.is_inf), inputs_finite))
+        first = tf.logical_and(made, tf.equal(store.code, NONE))
+        code = tf.where(nan_made, tf.constant(2 * op_id, tf.int64), tf.constant(2 * op_id + 1, tf.int64))
+
+        def write() -> tf.Tensor:
+            with tf.control_dependencies([record_first()]):
+                with tf.control_dependencies([store.code.assign(code)]):
+                    return tf.identity(tf.constant(True))
+
+        return tf.cond(first, write, lambda: tf.constant(False))
+
+    finite = tf.constant(True)
+    for t in outs:
+        finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(t)))
+    tf.cond(finite, lambda: tf.constant(False), judge)
+
+
+def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Sequence[Any],
+             backward: Optional[Backward]) -> None:
+    """Add the check of one op being traced into a graph (called from the op callback)."""
+    if not wanted(session, op_type, backward):
+        return
+    outs, ins = _float(outputs), _float(inputs)
+    if not outs or not ins:
+        return  # a constant or a fill: an infinity it holds is deliberate
+    op = outs[0].op
+    frame = graph_frame(op) or user_frame()
+    layer = layer_path()
+    names = [(n, "input", t.dtype.name) for n, t in zip(input_names(op_type, len(ins)), ins[:_ROWS - 1])]
+    names.append(("out", "output", outs[0].dtype.name))
+    op_id = next(_IDS)
+    REGISTRY[op_id] = TracedOp(op_type, frame, layer, names, backward, producer_of(ins[0]))
+    with record.stop_recording():
+        _insert(session.check, op_id, ins, outs)
+
+
+def poll() -> Optional[Report]:
+    """The report of the first op a compiled graph found (None if none), and reset the flag."""
+    if _FLAGS is None:
+        return None
+    code = int(_FLAGS.code.numpy())
+    if code == NONE:
+        return None
+    stats, shapes = _FLAGS.stats.numpy(), _FLAGS.shapes.numpy()
+    _FLAGS.reset()
+    traced = REGISTRY.get(code // 2)
+    if traced is None:
+        return None
+    return _report(traced, "nan" if code % 2 == 0 else "inf", stats, shapes)
+
+
+def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) -> Report:
+    summaries = []
+    for row, (name, role, dtype) in enumerate(traced.names):
+        shape = tuple(int(d) for d in shapes[row] if d >= 0)
+        summaries.append(summary_from_stats(name, role, dtype, shape, stats[row]))
+    ins = [s for s in summaries if s.role == "input"]
+    outs = [s for s in summaries if s.role == "output"]
+    back = traced.backward
+    ev = Evidence(op=back.op if back else traced.op, phase="backward" if back else "forward", kind=kind,
+                  inputs=ins, outputs=outs, producer=traced.producer)
+    why, fix = explain(ev)
+    frame = back.frame if back else traced.frame
+    report = Report(phase=ev.phase, kind=kind, op=traced.op, module=(back.layer if back else traced.layer),
+                    inputs=ins, outputs=outs, explanation=why, suggestion=fix)
+    if frame is not None:
+        report.file, report.line, report.function, report.code = frame.file, frame.line, frame.function, frame.code
+    where = f"{frame.short_file}:{frame.line}" if frame else "an unknown line"
+    report.message = message(ev.phase, kind, ev.op, where)
+    report.how = "graph"
+    if back is not None:
+        report.node, report.forward_op = f"{back.op} gradient", back.op
+        if frame is not None:
+            report.forward_file, report.forward_line = frame.file, frame.line
+            report.forward_function, report.forward_code = frame.function, frame.code
+        if back.call is not None:
+            report.call_file, report.call_line, report.call_code = back.call.file, back.call.line, back.call.code
+    return report
+
+
+__all__ = ["NONE", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll", "trace_op", "wanted"]

@@ -1,0 +1,116 @@
+"""Eager values: which tensors are checked, the rule that decides a finding, and exact summaries.
+
+"Made non-finite" is the same rule as for torch: NaN in an output while no input holds NaN, or
+±Inf in an output while every input is finite and there is at least one (a constant or a fill
+of ``-inf`` is deliberate). Eager tensors on the CPU are read through ``numpy()`` without a copy,
+so a check is one vectorised pass and runs no TensorFlow op (it never re-enters the callback).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from nanguard.core.summary import TensorSummary
+
+NAN, INF = "nan", "inf"
+
+
+def is_float(t: Any) -> bool:
+    """A floating (or complex) eager tensor, the only kind that can hold NaN/Inf."""
+    dtype = getattr(t, "dtype", None)
+    return dtype is not None and isinstance(dtype, tf.dtypes.DType) and (dtype.is_floating or dtype.is_complex)
+
+
+def as_array(t: Any) -> np.ndarray:
+    arr = np.asarray(t.numpy())
+    if arr.dtype.kind == "V" or arr.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        arr = arr.astype(np.float32)  # ml_dtypes: exact for every value they hold
+    return arr
+
+
+def all_finite(t: Any) -> bool:
+    return bool(np.isfinite(as_array(t)).all())
+
+
+def has_nan(t: Any) -> bool:
+    return bool(np.isnan(as_array(t)).any())
+
+
+def has_inf(t: Any) -> bool:
+    return bool(np.isinf(as_array(t)).any())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str       # "nan" or "inf"
+    origin: str     # "created": this op made it; "input": it flowed in from outside the checked code
+
+
+def judge(inputs: Sequence[Any], outputs: Sequence[Any], check: frozenset) -> Optional[Verdict]:
+    """The finding an op's values prove, once an output is known to be non-finite (None: no finding)."""
+    if NAN in check and any(has_nan(o) for o in outputs):
+        if any(has_nan(t) for t in inputs):
+            return Verdict(NAN, "input")
+        return Verdict(NAN, "created")
+    if INF in check and inputs and any(has_inf(o) for o in outputs):
+        if all(all_finite(t) for t in inputs):
+            return Verdict(INF, "created")
+    return None
+
+
+def float_tensors(values: Iterable[Any]) -> List[Any]:
+    return [v for v in values if v is not None and is_float(v)]
+
+
+def _unravel(flat: int, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+
+
+def summarize(t: Any, name: str, role: str = "input") -> TensorSummary:
+    """Exact statistics of an eager tensor (computed only once something was found)."""
+    shape = tuple(int(s) for s in t.shape)
+    device = getattr(t, "device", "") or ""
+    summary = TensorSummary(name=name, shape=shape, dtype=t.dtype.name, device=device.rsplit("device:", 1)[-1],
+                            numel=int(np.prod(shape)) if shape else 1, role=role)
+    arr = as_array(t)
+    if arr.size == 0:
+        return summary
+    if arr.dtype.kind == "c":
+        arr = np.stack([arr.real, arr.imag], axis=-1)
+    finite = np.isfinite(arr) if arr.dtype.kind == "f" else np.ones(arr.shape, bool)
+    if arr.dtype.kind == "f":
+        summary.nan = int(np.isnan(arr).sum())
+        summary.posinf = int((arr == np.inf).sum())
+        summary.neginf = int((arr == -np.inf).sum())
+    summary.zeros = int((arr == 0).sum())
+    summary.negative = int((finite & (arr < 0)).sum())
+    if finite.any():
+        vals = arr[finite]
+        summary.min, summary.max = float(vals.min()), float(vals.max())
+    bad = ~finite
+    if arr.ndim > len(shape):
+        bad = bad.any(axis=-1)
+    if bad.any():
+        summary.first_bad = _unravel(int(np.flatnonzero(bad.reshape(-1))[0]), shape)
+    return summary
+
+
+def summary_from_stats(name: str, role: str, dtype: str, shape: Tuple[int, ...], stats: Sequence[float]) -> TensorSummary:
+    """A summary from the statistics an in-graph check stored (see `nanguard.tf.detector.graph`)."""
+    numel, lo, hi, nan, posinf, neginf, zeros, negative, first = (float(s) for s in stats)
+    summary = TensorSummary(name=name, shape=shape, dtype=dtype, device="", numel=int(numel), role=role,
+                            nan=int(nan), posinf=int(posinf), neginf=int(neginf), zeros=int(zeros),
+                            negative=int(negative))
+    if np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
+        summary.min, summary.max = lo, hi
+    if first >= 0 and shape and all(s > 0 for s in shape):
+        summary.first_bad = _unravel(int(first), shape)
+    return summary
+
+
+__all__ = ["INF", "NAN", "Verdict", "all_finite", "as_array", "float_tensors", "has_inf", "has_nan", "is_float",
+           "judge", "summarize", "summary_from_stats"]

@@ -1,0 +1,106 @@
+"""Real TensorFlow NaN/Inf bugs, found at the exact user line eagerly, in tf.function and under
+XLA, forward and backward; their fixed versions and a deliberate -inf mask are quiet."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+import nanguard.tf as ngt
+from nanguard.errors import NonFiniteError
+from tests.tf.detector.cases import CASES, HERE, attention_mask, line_of
+
+FLAVOURS = ("eager", "function", "xla")
+
+
+def _compiled(fn, flavour):
+    if flavour == "eager":
+        return fn
+    return tf.function(fn, jit_compile=(flavour == "xla"), reduce_retracing=False)
+
+
+def _step(fn, flavour):
+    """value and gradient of fn at a variable, compiled as ``flavour`` (traced inside detect)."""
+    def step(v):
+        with tf.GradientTape() as tape:
+            loss = fn(v)
+        return loss, tape.gradient(loss, v)  # the gradient call
+    return _compiled(step, flavour)
+
+
+def _ids(case):
+    return f"{case.name}-{case.check}"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_bug_is_found_at_the_user_line(case, flavour):
+    v = tf.Variable(case.value)
+    with ngt.detect(check=case.check, mode="record") as det:
+        step = _step(case.bug, flavour)
+        step(v)
+    report = det.report
+    assert report is not None, f"{case.name} not found ({flavour})"
+    assert report.file == HERE and report.line == line_of(case.name), report.format(color=False)
+    assert report.phase == ("backward" if case.backward else "forward")
+    assert report.kind in case.check or case.check == "both"
+    if case.backward:
+        assert report.forward_op == case.op and report.forward_line == line_of(case.name)
+        assert report.call_file == __file__ and "the gradient call" in (report.call_code or "")
+    else:
+        assert report.op == case.op
+    assert report.inputs and report.explanation and report.suggestion
+    assert "torch" not in report.suggestion and "F." not in report.suggestion
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("case", [c for c in CASES if c.fixed is not None], ids=_ids)
+def test_fixed_version_is_quiet(case, flavour):
+    v = tf.Variable(case.value)
+    with ngt.detect(check="both", mode="raise", exhaustive=True):
+        loss, grad = _step(case.fixed, flavour)(v)
+    assert bool(tf.math.is_finite(loss)) and bool(tf.reduce_all(tf.math.is_finite(grad)))
+
+
+@pytest.mark.parametrize("exhaustive", (False, True))
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_deliberate_minus_inf_mask_is_quiet(flavour, exhaustive):
+    v = tf.Variable([[1.0, 2.0], [0.5, -1.0]])
+    with ngt.detect(mode="raise", exhaustive=exhaustive):
+        loss, grad = _step(attention_mask, flavour)(v)
+    assert bool(tf.math.is_finite(loss)) and bool(tf.reduce_all(tf.math.is_finite(grad)))
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_raise_mode_raises_a_floating_point_error_with_the_report(flavour):
+    case = next(c for c in CASES if c.name == "log")
+    v = tf.Variable(case.value)
+    with pytest.raises(FloatingPointError) as info:
+        with ngt.detect():
+            _step(case.bug, flavour)(v)
+    assert isinstance(info.value, NonFiniteError)
+    assert info.value.report.line == line_of("log") and "forward of Log" in str(info.value)
+
+
+def test_exhaustive_graph_mode_checks_ops_the_default_leaves_out():
+    @tf.function
+    def overflow(x):
+        return tf.reduce_sum(x * x)  # BUG-free line: float32 overflow of a product
+
+    with ngt.detect(mode="record") as quiet:
+        overflow(tf.constant([3e38]))
+    with ngt.detect(mode="record", exhaustive=True) as det:
+        tf.function(lambda x: tf.reduce_sum(x * x))(tf.constant([3e38]))
+    assert quiet.report is None or quiet.report.notes   # default: at most a boundary finding
+    assert det.report is not None and det.report.op == "Mul" and det.report.kind == "inf"
+
+
+def test_numerics_are_unchanged():
+    case = next(c for c in CASES if c.name == "distance")
+    v = tf.Variable(case.value + 1.0)
+    for flavour in FLAVOURS:
+        plain_loss, plain_grad = _step(case.fixed, flavour)(v)
+        with ngt.detect():
+            loss, grad = _step(case.fixed, flavour)(v)
+        assert loss.numpy().tobytes() == plain_loss.numpy().tobytes()
+        assert grad.numpy().tobytes() == plain_grad.numpy().tobytes()

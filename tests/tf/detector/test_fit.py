@@ -1,0 +1,113 @@
+"""Keras model.fit (the train step compiled by Keras, with and without XLA): a NaN in a layer's
+backward and in a hand-written loss is found at the user's line with the layer path; the fixed
+model and a -inf attention mask train quietly and identically with and without detection."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import nanguard.tf as ngt
+
+HERE = os.path.abspath(__file__)
+
+
+def _line(marker: str) -> int:
+    with open(HERE, encoding="utf-8") as fh:
+        return next(n for n, text in enumerate(fh, 1) if f"# BUG: {marker}" in text)
+
+
+class GramDistances(keras.layers.Layer):
+    def __init__(self, fixed: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.fixed = fixed
+
+    def call(self, x):
+        if self.fixed:
+            d2 = tf.reduce_sum(tf.square(x[:, :, None, :] - x[:, None, :, :]), axis=-1)
+            positive = d2 > 0
+            return tf.where(positive, tf.sqrt(tf.where(positive, d2, tf.ones_like(d2))), tf.zeros_like(d2))
+        sq = tf.reduce_sum(x * x, axis=-1)
+        d2 = sq[:, :, None] + sq[:, None, :] - 2.0 * tf.matmul(x, x, transpose_b=True)
+        return tf.sqrt(tf.maximum(d2, 0.0))  # BUG: gram
+
+
+class MaskedAttention(keras.layers.Layer):
+    def call(self, x):
+        scores = tf.matmul(x, x, transpose_b=True)
+        keep = tf.linalg.band_part(tf.ones_like(scores), -1, 0) > 0     # causal: every row keeps a key
+        weights = tf.nn.softmax(tf.where(keep, scores, float("-inf")), axis=-1)
+        return tf.matmul(weights, x)
+
+
+def probability_xent(y_true, y_pred):        # seed 003 inside a Keras loss
+    probs = tf.nn.softmax(y_pred * 100.0)
+    return -tf.reduce_sum(y_true * tf.math.log(probs), axis=-1)  # BUG: loss
+
+
+def _model(layer, loss, jit):
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((4, 3))
+    h = keras.layers.Dense(3, name="proj")(inp)
+    h = layer(h)
+    out = keras.layers.Dense(3)(keras.layers.Flatten()(h))
+    model = keras.Model(inp, out)
+    model.compile(optimizer="adam", loss=loss, jit_compile=jit)
+    return model
+
+
+def _data():
+    rng = np.random.RandomState(0)
+    x = rng.randn(8, 4, 3).astype("float32")
+    y = np.eye(3, dtype="float32")[rng.randint(0, 3, 8)]
+    return x, y
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_layer_backward_nan_in_fit_is_found_at_the_layer_line(jit):
+    model = _model(GramDistances(name="distances"), "mse", jit)
+    x, y = _data()
+    with ngt.detect(mode="record") as det:
+        model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.forward_op, report.file, report.line) == ("backward", "Sqrt", HERE, _line("gram"))
+    assert report.module == "distances"
+    assert "distance_matrix" in report.suggestion and "nanguard.tf." in report.suggestion
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_loss_log_of_softmax_in_fit_is_found_at_the_loss_line(jit):
+    model = _model(keras.layers.Identity(), probability_xent, jit)
+    x, y = _data()
+    with pytest.raises(FloatingPointError) as info:
+        with ngt.detect():
+            model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    report = info.value.report
+    assert (report.op, report.file, report.line) == ("Log", HERE, _line("loss"))
+    assert "tf.nn.log_softmax" in report.suggestion
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_fixed_model_and_minus_inf_mask_train_quietly_and_identically(jit):
+    x, y = _data()
+    histories = []
+    for detecting in (False, True):
+        keras.utils.set_random_seed(0)
+        inp = keras.Input((4, 3))
+        h = GramDistances(fixed=True)(MaskedAttention()(keras.layers.Dense(3)(inp)))
+        model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.Flatten()(h)))
+        model.compile(optimizer="adam", loss="categorical_crossentropy", jit_compile=jit)
+        if detecting:
+            with ngt.detect(exhaustive=True):
+                history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
+        else:
+            history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
+        histories.append((history.history["loss"], [w.copy() for w in model.get_weights()]))
+    (plain_loss, plain_w), (det_loss, det_w) = histories
+    assert np.all(np.isfinite(det_loss)) and plain_loss == det_loss
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(plain_w, det_w))
