@@ -20,7 +20,9 @@ def _inverse_trig(fn: str, derivative: str) -> Hazard:
                 fix=f"nanguard.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
                     "nanguard.cosine_similarity for the cosine itself",
                 safe=nanguard_op(fn), lint=("NG303",),
-                evidence={"forward": "the inputs reach {peak}", "backward": "the inputs reach {peak}"})
+                evidence={"forward": "the inputs reach {peak}", "backward": "the inputs reach {peak}"},
+                fix_in={"jax": f"nanguard.jax.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                               "nanguard.jax.cosine_similarity for the cosine itself"})
 
 
 ENTRIES: list[Hazard] = [
@@ -37,7 +39,9 @@ ENTRIES: list[Hazard] = [
                    "scalar": "the divisor is the number 0",
                    "addcdiv": "addcdiv computes x + value·a/b; {zeros} of {numel} denominators are 0",
                    "infinite": "the division met ±inf/±inf or 0/0 (see the inputs below)",
-                   "backward": "{zeros} of {numel} denominators were 0"}),
+                   "backward": "{zeros} of {numel} denominators were 0"},
+         fix_in={"jax": "nanguard.jax.div(a, b) returns a finite value and gradient where b = 0 (0 by"
+                        " convention, or fill=)"}),
     make("mean_empty", "mean over an empty set", ("div", "mean", "nanmean"),
          value="0/0 = NaN for an empty group", gradient="NaN for an empty group",
          why="a mean divides by the number of elements it averages, which is 0 for an empty sequence, a fully "
@@ -48,7 +52,10 @@ ENTRIES: list[Hazard] = [
          evidence={"forward": "{zeros} of {numel} denominators are 0, counts of empty groups whose sum is 0 "
                               "too",
                    "empty": "the tensor averaged is empty (0 elements)",
-                   "backward": "{zeros} of {numel} counts were 0"}),
+                   "backward": "{zeros} of {numel} counts were 0"},
+         fix_in={"jax": "nanguard.jax.masked_mean(x, mask, axis) averages over a mask and gives 0 "
+                        "(with a zero gradient) for empty groups; nanguard.jax.div(a, b, fill=0.0) "
+                        "for other ratios"}),
     make("loss_all_ignored", "a mean loss over a batch whose every target is ignored",
          ("nll_loss", "nll_loss_forward", "nll_loss2d_forward", "cross_entropy"),
          value="0/0 = NaN: the mean divides by the total weight of the kept targets, which is 0",
@@ -72,7 +79,10 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.std(x, dim) / nanguard.var(x, dim), finite in value and gradient for one element and for "
              "constant groups; or correction=0 when the population statistic is meant",
          safe=nanguard_op("std"), lint=("NG801",),
-         evidence={"forward": "the input has {n} element{s} along the reduced dims"}),
+         evidence={"forward": "the input has {n} element{s} along the reduced dims"},
+         fix_in={"jax": "nanguard.jax.std(x, axis) / nanguard.jax.var(x, axis), finite in value and "
+                        "gradient for one element and for constant groups; or ddof=0 when the "
+                        "population statistic is meant"}),
     # -------------------------------------------------------------------- trigonometry
     _inverse_trig("acos", "−1/sqrt(1 − x²)"),
     _inverse_trig("asin", "1/sqrt(1 − x²)"),
@@ -100,7 +110,9 @@ ENTRIES: list[Hazard] = [
                    "neginf": "{neginf} inputs are −inf: rows whose entries are all −inf, or inf − inf",
                    "attention": "a query attends over keys that are all masked",
                    "backward": "on {rows} of {total} rows every entry is −inf"},
-         defaults={"op": "softmax", "fn": "nanguard.softmax"}),
+         defaults={"op": "softmax", "fn": "nanguard.softmax"},
+         fix_in={"jax": "{fn}(x, axis, where=mask) gives 0 for fully masked rows (with a zero "
+                        "gradient) instead of NaN; or keep at least one unmasked position per row"}),
     make("logsumexp_masked_row", "logsumexp of a fully masked row", ("logsumexp",),
          value="−inf (not NaN) for a row whose every entry is −inf",
          gradient="exp(x − logsumexp(x)) = exp(−inf − (−inf)) = NaN on such a row",
@@ -109,14 +121,19 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.logsumexp(x, dim) returns −inf with a zero gradient for all −inf rows (mask= for masks)",
          safe=nanguard_op("logsumexp"),
          evidence={"forward": "every entry of {rows} of {total} rows is −inf",
-                   "backward": "on {rows} of {total} rows every entry is −inf"}),
+                   "backward": "on {rows} of {total} rows every entry is −inf"},
+         fix_in={"jax": "nanguard.jax.logsumexp(x, axis) returns −inf with a zero gradient for all "
+                        "−inf rows (where= for masks)"}),
     make("inf_minus_inf", "inf − inf", ("add", "sub", "rsub", "softmax", "log_softmax", "logsumexp"),
          value="NaN where infinities of opposite sign meet", gradient="NaN with the value",
          why="inf − inf = NaN: the operands hold infinities that cancel at the same position",
          fix="find where the infinities come from (see the inputs); for attention masks pass a mask "
              "(nanguard.softmax(x, dim, mask=mask)) instead of adding −inf to scores that may be −inf too",
          safe=nanguard_op("softmax"),
-         evidence={"forward": "the inputs hold {posinf} +inf and {neginf} −inf"}),
+         evidence={"forward": "the inputs hold {posinf} +inf and {neginf} −inf"},
+         fix_in={"jax": "find where the infinities come from (see the inputs); for attention masks "
+                        "pass a mask (nanguard.jax.softmax(x, axis, where=mask)) instead of adding "
+                        "−inf to scores that may be −inf too"}),
     # ------------------------------------------------------------------------ products
     make("zero_times_inf", "0 · inf", ("mul",),
          value="NaN where one factor is 0 and the other ±inf", gradient="NaN with the value",
@@ -124,7 +141,9 @@ ENTRIES: list[Hazard] = [
          fix="find where the ±inf comes from (see the inputs); nanguard.safe_where keeps masked entries out of "
              "the product",
          safe=nanguard_op("safe_where"),
-         evidence={"forward": "the factors hold {inf} ±inf and {zeros} zeros"}),
+         evidence={"forward": "the factors hold {inf} ±inf and {zeros} zeros"},
+         fix_in={"jax": "find where the ±inf comes from (see the inputs); nanguard.jax.safe_where "
+                        "keeps masked entries out of the product"}),
     make("xlogy_zero", "x·log(x) and x·log(y) at 0", ("xlogy", "special_xlogy", "mul", "log", "entropy"),
          value="0·log(0) = NaN where x = y = 0; inf where only y = 0",
          gradient="x/y = 0/0 = NaN where x = y = 0",
@@ -135,7 +154,11 @@ ENTRIES: list[Hazard] = [
              "nanguard.cross_entropy_probs(y, p) for the usual sums, F.cross_entropy(logits, y) from logits",
          safe=nanguard_op("xlogy"), lint=("NG201",),
          evidence={"forward": "one factor is 0 where the other, a log-probability, is −inf ({neginf} −inf)",
-                   "backward": "{zeros} of {numel} entries of x are 0"}),
+                   "backward": "{zeros} of {numel} entries of x are 0"},
+         fix_in={"jax": "nanguard.jax.xlogy(x, y) uses 0·log 0 = 0 with gradient 0 where x = 0 "
+                        "(jax.scipy.special.xlogy's gradient is NaN there); nanguard.jax.entropy(p) /"
+                        " nanguard.jax.cross_entropy_probs(y, p) for the usual sums, "
+                        "optax.softmax_cross_entropy(logits, y) from logits"}),
     # ------------------------------------------------------------------- where, clamps
     make("where_gradient", "where() with a singular discarded branch", ("where", "masked_fill"),
          value="finite: the where selects the other branch",
@@ -145,7 +168,9 @@ ENTRIES: list[Hazard] = [
              "0·inf = NaN",
          fix="nanguard.safe_where(cond, fn, x, other, safe) (the double where) replaces x by a safe value "
              "before fn sees it",
-         safe=nanguard_op("safe_where"), lint=("NG501",)),
+         safe=nanguard_op("safe_where"), lint=("NG501",),
+         fix_in={"jax": "nanguard.jax.safe_where(cond, fn, x, other, safe) (the double where) "
+                        "replaces x by a safe value before fn sees it"}),
     make("clamped_log", "log of a clamped probability", ("log", "clamp"),
          value="finite: the clamp keeps log away from 0",
          gradient="0 below the bound: the clamp hides log 0 instead of removing it",
@@ -171,7 +196,9 @@ ENTRIES: list[Hazard] = [
              "float32, with torch.amp.GradScaler for the gradients",
          safe={"torch": "torch.autocast", "tf": "tf.keras.mixed_precision", "jax": "jax.numpy.float32"},
          evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
-                   "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
+                   "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"},
+         fix_in={"jax": "compute this op in float32 (x.astype(jnp.float32)), keeping only storage in "
+                        "float16"}),
     make("overflow", "overflow of the dtype's range", ("mul", "matmul", "mm", "addmm", "sum", "pow", "exp"),
          value="inf above the dtype's largest finite value", gradient="inf, then NaN, with the value",
          why="a finite result too large for its dtype rounds to inf",
@@ -187,7 +214,10 @@ ENTRIES: list[Hazard] = [
          fix="Check the data where it is loaded (torch.isnan(batch).any()), e.g. a header row or a missing value "
              "parsed as NaN; clean it (drop the rows, or torch.nan_to_num) before the model sees it",
          safe={"torch": "torch.nan_to_num", "tf": "tf.where", "jax": "jax.numpy.nan_to_num"},
-         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"}),
+         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"},
+         fix_in={"jax": "Check the data where it is loaded (jnp.isnan(batch).any()), e.g. a header "
+                        "row or a missing value parsed as NaN; clean it (drop the rows, or "
+                        "jnp.nan_to_num) before the model sees it"}),
     make("optimizer_step", "an optimizer step that makes NaN/Inf", ("step",),
          value="NaN/Inf in the parameters after a step with finite gradients", gradient="-",
          why="an optimizer step can turn finite gradients into non-finite parameters: a learning rate too large "
@@ -197,7 +227,10 @@ ENTRIES: list[Hazard] = [
          safe={"torch": "nanguard.GradGuard", "tf": "nanguard.tf.GradGuard", "jax": "nanguard.jax.GradGuard"},
          evidence={"forward": "the gradients were finite, but {optimizer}.step ({hp}) made {what} in the "
                               "parameters",
-                   "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"}),
+                   "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"},
+         fix_in={"jax": "Use eps > 0 (optax.adam's default 1e-8), a smaller learning rate, or clip "
+                        "the gradients (optax.clip_by_global_norm); nanguard.jax's optax guard can "
+                        "skip a bad step"}),
     make("unexplained", "an op no entry explains", (),
          value="-", gradient="-",
          why="no hazard in nanguard's catalogue matches this op and these inputs",
@@ -205,5 +238,8 @@ ENTRIES: list[Hazard] = [
              "(nanguard.sqrt, nanguard.div, nanguard.xlogy, nanguard.softmax ...) cover the usual cases",
          safe=nanguard_op("sqrt"),
          evidence={"forward": "{fn} produced {what} from finite inputs",
-                   "backward": "the backward of {fn} produced {what} from finite values (node {node}, op {op})"}),
+                   "backward": "the backward of {fn} produced {what} from finite values (node {node}, op {op})"},
+         fix_in={"jax": "look at the input ranges below for zeros, negatives or huge values; "
+                        "nanguard's JAX safe ops (nanguard.jax.sqrt, nanguard.jax.div, "
+                        "nanguard.jax.xlogy, nanguard.jax.softmax ...) cover the usual cases"}),
 ]

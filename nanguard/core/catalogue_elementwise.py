@@ -16,13 +16,18 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the subtraction "
              "that cancels",
          safe=nanguard_op("sqrt"),
-         evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"}),
+         evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"},
+         fix_in={"jax": "nanguard.jax.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); "
+                        "or find the subtraction that cancels"}),
     make("sqrt_zero", "sqrt at 0", ("sqrt",),
          value="finite: sqrt(0) = 0", gradient="1/(2·sqrt(x)): inf at x = 0, NaN once multiplied by 0",
          why="sqrt's gradient 1/(2·sqrt(x)) is inf at x = 0, and 0·inf = NaN where the incoming gradient is 0",
          fix="nanguard.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm subgradient)",
          safe=nanguard_op("sqrt"), lint=("NG304",),
-         evidence={"backward": "{zeros} of {numel} inputs were exactly 0"}),
+         evidence={"backward": "{zeros} of {numel} inputs were exactly 0"},
+         fix_in={"jax": "nanguard.jax.sqrt(x) has value 0 and gradient 0 at x = 0 (the minimum-norm "
+                        "subgradient); or the double where, jnp.sqrt(jnp.where(x > 0, x, 1.0)) inside"
+                        " the outer where"}),
     make("distance_matrix", "distance matrix from the Gram expansion", ("sqrt", "pow", "rsqrt"),
          value="NaN where round-off leaves |a|² + |b|² − 2a·b slightly negative (the diagonal, a = b)",
          gradient="inf, then NaN, where the squared distance is exactly 0 (the diagonal)",
@@ -36,7 +41,10 @@ ENTRIES: list[Hazard] = [
                               "max {max})",
                    "backward": "sqrt's gradient is 1/(2·sqrt(x)); {zeros} of {numel} inputs were exactly 0",
                    "diagonal": "sqrt's gradient is 1/(2·sqrt(x)); {zeros} of {numel} inputs were exactly 0 "
-                               "({diagonal} on the diagonal)"}),
+                               "({diagonal} on the diagonal)"},
+         fix_in={"jax": "nanguard.jax.distance_matrix(x) (or nanguard.jax.distance_matrix(x, y)) "
+                        "computes pairwise distances without cancellation, with an exact 0 and a zero"
+                        " gradient on the diagonal"}),
     make("norm_zero", "norm of the zero vector", ("norm", "linalg_vector_norm", "frobenius_norm", "sqrt", "pow"),
          value="finite: ‖0‖ = 0, but 1/‖x‖ is inf there",
          gradient="x/‖x‖ = 0/0 = NaN at the zero vector",
@@ -46,7 +54,9 @@ ENTRIES: list[Hazard] = [
              "nanguard.normalize(x, dim) for x/‖x‖",
          safe=nanguard_op("norm"), lint=("NG302",),
          evidence={"backward": "{zeros} of {numel} squared norms were exactly 0",
-                   "vectors": "{zeros} of {numel} vectors are exactly 0"}),
+                   "vectors": "{zeros} of {numel} vectors are exactly 0"},
+         fix_in={"jax": "nanguard.jax.norm(x, axis) (or optax.safe_norm(x, 0.0, axis)) has gradient 0"
+                        " at the zero vector; nanguard.jax.normalize(x, axis) for x/‖x‖"}),
     make("negative_power_zero", "x ** p with p < 0 at 0", ("pow", "float_power", "rsqrt"),
          value="inf at x = 0; NaN for x < 0 with a fractional p", gradient="p·x^(p−1): inf at x = 0",
          why="x ** p with p < 0 (rsqrt(x) = x ** −0.5, deg ** −0.5) is inf at x = 0 and NaN for negative x with "
@@ -54,7 +64,10 @@ ENTRIES: list[Hazard] = [
          fix="keep the base away from 0 (x + eps, as torch.nn.LayerNorm does with rsqrt(var + eps)), or "
              "nanguard.div(1, nanguard.pow(x, -p)), which is 0 with a finite gradient where x = 0",
          safe=nanguard_op("div"), lint=("NG304",),
-         evidence={"forward": "{zeros} of {numel} bases are 0 and {negative} negative"}),
+         evidence={"forward": "{zeros} of {numel} bases are 0 and {negative} negative"},
+         fix_in={"jax": "keep the base away from 0 (x + eps, as LayerNorm does with lax.rsqrt(var + "
+                        "eps)), or nanguard.jax.div(1, nanguard.jax.pow(x, -p)), which is 0 with a "
+                        "finite gradient where x = 0"}),
     make("fractional_power_zero", "x ** p with 0 < p < 1 at 0", ("pow", "float_power"),
          value="NaN for x < 0 with a fractional p", gradient="p·x^(p−1): inf at x = 0 when 0 < p < 1",
          why="the gradient of x ** p, p·x^(p−1), is inf at x = 0 when 0 < p < 1 (NaN once multiplied by 0), "
@@ -63,7 +76,9 @@ ENTRIES: list[Hazard] = [
              "(nanguard.sqrt for p = 0.5)",
          safe=nanguard_op("pow"), lint=("NG304",),
          evidence={"forward": "{negative} of {numel} bases are negative and {zeros} are 0",
-                   "backward": "{zeros} of {numel} bases were 0 (p = {p})"}),
+                   "backward": "{zeros} of {numel} bases were 0 (p = {p})"},
+         fix_in={"jax": "nanguard.jax.pow(x, p) computes max(x, 0) ** p with value 0 and gradient 0 "
+                        "at x = 0 (nanguard.jax.sqrt for p = 0.5)"}),
     # ------------------------------------------------------------------------------ logs
     make("log_zero", "log of 0", ("log", "log2", "log10"),
          value="−inf at x = 0", gradient="1/x: inf at x = 0",
@@ -72,20 +87,29 @@ ENTRIES: list[Hazard] = [
              "nanguard.xlogy(x, y) for x·log(y), which is 0 where x = 0",
          safe=nanguard_op("xlogy"),
          evidence={"forward": "{zeros} of {numel} inputs are exactly 0",
-                   "backward": "{zeros} of {numel} inputs were 0"}),
+                   "backward": "{zeros} of {numel} inputs were 0"},
+         fix_in={"jax": "stay in log space where the 0 comes from (jax.nn.log_softmax, "
+                        "jax.nn.logsumexp), or nanguard.jax.xlogy(x, y) for x·log(y), which is 0 "
+                        "where x = 0; behind a where(), the double where: jnp.log(jnp.where(x > 0, x,"
+                        " 1.0))"}),
     make("log_negative", "log of a negative number", ("log", "log2", "log10"),
          value="NaN for x < 0", gradient="NaN for x < 0",
          why="the log of a negative number is NaN",
          fix="find what makes the argument negative (a subtraction, a sign error), or produce it with a "
              "positive map (torch.exp, nanguard.softplus) and stay in log space",
          safe=nanguard_op("softplus"),
-         evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"}),
+         evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"},
+         fix_in={"jax": "find what makes the argument negative (a subtraction, a sign error), or "
+                        "produce it with a positive map (jnp.exp, jax.nn.softplus) and stay in log "
+                        "space"}),
     make("log1p_domain", "log1p at or below −1", ("log1p",),
          value="−inf at x = −1, NaN below", gradient="1/(1 + x): inf at x = −1",
          why="log1p(x) is −inf at x = −1 and NaN below, and its gradient 1/(1 + x) is inf at −1",
          fix="keep x > −1; for log(1 + exp(x)) use nanguard.softplus(x) (or F.softplus), which never overflows",
          safe=nanguard_op("softplus"),
-         evidence={"range": "the inputs range from {min} to {max} ({posinf} are +inf)"}),
+         evidence={"range": "the inputs range from {min} to {max} ({posinf} are +inf)"},
+         fix_in={"jax": "keep x > −1; for log(1 + exp(x)) use jax.nn.softplus(x) (or "
+                        "nanguard.jax.softplus), which never overflows"}),
     make("log_softmax", "log of a softmax", ("log", "softmax"),
          value="−inf where a probability underflows to 0", gradient="1/p: inf where p underflows to 0",
          why="softmax rounds a probability to exactly 0 once its logit is ~104 below the row's largest "
@@ -94,7 +118,10 @@ ENTRIES: list[Hazard] = [
              "stable step, finite for every finite input; nanguard.log_softmax(x, dim, mask=mask) with a mask",
          safe={"torch": "torch.log_softmax", "tf": "tf.nn.log_softmax", "jax": "jax.nn.log_softmax"},
          lint=("NG101",),
-         evidence={"forward": "{zeros} of {numel} probabilities made by softmax are exactly 0"}),
+         evidence={"forward": "{zeros} of {numel} probabilities made by softmax are exactly 0"},
+         fix_in={"jax": "jax.nn.log_softmax(x, axis) computes log(softmax(x)) in one stable step, "
+                        "finite for every finite input; nanguard.jax.log_softmax(x, axis, where=mask)"
+                        " with a mask"}),
     make("log_sigmoid", "log of a sigmoid", ("log", "sigmoid"),
          value="−inf for x below ~−88 (float32)", gradient="inf where sigmoid(x) underflows to 0",
          why="sigmoid(x) rounds to 0 for x below about −88 (float32; −17 in float16), so log(sigmoid(x)) is "
@@ -103,7 +130,8 @@ ENTRIES: list[Hazard] = [
          safe={"torch": "torch.nn.functional.logsigmoid", "tf": "tf.math.log_sigmoid",
                "jax": "jax.nn.log_sigmoid"},
          lint=("NG102",),
-         evidence={"forward": "{zeros} of {numel} sigmoid outputs are exactly 0"}),
+         evidence={"forward": "{zeros} of {numel} sigmoid outputs are exactly 0"},
+         fix_in={"jax": 'jax.nn.log_sigmoid(x) = −softplus(−x) is exact and finite for every finite x'}),
     make("log_one_minus_sigmoid", "log of 1 − sigmoid", ("log", "log1p", "sigmoid"),
          value="−inf for x above ~17 (float32)", gradient="inf where 1 − sigmoid(x) cancels to 0",
          why="1 − sigmoid(x) cancels to exactly 0 once sigmoid(x) rounds to 1 (x above ~17 in float32), so "
@@ -113,7 +141,9 @@ ENTRIES: list[Hazard] = [
          safe={"torch": "torch.nn.functional.logsigmoid", "tf": "tf.math.log_sigmoid",
                "jax": "jax.nn.log_sigmoid"},
          lint=("NG103",),
-         evidence={"forward": "{zeros} of {numel} values of 1 − sigmoid(x) are exactly 0"}),
+         evidence={"forward": "{zeros} of {numel} values of 1 − sigmoid(x) are exactly 0"},
+         fix_in={"jax": "jax.nn.log_sigmoid(−x), since 1 − sigmoid(x) = sigmoid(−x) exactly; "
+                        "optax.sigmoid_binary_cross_entropy(x, y) for the whole binary cross-entropy"}),
     # ------------------------------------------------------------------ exponentials
     make("exp_overflow", "exp overflow", ("exp", "expm1", "exp2"),
          value="inf above ln(max finite): 88.72 in float32, 11.09 in float16",
@@ -126,14 +156,20 @@ ENTRIES: list[Hazard] = [
          safe=nanguard_op("logsumexp"),
          evidence={"forward": "{over} of {numel} inputs exceed {limit}, above which exp overflows {dtype} "
                               "(max {max})",
-                   "backward": "the forward overflowed to inf (inputs up to {max} > {limit})"}),
+                   "backward": "the forward overflowed to inf (inputs up to {max} > {limit})"},
+         fix_in={"jax": "work in log space: nanguard.jax.softplus(x) (or jax.nn.softplus) for log(1 +"
+                        " exp(x)), jax.nn.logsumexp or nanguard.jax.logaddexp for sums of "
+                        "exponentials, or subtract the maximum first; behind a where(), "
+                        "nanguard.jax.safe_where keeps the discarded branch out of the gradient"}),
     make("softplus", "log(1 + exp(x)) by hand", ("log1p", "log", "exp"),
          value="inf for x above ~88.7 (float32)", gradient="0·inf = NaN behind a where()",
          why="exp(x) overflows to inf above ~88.7 (float32), so log(1 + exp(x)) is inf although its true "
              "value is ≈ x, and replacing the inf with where() still leaves 0·inf = NaN in the gradient",
          fix="nanguard.softplus(x) (or F.softplus) computes log(1 + exp(x)) without overflow, ≈ x for large x",
          safe=nanguard_op("softplus"), lint=("NG104",),
-         evidence={"forward": "the exponentials overflowed to inf"}),
+         evidence={"forward": "the exponentials overflowed to inf"},
+         fix_in={"jax": "jax.nn.softplus(x) (or nanguard.jax.softplus) computes log(1 + exp(x)) "
+                        "without overflow, ≈ x for large x"}),
     make("logsumexp_overflow", "log(sum(exp(x))) by hand", ("log", "exp", "sum"),
          value="inf once an entry exceeds ~88 (float32); −inf when all are below ~−103",
          gradient="inf or NaN with the value",
@@ -143,7 +179,9 @@ ENTRIES: list[Hazard] = [
              "nanguard.logsumexp(x, dim, mask=mask) with a mask",
          safe={"torch": "torch.logsumexp", "tf": "tf.reduce_logsumexp", "jax": "jax.nn.logsumexp"},
          lint=("NG105",),
-         evidence={"forward": "{zeros} of {numel} sums of exponentials underflowed to exactly 0"}),
+         evidence={"forward": "{zeros} of {numel} sums of exponentials underflowed to exactly 0"},
+         fix_in={"jax": "jax.nn.logsumexp(x, axis) subtracts the maximum first; "
+                        "nanguard.jax.logsumexp(x, axis, where=mask) with a mask"}),
     make("softmax_overflow", "softmax by hand", ("exp", "div", "sum"),
          value="inf/inf = NaN for a large score; 0/0 = NaN when all scores are below ~−103",
          gradient="NaN with the value",
@@ -151,5 +189,7 @@ ENTRIES: list[Hazard] = [
              "for a row with a large score, and 0/0 = NaN when every score is below ~−103",
          fix="torch.softmax(x, dim) (tf.nn.softmax) subtracts the maximum first; "
              "nanguard.softmax(x, dim, mask=mask) with a mask",
-         safe={"torch": "torch.softmax", "tf": "tf.nn.softmax", "jax": "jax.nn.softmax"}, lint=("NG901",)),
+         safe={"torch": "torch.softmax", "tf": "tf.nn.softmax", "jax": "jax.nn.softmax"}, lint=("NG901",),
+         fix_in={"jax": "jax.nn.softmax(x, axis) subtracts the maximum first; nanguard.jax.softmax(x,"
+                        " axis, where=mask) with a mask"}),
 ]
