@@ -18,7 +18,7 @@ from jax.extend import core as jcore
 from nanguard.core.report import Report
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, traceback_sites
-from nanguard.jax.detector.phase import eqn_function, forward_eqn, is_backward
+from nanguard.jax.detector.phase import enclosing_site, eqn_function, forward_eqn, is_backward, scope_flags
 from nanguard.jax.detector.replay import Event, Outcome
 from nanguard.jax.detector.values import host, is_float, summarize
 from nanguard.jax.detector.why import Facts, diagnose, words
@@ -41,12 +41,25 @@ def message(phase: str, kind: str, fn: str, where: str) -> str:
 
 def _site(event: Event) -> Optional[Site]:
     """The user frame of the event's equation, else of the nearest enclosing equation."""
-    site = eqn_site(event.eqn)
-    scope = event.scope
-    while site is None and scope is not None and scope.parent_eqn is not None:
-        site = eqn_site(scope.parent_eqn)
+    return eqn_site(event.eqn) or enclosing_site(event.scope)
+
+
+def _forward(event: Event, site: Optional[Site]) -> tuple:
+    """(forward equation, its scope's values) of a backward event: the outermost forward
+    ``jit`` written at the same line (``jnp.linalg.norm``), else the scope's own primal
+    equation at that expression."""
+    scope, found = event.scope, None
+    while scope.parent is not None and (eqn_site(scope.parent_eqn) or enclosing_site(scope.parent)) == site:
+        flags = scope_flags(scope.parent)
+        index = next((i for i, e in enumerate(scope.parent.jaxpr.eqns) if e is scope.parent_eqn), None)
+        if index is None or flags[index]:
+            break
+        found = (scope.parent_eqn, scope.parent.env)
         scope = scope.parent
-    return site
+    if found is not None:
+        return found
+    eqn = forward_eqn(event, site)
+    return (eqn, event.scope.env) if eqn is not None else (None, {})
 
 
 def _values(eqn: Any, env: Dict[Any, Any]) -> List[Any]:
@@ -61,9 +74,11 @@ def _args(values: Sequence[Any], role: str) -> tuple:
         if v is None:
             continue
         if not isinstance(v, jax.Array) and np.ndim(v) == 0 and not isinstance(v, (bool, np.bool_)):
-            if isinstance(v, (int, float, np.number)):  # a literal such as sqrt's 0.5
+            try:                                         # a literal such as sqrt's 0.5
                 scalars.append(ScalarArg(name, float(v)))
                 continue
+            except (TypeError, ValueError):
+                pass
         arrays.append((summarize(v, name, role), host(v) if is_float(v) else None))
     return arrays, scalars
 
@@ -117,11 +132,11 @@ def build(outcome: Outcome, step: Optional[int] = None, program: str = "",
     api = api_spelling(site)
     fn = base_name(api)
     prim = event.eqn.primitive.name
-    fwd = forward_eqn(event, site) if phase == "backward" else None
+    fwd, fwd_env = _forward(event, site) if phase == "backward" else (None, {})
     if fn is None:
         fn = eqn_function(fwd) if fwd is not None else prim
     inputs, scalars = _args(event.inputs, "input")
-    fwd_values = _values(fwd, event.scope.env) if fwd is not None else []
+    fwd_values = _values(fwd, fwd_env) if fwd is not None else []
     fwd_inputs, _ = _args(fwd_values, "forward input") if fwd is not None else ([], [])
     outputs = [summarize(o, "out" if len(event.outputs) == 1 else f"out{i}", "output")
                for i, o in enumerate(event.outputs) if hasattr(o, "shape")]

@@ -130,12 +130,24 @@ def forward_eqn(event: Event, site: Optional[Site]) -> Optional[Any]:
     if site is None:
         return None
     flags = scope_flags(event.scope)
+    inherited = enclosing_site(event.scope)
     for eqn, backward in zip(event.scope.jaxpr.eqns, flags):
         if backward:
             continue
-        other = eqn_site(eqn)
+        other = eqn_site(eqn) or inherited
         if other is not None and other.key == site.key:
             return eqn
+    return None
+
+
+def enclosing_site(scope: Scope) -> Optional[Site]:
+    """The user frame of the nearest enclosing equation that has one: the equations inside a
+    library's jitted function (``jnp.linalg.norm``) carry no user frame of their own."""
+    while scope is not None and scope.parent_eqn is not None:
+        site = eqn_site(scope.parent_eqn)
+        if site is not None:
+            return site
+        scope = scope.parent
     return None
 
 
@@ -153,4 +165,4 @@ def eqn_function(eqn: Any) -> str:
     return name
 
 
-__all__ = ["eqn_function", "forward_eqn", "is_backward", "scope_flags"]
+__all__ = ["enclosing_site", "eqn_function", "forward_eqn", "is_backward", "scope_flags"]
