@@ -104,7 +104,7 @@ def push(observer: Observer) -> None:
 def pop(observer: Observer) -> None:
     local = _LOCAL
     for i in range(len(local.observers) - 1, -1, -1):
-        if local.observers[i] is observer:
+        if local.observers[i] == observer:   # bound methods: equal, not identical
             del local.observers[i]
             saved = local.saved.pop(i)
             if not local.observers:

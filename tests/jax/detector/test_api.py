@@ -168,3 +168,11 @@ def test_a_script_that_imports_jax_runs_under_detect(tmp_path, monkeypatch):
     assert report.file == str(script) and report.line == 7 and report.phase == "backward"
     assert report.forward_op == "norm" and report.step == 3
     assert "optax.safe_norm" in report.suggestion
+
+
+def test_nothing_is_checked_after_the_context_exits():
+    from nanguard.jax.detector import hooks
+    with ngj.detect(mode="record"):
+        pass
+    assert not hooks._LOCAL.observers
+    jax.jit(P.log_of_zero)(jnp.zeros(2))       # not detected, and no error
