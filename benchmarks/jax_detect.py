@@ -1,8 +1,9 @@
 """Cost of leaving JAX detection on: one jitted training step of a small transformer (optax adam).
 
 Same run, interleaved rounds (see benchmarks/common.py): the plain jitted step, the step inside
-``nanguard.jax.detect()``, the step under ``jax_debug_nans`` (and ``jax_debug_infs``, the same
-check nanguard makes by default), and the step under ``checkify(float_checks)`` + ``throw``.
+``nanguard.jax.detect()`` (and with ``exhaustive=True``), the step under ``jax_debug_nans``
+and ``jax_debug_infs`` (the same values nanguard checks by default), and the step under
+``checkify(float_checks)`` + ``throw``.
 Goal from issue 11: nanguard <= 1.05x.
 
 It then checks that detection *localises*: a NaN planted in the forward (log of a negative
@@ -92,12 +93,17 @@ def _cases():
     jitted = jax.jit(step)
     checked = jax.jit(checkify.checkify(step, errors=checkify.float_checks))
     det = ngj.detect()
+    thorough = ngj.detect(exhaustive=True)
 
     def plain():
         return jax.block_until_ready(jitted(params, state, x, y))
 
     def nanguard_detect():
         with det:
+            return jax.block_until_ready(jitted(params, state, x, y))
+
+    def nanguard_exhaustive():
+        with thorough:
             return jax.block_until_ready(jitted(params, state, x, y))
 
     def debug_nans():
@@ -110,6 +116,7 @@ def _cases():
         return jax.block_until_ready(out)
 
     return {"plain jit": plain, "nanguard.jax.detect()": nanguard_detect,
+            "detect(exhaustive=True)": nanguard_exhaustive,
             "jax_debug_nans+infs": debug_nans, "checkify(float_checks)": with_checkify}
 
 

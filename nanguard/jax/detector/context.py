@@ -9,7 +9,7 @@ Why the dispatch hook rather than a wrapped ``jax.jit``: it needs no change to t
 (``nanguard run`` wraps a whole script), it sees jitted functions compiled before detection
 began and eager ops alike, and it costs one fused reduction per executed computation. The
 price of a precise answer, a replay of a few hundred times a step, is paid once, after a
-non-finite output.
+non-finite output. ``exhaustive`` adds `exhaustive`'s compiled per-equation check.
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ class detect(contextlib.ContextDecorator):
             ``FloatingPointError``) carrying ``.report``; ``"warn"`` issues a
             ``NonFiniteWarning`` and goes on; ``"record"`` keeps the first report on
             ``.report`` and goes on. After the first finding, checking stops.
-        exhaustive: also blame a value that was made non-finite and then discarded (a
-            ``where`` branch not taken, a masked entry) when a call's output is non-finite:
-            the replay reports the first equation that made any NaN/Inf.
+        exhaustive: check every equation of every executed computation, also when its
+            outputs come out finite: each jitted function is also run once more, compiled
+            with the per-equation rule (about 2x a step); it finds a value made non-finite
+            and then discarded (a ``where`` branch not taken, a masked entry), and the replay
+            names the first such equation.
 
     Deliberate infinities are not reported: ``jnp.where(mask, x, -jnp.inf)`` followed by a
     softmax with a kept entry per row comes out finite and is never checked further; a

@@ -22,6 +22,7 @@ from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.errors import NonFiniteError
 from nanguard.jax.detector import eager
 from nanguard.jax.detector.build import build
+from nanguard.jax.detector.exhaustive import Checker
 from nanguard.jax.detector.hooks import quiet
 from nanguard.jax.detector.replay import Replay
 from nanguard.jax.detector.values import INF, float_leaves, special_flags
@@ -68,6 +69,7 @@ class Session:
         self.calls: Dict[int, int] = {}
         self.deliberate: set = set()       # (function, pattern) whose non-finite outputs replay as deliberate
         self.replayed: set = set()         # eager grad calls already replayed
+        self.checker = Checker(check)      # exhaustive: the compiled per-equation checks
         self.active = 0
         self.lock = threading.Lock()
 
@@ -102,6 +104,8 @@ class Session:
         # a NaN output is looked into under check="inf" too: an inf made inside may have led to it
         bad = flags[:, 0] | (flags[:, 1] & (INF in self.check))
         if not bad.any():
+            if self.exhaustive and not primitive and not getattr(fun, "_eager_jit", False):
+                self._exhaustive_check(fun, args, kwargs, step)
             return
         if primitive or getattr(fun, "_eager_jit", False):
             # an eager op: inside an eager jax.grad the whole differentiated call is replayed
@@ -113,6 +117,21 @@ class Session:
             report = self._replay_call(fun, args, kwargs, step, flags)
         if report is not None:
             self.found(report)
+
+    def _exhaustive_check(self, fun: Any, args: tuple, kwargs: dict, step: Optional[int]) -> None:
+        """Outputs finite: with ``exhaustive``, ask the compiled per-equation check whether a
+        value was made non-finite and discarded on the way; if so, replay to name it."""
+        if any(isinstance(x, jax.Array) and x.is_deleted() for x in jax.tree_util.tree_leaves((args, kwargs))):
+            return
+        with quiet():
+            try:
+                made = self.checker.any_made(fun, args, kwargs, trace)
+            except Exception:  # noqa: BLE001  (a program the check cannot stage is checked at its outputs only)
+                return
+        if made:
+            report = self.replay(fun, args, kwargs, step, _name(fun), expect=False, call_site=eager.live_site())
+            if report is not None:
+                self.found(report)
 
     def _replay_call(self, fun: Any, args: tuple, kwargs: dict, step: Optional[int],
                      flags: np.ndarray) -> Optional[Report]:

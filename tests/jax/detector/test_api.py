@@ -176,3 +176,19 @@ def test_nothing_is_checked_after_the_context_exits():
         pass
     assert not hooks._LOCAL.observers
     jax.jit(P.log_of_zero)(jnp.zeros(2))       # not detected, and no error
+
+
+def test_exhaustive_finds_a_nan_that_never_reaches_the_outputs():
+    def forward(x):
+        return jnp.where(x > 0, jnp.sqrt(x), 0.0).sum()   # sqrt(-1) = NaN, discarded
+
+    x = jnp.array([-1.0, 4.0])
+    with ngj.detect(mode="record") as d:
+        jax.jit(forward)(x)
+    assert d.report is None
+    with ngj.detect(mode="record", exhaustive=True) as d:
+        jax.jit(forward)(x)
+    assert (d.report.op, d.report.phase, d.report.kind) == ("sqrt", "forward", "nan")
+    with ngj.detect(mode="record", exhaustive=True) as d:
+        jax.jit(forward)(jnp.array([1.0, 4.0]))
+    assert d.report is None
