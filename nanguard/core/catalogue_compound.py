@@ -38,8 +38,12 @@ ENTRIES: list[Hazard] = [
          why="x/0 = ±inf and 0/0 = NaN, and the gradients 1/b and −a/b² are inf where b = 0",
          fix="nanguard.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or fill=)",
          safe=nanguard_op("div"),
-         fix_in={"tf": "nanguard.tf.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or "
-                       "fill=); tf.math.divide_no_nan also gives 0 but turns NaN data into 0, hiding it"},
+         fix_in={
+             "tf": "nanguard.tf.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or "
+                   "fill=); tf.math.divide_no_nan also gives 0 but turns NaN data into 0, hiding it",
+             "jax": "nanguard.jax.div(a, b) returns a finite value and gradient where b = 0 (0 by convention, or "
+                    "fill=)",
+         },
          evidence={"x_over_zero": "{zeros} of {numel} denominators are 0 (x/0 = ±inf)",
                    "zero_over_zero": "{zeros} of {numel} denominators are 0 (0/0 = NaN where the numerator is 0 "
                                      "too: {num_zeros} numerator zeros)",
@@ -141,8 +145,12 @@ ENTRIES: list[Hazard] = [
              "exp(−inf − (−inf)) = exp(NaN) there",
          fix="nanguard.logsumexp(x, dim) returns −inf with a zero gradient for all −inf rows (mask= for masks)",
          safe=nanguard_op("logsumexp"),
-         fix_in={"tf": "nanguard.tf.logsumexp(x, axis) returns −inf with a zero gradient for all −inf rows "
-                       "(mask= for masks)"},
+         fix_in={
+             "tf": "nanguard.tf.logsumexp(x, axis) returns −inf with a zero gradient for all −inf rows (mask= for "
+                   "masks)",
+             "jax": "nanguard.jax.logsumexp(x, axis) returns −inf with a zero gradient for all −inf rows (where= for "
+                    "masks)",
+         },
          evidence={"forward": "every entry of {rows} of {total} rows is −inf",
                    "backward": "on {rows} of {total} rows every entry is −inf"}),
     make("inf_minus_inf", "inf − inf", ("add", "sub", "rsub", "softmax", "log_softmax", "logsumexp"),
@@ -151,9 +159,13 @@ ENTRIES: list[Hazard] = [
          fix="find where the infinities come from (see the inputs); for attention masks pass a mask "
              "(nanguard.softmax(x, dim, mask=mask)) instead of adding −inf to scores that may be −inf too",
          safe=nanguard_op("softmax"),
-         fix_in={"tf": "find where the infinities come from (see the inputs); for attention masks pass a mask "
-                       "(nanguard.tf.softmax(x, axis, mask=mask)) instead of adding −inf to scores that may be "
-                       "−inf too"},
+         fix_in={
+             "tf": "find where the infinities come from (see the inputs); for attention masks pass a mask "
+                   "(nanguard.tf.softmax(x, axis, mask=mask)) instead of adding −inf to scores that may be −inf too",
+             "jax": "find where the infinities come from (see the inputs); for attention masks pass a mask "
+                    "(nanguard.jax.softmax(x, axis, where=mask)) instead of adding −inf to scores that may be −inf "
+                    "too",
+         },
          evidence={"forward": "the inputs hold {posinf} +inf and {neginf} −inf"}),
     # ------------------------------------------------------------------------ products
     make("zero_times_inf", "0 · inf", ("mul",),
@@ -162,8 +174,12 @@ ENTRIES: list[Hazard] = [
          fix="find where the ±inf comes from (see the inputs); nanguard.safe_where keeps masked entries out of "
              "the product",
          safe=nanguard_op("safe_where"),
-         fix_in={"tf": "find where the ±inf comes from (see the inputs); nanguard.tf.safe_where keeps masked "
-                       "entries out of the product"},
+         fix_in={
+             "tf": "find where the ±inf comes from (see the inputs); nanguard.tf.safe_where keeps masked entries out "
+                   "of the product",
+             "jax": "find where the ±inf comes from (see the inputs); nanguard.jax.safe_where keeps masked entries "
+                    "out of the product",
+         },
          evidence={"forward": "the factors hold {inf} ±inf and {zeros} zeros"}),
     make("xlogy_zero", "x·log(x) and x·log(y) at 0", ("xlogy", "special_xlogy", "mul", "log", "entropy"),
          value="0·log(0) = NaN where x = y = 0; inf where only y = 0",
@@ -239,9 +255,12 @@ ENTRIES: list[Hazard] = [
          fix="compute this op in float32 (x.float()), or use torch.autocast, which keeps overflow-prone ops in "
              "float32, with torch.amp.GradScaler for the gradients",
          safe={"torch": "torch.autocast", "tf": "tf.keras.mixed_precision", "jax": "jax.numpy.float32"},
-         fix_in={"tf": "compute this op in float32 (tf.cast(x, tf.float32)), or use Keras mixed precision "
-                       "(keras.mixed_precision.set_global_policy(\"mixed_float16\")), which keeps overflow-prone ops "
-                       "in float32 and scales the loss"},
+         fix_in={
+             "tf": "compute this op in float32 (tf.cast(x, tf.float32)), or use Keras mixed precision "
+                   "(keras.mixed_precision.set_global_policy(\"mixed_float16\")), which keeps overflow-prone ops in "
+                   "float32 and scales the loss",
+             "jax": "compute this op in float32 (x.astype(jnp.float32)), keeping only storage in float16",
+         },
          evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
                    "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
     make("overflow", "overflow of the dtype's range", ("mul", "matmul", "mm", "addmm", "sum", "pow", "exp"),
@@ -281,9 +300,13 @@ ENTRIES: list[Hazard] = [
          fix="Check the data where it is loaded (torch.isnan(batch).any()), e.g. a header row or a missing value "
              "parsed as NaN; clean it (drop the rows, or torch.nan_to_num) before the model sees it",
          safe={"torch": "torch.nan_to_num", "tf": "tf.where", "jax": "jax.numpy.nan_to_num"},
-         fix_in={"tf": "Check the data where it is loaded (tf.reduce_any(tf.math.is_nan(batch))), e.g. a header "
-                       "row or a missing value parsed as NaN; clean it (drop the rows, or tf.where(tf.math.is_nan(x), "
-                       "0.0, x)) before the model sees it"},
+         fix_in={
+             "tf": "Check the data where it is loaded (tf.reduce_any(tf.math.is_nan(batch))), e.g. a header row or a "
+                   "missing value parsed as NaN; clean it (drop the rows, or tf.where(tf.math.is_nan(x), 0.0, x)) "
+                   "before the model sees it",
+             "jax": "Check the data where it is loaded (jnp.isnan(batch).any()), e.g. a header row or a missing value "
+                    "parsed as NaN; clean it (drop the rows, or jnp.nan_to_num) before the model sees it",
+         },
          evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"}),
     make("optimizer_step", "an optimizer step that makes NaN/Inf", ("step",),
          value="NaN/Inf in the parameters after a step with finite gradients", gradient="-",
@@ -294,16 +317,24 @@ ENTRIES: list[Hazard] = [
          safe={"torch": "nanguard.GradGuard", "tf": "nanguard.tf.GradGuard", "jax": "nanguard.jax.GradGuard"},
          evidence={"forward": "the gradients were finite, but {optimizer}.step ({hp}) made {what} in the "
                               "parameters",
-                   "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"}),
+                   "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"},
+         fix_in={"jax": "Use eps > 0 (optax.adam's default 1e-8), a smaller learning rate, or clip "
+                        "the gradients (optax.clip_by_global_norm); nanguard.jax's optax guard can "
+                        "skip a bad step"}),
     make("unexplained", "an op no entry explains", (),
          value="-", gradient="-",
          why="no hazard in nanguard's catalogue matches this op and these inputs",
          fix="look at the input ranges below for zeros, negatives or huge values; nanguard's safe ops "
              "(nanguard.sqrt, nanguard.div, nanguard.xlogy, nanguard.softmax ...) cover the usual cases",
          safe=nanguard_op("sqrt"),
-         fix_in={"tf": "look at the input ranges below for zeros, negatives or huge values; nanguard's TensorFlow "
-                       "safe ops (nanguard.tf.sqrt, nanguard.tf.div, nanguard.tf.xlogy, nanguard.tf.softmax ...) cover "
-                       "the usual cases"},
+         fix_in={
+             "tf": "look at the input ranges below for zeros, negatives or huge values; nanguard's TensorFlow safe "
+                   "ops (nanguard.tf.sqrt, nanguard.tf.div, nanguard.tf.xlogy, nanguard.tf.softmax ...) cover the "
+                   "usual cases",
+             "jax": "look at the input ranges below for zeros, negatives or huge values; nanguard's JAX safe ops "
+                    "(nanguard.jax.sqrt, nanguard.jax.div, nanguard.jax.xlogy, nanguard.jax.softmax ...) cover the "
+                    "usual cases",
+         },
          evidence={"forward": "{fn} produced {what} from finite inputs",
                    "backward": "the backward of {fn} produced {what} from finite values (node {node}, op {op})"}),
 ]

@@ -16,8 +16,12 @@ ENTRIES: list[Hazard] = [
          fix="nanguard.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the subtraction "
              "that cancels",
          safe=nanguard_op("sqrt"),
-         fix_in={"tf": "nanguard.tf.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the "
-                       "subtraction that cancels"},
+         fix_in={
+             "tf": "nanguard.tf.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the "
+                   "subtraction that cancels",
+             "jax": "nanguard.jax.sqrt(x) treats round-off negatives as 0 (value 0, gradient 0); or find the "
+                    "subtraction that cancels",
+         },
          evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"}),
     make("sqrt_zero", "sqrt at 0", ("sqrt",),
          value="finite: sqrt(0) = 0", gradient="1/(2·sqrt(x)): inf at x = 0, NaN once multiplied by 0",
@@ -116,8 +120,13 @@ ENTRIES: list[Hazard] = [
          fix="stay in log space where the 0 comes from (F.log_softmax, nanguard.logsumexp), or "
              "nanguard.xlogy(x, y) for x·log(y), which is 0 where x = 0",
          safe=nanguard_op("xlogy"),
-         fix_in={"tf": "stay in log space where the 0 comes from (tf.nn.log_softmax, tf.reduce_logsumexp), or "
-                       "nanguard.tf.xlogy(x, y) for x·log(y), which is 0 where x = 0"},
+         fix_in={
+             "tf": "stay in log space where the 0 comes from (tf.nn.log_softmax, tf.reduce_logsumexp), or "
+                   "nanguard.tf.xlogy(x, y) for x·log(y), which is 0 where x = 0",
+             "jax": "stay in log space where the 0 comes from (jax.nn.log_softmax, jax.nn.logsumexp), or "
+                    "nanguard.jax.xlogy(x, y) for x·log(y), which is 0 where x = 0; behind a where(), the double "
+                    "where: jnp.log(jnp.where(x > 0, x, 1.0))",
+         },
          evidence={"forward": "{zeros} of {numel} inputs are exactly 0",
                    "backward": "{zeros} of {numel} inputs were 0"}),
     make("log_negative", "log of a negative number", ("log", "log2", "log10"),
@@ -126,16 +135,24 @@ ENTRIES: list[Hazard] = [
          fix="find what makes the argument negative (a subtraction, a sign error), or produce it with a "
              "positive map (torch.exp, nanguard.softplus) and stay in log space",
          safe=nanguard_op("softplus"),
-         fix_in={"tf": "find what makes the argument negative (a subtraction, a sign error), or produce it with a "
-                       "positive map (tf.exp, tf.nn.softplus) and stay in log space"},
+         fix_in={
+             "tf": "find what makes the argument negative (a subtraction, a sign error), or produce it with a "
+                   "positive map (tf.exp, tf.nn.softplus) and stay in log space",
+             "jax": "find what makes the argument negative (a subtraction, a sign error), or produce it with a "
+                    "positive map (jnp.exp, jax.nn.softplus) and stay in log space",
+         },
          evidence={"forward": "{negative} of {numel} inputs are negative (min {min})"}),
     make("log1p_domain", "log1p at or below −1", ("log1p",),
          value="−inf at x = −1, NaN below", gradient="1/(1 + x): inf at x = −1",
          why="log1p(x) is −inf at x = −1 and NaN below, and its gradient 1/(1 + x) is inf at −1",
          fix="keep x > −1; for log(1 + exp(x)) use nanguard.softplus(x) (or F.softplus), which never overflows",
          safe=nanguard_op("softplus"),
-         fix_in={"tf": "keep x > −1; for log(1 + exp(x)) use tf.nn.softplus(x) (or nanguard.tf.softplus), which "
-                       "never overflows"},
+         fix_in={
+             "tf": "keep x > −1; for log(1 + exp(x)) use tf.nn.softplus(x) (or nanguard.tf.softplus), which never "
+                   "overflows",
+             "jax": "keep x > −1; for log(1 + exp(x)) use jax.nn.softplus(x) (or nanguard.jax.softplus), which never "
+                    "overflows",
+         },
          evidence={"range": "the inputs range from {min} to {max} ({posinf} are +inf)"}),
     make("log_softmax", "log of a softmax", ("log", "softmax"),
          value="−inf where a probability underflows to 0", gradient="1/p: inf where p underflows to 0",
@@ -198,9 +215,14 @@ ENTRIES: list[Hazard] = [
              "nanguard.logaddexp for sums of exponentials, or subtract the maximum first; behind a where(), "
              "nanguard.safe_where keeps the discarded branch out of the gradient",
          safe=nanguard_op("logsumexp"),
-         fix_in={"tf": "work in log space: tf.nn.softplus(x) for log(1 + exp(x)), tf.reduce_logsumexp or "
-                       "nanguard.tf.logaddexp for sums of exponentials, or subtract the maximum first; behind a "
-                       "tf.where(), nanguard.tf.safe_where keeps the discarded branch out of the gradient"},
+         fix_in={
+             "tf": "work in log space: tf.nn.softplus(x) for log(1 + exp(x)), tf.reduce_logsumexp or "
+                   "nanguard.tf.logaddexp for sums of exponentials, or subtract the maximum first; behind a "
+                   "tf.where(), nanguard.tf.safe_where keeps the discarded branch out of the gradient",
+             "jax": "work in log space: nanguard.jax.softplus(x) (or jax.nn.softplus) for log(1 + exp(x)), "
+                    "jax.nn.logsumexp or nanguard.jax.logaddexp for sums of exponentials, or subtract the maximum "
+                    "first; behind a where(), nanguard.jax.safe_where keeps the discarded branch out of the gradient",
+         },
          evidence={"forward": "{over} of {numel} inputs exceed {limit}, above which exp overflows {dtype} "
                               "(max {max})",
                    "backward": "the forward overflowed to inf (inputs up to {max} > {limit})"}),

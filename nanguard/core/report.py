@@ -26,6 +26,8 @@ class Report:
     parameters non-finite). ``kind`` is ``"nan"`` or ``"inf"``. ``op`` is the aten op
     (``"aten.sqrt.default"``); ``torch_function`` the spelling the user wrote
     (``"torch.sqrt"``); ``node`` the autograd node of a backward finding (``"SqrtBackward0"``).
+    For JAX, ``op`` is the primitive (``"div"``), ``api`` the spelling the user wrote
+    (``"jnp.sqrt"``) and ``node`` the equation's name stack (``"transpose(jvp(loss))"``).
 
     ``file``/``line``/``code`` are the user's line: the innermost frame outside torch and
     nanguard. For a backward finding they are the *forward* line that created the failing
@@ -70,6 +72,7 @@ class Report:
     stack: List[Frame] = field(default_factory=list)
     how: str = ""
     notes: List[str] = field(default_factory=list)
+    api: Optional[str] = None        # set by other frameworks: the user's spelling ("" for an operator)
 
     # ------------------------------------------------------------------ derived text
     @property
@@ -142,6 +145,7 @@ class Report:
             "stack": [f.to_dict() for f in self.stack],
             "how": self.how,
             "notes": list(self.notes),
+            **({"api": self.api} if self.api is not None else {}),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -172,8 +176,9 @@ class Report:
         op_line = self.op
         if self.node:
             op_line += f" in {self.node}"
-        if self.torch_function and self.phase != "optimizer":
-            op_line += f" (from {self.torch_function})"
+        spelling = self.torch_function or self.api
+        if spelling and self.phase != "optimizer":
+            op_line += f" (from {spelling})"
         lines.append(f"  {paint('op', '1')}  {op_line}")
         for label, text in (("why", self.explanation), ("fix", self.suggestion)):
             if text:
@@ -205,6 +210,11 @@ class Report:
 
 def _display_function(report: Report) -> str:
     """The short name of what failed: ``sqrt`` for aten.sqrt or for the backward of torch.sqrt."""
+    if report.api is not None:
+        # another framework (JAX sets ``api``, "" for an operator)
+        if report.phase == "backward" and report.forward_op:
+            return report.forward_op
+        return report.api.rsplit(".", 1)[-1] if report.api else report.op
     if report.phase == "backward" and report.forward_op:
         return _op_base(report.forward_op)
     if report.op.startswith("aten."):

@@ -27,7 +27,7 @@ from nanguard.errors import NonFiniteError
 # Each pillar lists the public names its subpackage defines.
 _OPS: Tuple[str, ...] = ()
 
-_DETECT: Tuple[str, ...] = ()
+_DETECT: Tuple[str, ...] = ("detect", "Report", "TensorSummary", "ScalarArg", "NonFiniteWarning")
 
 _GUARD: Tuple[str, ...] = ("guarded", "GuardState", "check_guard", "guard_records", "resume_guard")
 

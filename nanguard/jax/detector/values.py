@@ -1,0 +1,144 @@
+"""Values, as the detector sees them: which leaves can hold NaN/Inf, the cheap check of a
+call's outputs, and exact summaries (`nanguard.core.summary.TensorSummary`) after a finding.
+
+The cheap check is one jitted reduction over every floating leaf of an output (one fused
+pass, one host sync, a few bytes back); exact statistics are computed only for a report.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nanguard.core.summary import TensorSummary
+
+NAN, INF = "nan", "inf"
+
+
+def is_float(x: Any) -> bool:
+    """A JAX or NumPy array (or scalar) of a floating or complex dtype."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return isinstance(x, float)
+    try:
+        return bool(jnp.issubdtype(dtype, jnp.inexact))
+    except TypeError:  # float0 and other exotic dtypes
+        return False
+
+
+def float_leaves(tree: Any) -> List[Any]:
+    """The floating leaves of a pytree that hold data (arrays and Python floats)."""
+    return [leaf for leaf in jax.tree_util.tree_leaves(tree) if is_float(leaf) and _has_data(leaf)]
+
+
+def _has_data(x: Any) -> bool:
+    if isinstance(x, jax.Array):
+        try:
+            return not x.is_deleted()
+        except AttributeError:
+            return True
+    return True
+
+
+@jax.jit
+def _special_flags(leaves: Sequence[jax.Array]) -> jax.Array:
+    # one row per leaf: (any NaN, any ±Inf); XLA fuses both reductions into one pass
+    rows = [jnp.stack([jnp.isnan(x).any(), jnp.isinf(x).any()]) for x in leaves]
+    return jnp.stack(rows) if rows else jnp.zeros((0, 2), bool)
+
+
+def special_flags(leaves: Sequence[Any]) -> np.ndarray:
+    """A ``(len(leaves), 2)`` bool array: whether each leaf holds NaN, and ±Inf."""
+    if not leaves:
+        return np.zeros((0, 2), bool)
+    arrays = [x for x in leaves if isinstance(x, jax.Array)]
+    if len(arrays) == len(leaves) and sum(x.size for x in arrays) > 4096:
+        return np.asarray(_special_flags(list(arrays)))
+    # small or host values: NumPy on the host costs less than a dispatch
+    out = np.zeros((len(leaves), 2), bool)
+    for i, x in enumerate(leaves):
+        a = np.asarray(x)
+        if a.dtype.kind not in "fc":
+            a = a.astype(np.float32)
+        out[i] = (bool(np.isnan(a).any()), bool(np.isinf(a).any()))
+    return out
+
+
+def flags_of(x: Any) -> Tuple[bool, bool]:
+    """(holds NaN, holds ±Inf) for one value; (False, False) for non-floating values."""
+    if not is_float(x) or not _has_data(x):
+        return False, False
+    a = _host(x)
+    return bool(np.isnan(a).any()), bool(np.isinf(a).any())
+
+
+def _host(x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "fciub":  # bfloat16 and other ml_dtypes: widen to float32
+        a = a.astype(np.float32)
+    return a
+
+
+def host(x: Any) -> Optional[np.ndarray]:
+    """A NumPy copy of ``x`` (float32 for bfloat16), or None when it has no data."""
+    if not _has_data(x):
+        return None
+    try:
+        return _host(x)
+    except Exception:  # noqa: BLE001  (a value we cannot read is simply not summarised)
+        return None
+
+
+def dtype_name(x: Any) -> str:
+    dtype = getattr(x, "dtype", None)
+    return str(np.dtype(dtype)) if dtype is not None else type(x).__name__
+
+
+def device_name(x: Any) -> str:
+    try:
+        return next(iter(x.devices())).platform
+    except (AttributeError, StopIteration, TypeError):
+        return "cpu"
+
+
+def summarize(x: Any, name: str, role: str = "input") -> TensorSummary:
+    """Exact statistics of ``x`` (only after a detection)."""
+    shape = tuple(getattr(x, "shape", ()))
+    summary = TensorSummary(name=name, shape=shape, dtype=dtype_name(x), device=device_name(x),
+                            numel=int(np.prod(shape)) if shape else 1, role=role)
+    a = host(x)
+    if a is None or a.size == 0:
+        return summary
+    if a.dtype.kind == "c":
+        a = np.stack([a.real, a.imag], axis=-1)
+    if a.dtype.kind == "b":
+        a = a.astype(np.uint8)
+    if a.dtype.kind == "f":
+        finite = np.isfinite(a)
+        summary.nan = int(np.isnan(a).sum())
+        summary.posinf = int((a == math.inf).sum())
+        summary.neginf = int((a == -math.inf).sum())
+        summary.zeros = int((a == 0).sum())
+        summary.negative = int((finite & (a < 0)).sum())
+        if finite.any():
+            summary.min = float(a[finite].min())
+            summary.max = float(a[finite].max())
+        bad = ~finite
+        if np.iscomplexobj(np.asarray(x)):
+            bad = bad.any(-1)
+        if bad.any():
+            summary.first_bad = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), shape)) \
+                if shape else ()
+    else:
+        summary.zeros = int((a == 0).sum())
+        summary.negative = int((a < 0).sum())
+        summary.min = float(a.min())
+        summary.max = float(a.max())
+    return summary
+
+
+__all__ = ["INF", "NAN", "flags_of", "float_leaves", "host", "is_float", "special_flags", "summarize"]
