@@ -92,8 +92,9 @@ def test_loss_log_of_softmax_in_fit_is_found_at_the_loss_line(jit):
     assert "tf.nn.log_softmax" in report.suggestion
 
 
+@pytest.mark.parametrize("exhaustive", (False, True))
 @pytest.mark.parametrize("jit", (False, True))
-def test_fixed_model_and_minus_inf_mask_train_quietly_and_identically(jit):
+def test_fixed_model_and_minus_inf_mask_train_quietly_and_identically(jit, exhaustive):
     x, y = _data()
     histories = []
     for detecting in (False, True):
@@ -103,11 +104,15 @@ def test_fixed_model_and_minus_inf_mask_train_quietly_and_identically(jit):
         model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.Flatten()(h)))
         model.compile(optimizer="adam", loss="categorical_crossentropy", jit_compile=jit)
         if detecting:
-            with ngt.detect(exhaustive=True):
+            with ngt.detect(exhaustive=exhaustive):
                 history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
         else:
             history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
         histories.append((history.history["loss"], [w.copy() for w in model.get_weights()]))
     (plain_loss, plain_w), (det_loss, det_w) = histories
     assert np.all(np.isfinite(det_loss)) and plain_loss == det_loss
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(plain_w, det_w))
+    if not jit:
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(plain_w, det_w))
+    else:  # XLA compiles the checked graph with other fusions: rounding may differ in the last bit
+        for a, b in zip(plain_w, det_w):
+            np.testing.assert_array_max_ulp(a, b, maxulp=2)
