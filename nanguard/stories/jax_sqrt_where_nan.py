@@ -38,7 +38,7 @@ def main(steps: int = 3, optimizer=None):
         loss, grads = jax.value_and_grad(loss_fn)(w, x, y)
         updates, state = optimizer.update(grads, state, w)
         w = optax.apply_updates(w, updates)
-        print(f"step {i + 1}: loss {float(loss):.4f}  w {w.tolist()}")
+        print(f"step {i + 1}: loss {float(loss):.4f}  w [{float(w[0]):.4f}, {float(w[1]):.4f}]")
     return float(loss), state
 
 
