@@ -33,10 +33,11 @@ def main(steps: int = 3, optimizer=None):
     w = jnp.array([1.0, 1.0])
     optimizer = optimizer or optax.adam(0.1)
     state = optimizer.init(w)
+    update = jax.jit(optimizer.update)  # one compiled optimizer step instead of dozens of eager ops
     for i in range(steps):
         x, y = (jnp.array(t) for t in BATCHES[i % len(BATCHES)])
         loss, grads = jax.value_and_grad(loss_fn)(w, x, y)
-        updates, state = optimizer.update(grads, state, w)
+        updates, state = update(grads, state, w)
         w = optax.apply_updates(w, updates)
         print(f"step {i + 1}: loss {float(loss):.4f}  w [{float(w[0]):.4f}, {float(w[1]):.4f}]")
     return float(loss), state
