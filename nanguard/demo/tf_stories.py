@@ -186,20 +186,43 @@ def softmax(show: Show, tf: Any, ngt: Any) -> None:
 
     show.code("""
 # the seed zeroed NaN gradients by hand and tracked a was_nan flag:
+was_nan = tf.reduce_any([tf.reduce_any(tf.math.is_nan(g)) for g in grads])
 grads = [tf.where(tf.math.is_nan(g), tf.zeros_like(g), g) for g in grads]
-# nanguard: wrap the optimizer; the bad step is skipped and recorded
-optimizer = nanguard.tf.GuardedOptimizer(tf.keras.optimizers.SGD(0.1))
 """)
     import keras  # Keras 3 comes with TensorFlow >= 2.16
 
+    by_hand = _HandZeroed(tf, keras.optimizers.SGD(0.1))
+    _, lines, error = _quietly(lambda: module.main(3, optimizer=by_hand))
+    show.bad("the naive program, zeroed by hand: loss per step",
+             f"{_losses(lines)}; was_nan per step {by_hand.was_nan}  (which variable? how many? why?)")
+    show.code("""
+# nanguard: wrap the optimizer; the bad step is skipped, counted and named
+optimizer = nanguard.tf.GuardedOptimizer(tf.keras.optimizers.SGD(0.1))
+""")
     guarded = ngt.GuardedOptimizer(keras.optimizers.SGD(0.1))
     _, lines, error = _quietly(lambda: module.main(3, optimizer=guarded))
     records = guarded.records
     if error is None and records.events:
-        show.good(f"the naive program, guarded: loss per step", _losses(lines))
+        show.good("the naive program, guarded: loss per step", _losses(lines))
         show.good("the bad batch", records.events[0].describe())
     else:
         show.bad("the naive program, guarded", f"{error or 'no step was skipped'}")
+
+
+class _HandZeroed:
+    """The seed's own fix, as an optimizer for the story's loop: NaN gradients replaced by 0
+    with ``tf.where``, and a ``was_nan`` flag per step."""
+
+    def __init__(self, tf: Any, inner: Any) -> None:
+        self.tf, self.inner, self.was_nan = tf, inner, []
+
+    def apply_gradients(self, pairs: Any) -> None:
+        tf = self.tf
+        pairs = list(pairs)
+        grads = [g for g, _ in pairs]
+        was_nan = tf.reduce_any(tf.convert_to_tensor([tf.reduce_any(tf.math.is_nan(g)) for g in grads]))
+        self.was_nan.append(bool(was_nan))
+        self.inner.apply_gradients([(tf.where(tf.math.is_nan(g), tf.zeros_like(g), g), v) for g, v in pairs])
 
 
 def run(show: Show) -> None:
@@ -212,6 +235,6 @@ def run(show: Show) -> None:
     except ImportError as error:  # installed but broken: say so in one line and go on
         show.skip(f"{HINT.split(':')[0]}: TensorFlow does not import ({error}); pip install 'nanguard[tf]'")
         return
-    show.title("TensorFlow: seeds 003 and 004, in TensorFlow")
+    show.title("TensorFlow: seed stories 003 and 004")
     cross_entropy(show, tf, ngt)
     softmax(show, tf, ngt)

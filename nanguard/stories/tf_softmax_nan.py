@@ -4,9 +4,8 @@ A classifier has an inverse-activation feature, ``1 / h`` where the ReLU activat
 non-zero and 0 where it is not, written as the seed wrote ``f(x) = 1/x`` with a single
 ``tf.where``. The value is finite, but the gradient of ``1/h`` at ``h = 0`` is ``-inf`` and
 ``tf.where`` multiplies it by 0: NaN. The second batch has such a sample; the update writes
-NaN into the weights and at the next
-step ``tf.debugging.check_numerics(probabilities, 'bad probabilities')`` fails, one step
-after the damage and far from it:
+NaN into the weights, and at the next step ``tf.debugging.check_numerics(probabilities,
+'bad probabilities')`` fails, one step after the damage and far from it:
 
     python -m nanguard.stories.tf_softmax_nan
     nanguard run -m nanguard.stories.tf_softmax_nan

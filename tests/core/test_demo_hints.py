@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nanguard.demo import Show, installed, run_demo
+from nanguard.demo import installed, run_demo
 
 REPO = Path(__file__).resolve().parents[2]
 TF_HINT = "TensorFlow stories (seeds 003, 004) skipped: TensorFlow is not installed; pip install 'nanguard[tf]'"

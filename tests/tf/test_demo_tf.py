@@ -90,7 +90,7 @@ def test_softmax_story_guarded_skips_exactly_the_bad_batch():
 
 def test_section_prints_the_seed_003_numbers_and_the_log_line(section_text):
     text = section_text
-    assert "TensorFlow: seeds 003 and 004" in text
+    assert "TensorFlow: seed stories 003 and 004" in text
     assert f"{XENT.module('nan')}: loss per step: nan, nan, nan" in text
     assert f"nanguard.tf.detect: forward of Log (-Inf, op Log) at tf_cross_entropy_nan.py:{XENT_LINE}" in text
     assert f"{XENT_LINE} │ cross_entropy = -tf.reduce_sum(y_ * tf.math.log(y_conv))" in text
@@ -116,6 +116,7 @@ def test_section_prints_the_seed_004_story_detect_fix_and_guard(section_text):
     assert "the double tf.where: 1/tf.where(x != 0, x, 1): [-1, 0, -1]" in text
     assert "nanguard.tf.safe_where(x != 0, lambda v: 1/v, x): [-1, 0, -1]" in text
     assert text.count("(finite; detect() found nothing)") == 2
+    assert "zeroed by hand: loss per step: 1.0658, 1.6494, 1.1993; was_nan per step [False, True, False]" in text
     assert "the bad batch: step 2: non-finite gradients in W1:0 (3 NaN of 9) -> skipped" in text
     assert "no report" not in text and "failed" not in text and "skipped: TensorFlow" not in text
 
