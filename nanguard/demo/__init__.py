@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from typing import TextIO
 
@@ -17,7 +18,10 @@ SECTIONS: list[str] = [
     "nanguard.demo.detect",
     "nanguard.demo.recover",
     "nanguard.demo.lint",
-    # one module per pillar, in the order a user meets them
+    # one module per pillar, in the order a user meets them; then the other frameworks'
+    # stories, each skipped with a one-line hint when its framework is not installed
+    "nanguard.demo.tf_stories",
+    "nanguard.demo.jax_stories",
 ]
 
 
@@ -50,6 +54,18 @@ class Show:
 
     def note(self, text: str) -> None:
         print(f"    {text}", file=self.stream)
+
+    def skip(self, text: str) -> None:
+        """One line for a section that cannot run here (its framework is not installed)."""
+        print(f"\n{self._paint('○ ' + text, '33')}", file=self.stream)
+
+
+def installed(module: str) -> bool:
+    """Whether `module` (a framework: "tensorflow", "jax") can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a blocked or half-initialised entry in sys.modules
+        return False
 
 
 def run_demo(sections: list[str] | None = None, stream: TextIO = sys.stdout) -> int:

@@ -12,6 +12,10 @@ read these files, so the story told in the README is the one that is tested.
 nanguard's detector skips its own frames to name the user's line; it counts the frames
 of these programs as user code (``nanguard.torch.detector.frames.is_internal``).
 
+Stories name the framework their programs import (``Story.framework``): the founding story
+is PyTorch; ``tf_cross_entropy`` and ``tf_softmax`` (seeds 003 and 004) are TensorFlow and
+``jax_sqrt_where`` is JAX, replayed by the demo's TensorFlow and JAX sections.
+
 This module imports no framework (the linter reads the stories without torch installed).
 """
 
@@ -35,6 +39,7 @@ class Story:
     name: str
     summary: str
     fix: str
+    framework: str = "torch"  # the import the programs need: "torch", "tensorflow" or "jax"
 
     def _stem(self, version: str) -> str:
         if version not in VERSIONS:
@@ -67,6 +72,26 @@ STORIES = (
         summary="a distance matrix built with sqrt has zeros on its diagonal; sqrt's gradient "
                 "there is inf, and training goes NaN",
         fix="nanguard.distance_matrix",
+    ),
+    Story(
+        name="tf_cross_entropy",
+        summary="seed 003: cross-entropy -sum(y_ * log(softmax)) by hand; a probability that rounds "
+                "to 0 gives log(0) = -inf and 0 * -inf = NaN",
+        fix="tf.nn.log_softmax",
+        framework="tensorflow",
+    ),
+    Story(
+        name="tf_softmax",
+        summary="seed 004: the softmax output turns NaN one step after a single tf.where around 1/h "
+                "gave a NaN gradient at h = 0",
+        fix="nanguard.tf.safe_where",
+        framework="tensorflow",
+    ),
+    Story(
+        name="jax_sqrt_where",
+        summary="the JAX FAQ: jnp.where(sq > 0, jnp.sqrt(sq), 0.) has a NaN gradient at sq = 0",
+        fix="the double where",
+        framework="jax",
     ),
 )
 

@@ -30,11 +30,16 @@ def _story_module(version: str):
 
 
 def test_corpus_lists_runnable_stories_with_both_versions():
-    assert [s.name for s in nanguard.stories.STORIES] == ["distance_matrix"]
+    assert [(s.name, s.framework) for s in nanguard.stories.STORIES] == [
+        ("distance_matrix", "torch"), ("tf_cross_entropy", "tensorflow"), ("tf_softmax", "tensorflow"),
+        ("jax_sqrt_where", "jax")]
     for story in nanguard.stories.STORIES:
         for version in nanguard.stories.VERSIONS:
             path = story.path(version)
             assert path.is_file() and path.parent == STORY.path().parent
+            assert f"import {story.framework}" in story.source(version)
+            if story.framework != "torch":
+                continue  # the TF and JAX stories run in tests/tf and tests/jax
             module = importlib.import_module(story.module(version))
             assert os.path.abspath(module.__file__) == str(path)
             assert callable(module.main)
