@@ -1,0 +1,179 @@
+"""Euclidean lengths and directions: ``norm``, ``normalize``, ``cosine_similarity``.
+
+The norm is exact over the whole range: ``sqrt(sum(x²))`` overflows for float32 entries
+above ~1e19 and returns 0 for subnormal vectors, so when a norm leaves the safe range the
+tensor is recomputed on inputs divided by their largest entry, in a ``lax.cond`` taken at
+run time: the common case costs one comparison.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from nanguard.jax._checks import (
+    Axis,
+    broadcast_static,
+    check_axis,
+    check_bool,
+    check_floating,
+    check_single_axis,
+    promote,
+)
+from nanguard.jax.ops._core import Axes, divide_no_nan, keep_axes, narrow, safe_range, safe_sqrt, widen
+
+
+def _scale(x: jax.Array, axes: Axes) -> jax.Array:
+    """max |x| over ``axes`` (keepdims), 1 where that is 0 or not finite; a constant (no gradient)."""
+    top = jax.lax.stop_gradient(jnp.max(jnp.abs(x), axis=axes, keepdims=True, initial=0))
+    usable = (top > 0) & jnp.isfinite(top)
+    return jnp.where(usable, top, jnp.ones((), x.dtype))
+
+
+def _plain_norm(x: jax.Array, axes: Axes) -> jax.Array:
+    return safe_sqrt(jnp.sum(jnp.square(x), axis=axes, keepdims=True))
+
+
+def _norm_value(x: jax.Array, axes: Axes) -> jax.Array:
+    """The 2-norm over ``axes`` (keepdims), free of overflow and underflow, derivatives safe at 0."""
+    fast = _plain_norm(x, axes)
+    lo, hi = safe_range(x.dtype)
+    # NaN is neither small nor large: NaN in, NaN out. A norm of exactly 0 is the zero vector
+    # unless its squares underflowed; only then (rare) is max |x| looked at.
+    extreme = ((fast < lo) & (fast != 0)) | (fast > hi)
+    zero = fast == 0
+
+    def underflowed(x):
+        return zero & (jnp.max(jnp.abs(x), axis=axes, keepdims=True, initial=0) > 0)
+
+    def rescued(x):
+        scale = _scale(x, axes)
+        return jnp.where(extreme | underflowed(x), scale * _plain_norm(x / scale, axes), fast)
+
+    hidden = jax.lax.cond(jnp.any(zero), lambda x: jnp.any(underflowed(x)), lambda x: jnp.asarray(False), x)
+    return jax.lax.cond(jnp.any(extreme) | hidden, rescued, lambda x: fast, x)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1,))
+def l2_norm(x: jax.Array, axes: Axes) -> jax.Array:
+    """:func:`_norm_value` with derivative ``x / |x|`` (0 at the zero vector), at every order."""
+    return _norm_value(x, axes)
+
+
+@l2_norm.defjvp
+def _l2_norm_jvp(axes, primals, tangents):
+    (x,), (t,) = primals, tangents
+    n = l2_norm(x, axes)
+    # x / n is scale-free (no overflow for tiny or huge norms) and 0 at the zero vector
+    return n, jnp.sum(divide_no_nan(x, n) * t, axis=axes, keepdims=True)
+
+
+def norm(x: jax.Array, axis: Axis = None, keepdims: bool = False) -> jax.Array:
+    r"""Euclidean (L2) norm over ``axis`` (all axes by default), safe at the zero vector.
+
+    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
+              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
+
+    ``jnp.linalg.norm`` has a NaN gradient at the zero vector, and ``jnp.linalg.norm`` of
+    ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of the range.
+
+    Singular points:
+        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
+          ``norm``; ``optax.safe_norm(x, 0.0)`` agrees), second derivative 0.
+
+    Example:
+        >>> x = jnp.zeros(3)
+        >>> nanguard.jax.norm(x)           # 0.0, gradient [0.0, 0.0, 0.0]
+    """
+    x = check_floating(x, "x", "norm")
+    axes = check_axis(x, axis, "norm")
+    keepdims = check_bool(keepdims, "keepdims", "norm")
+    if x.ndim == 0:
+        axes = None
+    return narrow(keep_axes(l2_norm(widen(x), axes), axes, keepdims), x.dtype)
+
+
+def _unit_value(x: jax.Array, n: jax.Array, axis: int) -> jax.Array:
+    fast = divide_no_nan(x, n)  # 0 at the zero vector; a NaN norm gives NaN
+
+    def rescued(x):
+        # a norm beyond the largest float (entries near 3e38): divide the scaled vector
+        scaled = x / _scale(x, (axis,))
+        return jnp.where(jnp.isinf(n), divide_no_nan(scaled, _plain_norm(scaled, (axis,))), fast)
+
+    return jax.lax.cond(jnp.any(jnp.isinf(n)), rescued, lambda x: fast, x)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1,))
+def unit(x: jax.Array, axis: int) -> jax.Array:
+    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
+    return _unit_value(x, l2_norm(x, (axis,)), axis)
+
+
+@unit.defjvp
+def _unit_jvp(axis, primals, tangents):
+    (x,), (t,) = primals, tangents
+    n = l2_norm(x, (axis,))
+    u = unit(x, axis)
+    # (t - u (u·t)) / |x|: the part of t orthogonal to the direction, scaled by 1/|x|
+    tangent = t - u * jnp.sum(u * t, axis=axis, keepdims=True)
+    return u, divide_no_nan(tangent, n)
+
+
+def normalize(x: jax.Array, axis: int = -1) -> jax.Array:
+    r"""Unit vector ``x / ||x||`` along ``axis``; the zero vector maps to 0 with gradient 0.
+
+    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
+              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
+
+    ``x / jnp.linalg.norm(x, axis=-1, keepdims=True)`` is NaN at the zero vector, and the
+    usual ``x / jnp.maximum(norm, 1e-12)`` biases vectors shorter than the epsilon. This op
+    is exact for every nonzero vector, subnormal and huge ones included.
+
+    Singular points:
+        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
+          choice), second derivative finite.
+
+    Example:
+        >>> x = jnp.array([[3.0, 4.0], [0.0, 0.0]])
+        >>> nanguard.jax.normalize(x)      # [[0.6, 0.8], [0.0, 0.0]]
+    """
+    x = check_floating(x, "x", "normalize")
+    if x.ndim == 0:
+        raise ValueError("nanguard.jax.normalize: `x` must have at least one dimension")
+    axis = check_single_axis(x, axis, "normalize")
+    return narrow(unit(widen(x), axis), x.dtype)
+
+
+def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
+    r"""Cosine of the angle between ``a`` and ``b`` along ``axis``; 0 when either is zero.
+
+    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
+              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
+
+    ``optax.cosine_similarity`` and the usual ``a @ b / max(|a| |b|, eps)`` clamp the norm
+    below by an epsilon, which biases the value for short vectors and makes the gradient at
+    zero vectors depend on it; without the epsilon it is NaN there. Computed as
+    ``sum(normalize(a) * normalize(b))``; broadcasts like ``jnp`` binary ops.
+
+    Singular points:
+        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
+
+    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
+    error; :func:`acos` accepts that.
+
+    Example:
+        >>> a = jnp.array([[1.0, 0.0], [0.0, 0.0]])
+        >>> nanguard.jax.cosine_similarity(a, jnp.array([1.0, 1.0]))   # [0.7071, 0.0]
+    """
+    a = check_floating(a, "a", "cosine_similarity")
+    b = check_floating(b, "b", "cosine_similarity")
+    shape = broadcast_static(a, b, "cosine_similarity", ("a", "b"))
+    if len(shape) == 0:
+        raise ValueError("nanguard.jax.cosine_similarity: inputs must have at least one dimension")
+    axis = check_single_axis(shape, axis, "cosine_similarity")
+    dtype = promote(a.dtype, b.dtype)
+    wa, wb = jnp.broadcast_arrays(widen(narrow(a, dtype)), widen(narrow(b, dtype)))
+    return narrow(jnp.sum(unit(wa, axis) * unit(wb, axis), axis=axis), dtype)
