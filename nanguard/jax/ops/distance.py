@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 import jax
@@ -9,8 +10,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from nanguard.jax._checks import check_floating, promote
-from nanguard.jax.ops._core import narrow, widen
-from nanguard.jax.ops.norms import l2_norm
+from nanguard.jax.ops._core import divide_no_nan, narrow, widen
+from nanguard.jax.ops.norms import norm_value
+
+
+def _differences(x: jax.Array, y: jax.Array) -> jax.Array:
+    return jnp.expand_dims(x, -2) - jnp.expand_dims(y, -3)  # (..., n, m, d)
+
+
+@jax.custom_jvp
+def _distances(x: jax.Array, y: jax.Array) -> jax.Array:
+    """|x_i - y_j| (..., n, m), exact over the whole range; the differences stay fused into the reduction."""
+    return jnp.squeeze(norm_value(_differences, (x, y), (max(x.ndim, y.ndim),)), -1)
+
+
+@_distances.defjvp
+def _distances_jvp(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    distances = _distances(x, y)
+    # d D_ij = (x_i - y_j)·(tx_i - ty_j) / D_ij, and 0 where D_ij = 0 (identical rows)
+    direction = divide_no_nan(_differences(x, y), distances[..., None])
+    return distances, jnp.sum(direction * _differences(tx, ty), axis=-1)
 
 
 def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
@@ -57,5 +77,4 @@ def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
                          f"do not broadcast") from None
     dtype = promote(x.dtype, y.dtype)
     wx, wy = widen(narrow(x, dtype)), widen(narrow(y, dtype))
-    differences = jnp.expand_dims(wx, -2) - jnp.expand_dims(wy, -3)  # (..., n, m, d)
-    return narrow(jnp.squeeze(l2_norm(differences, (differences.ndim - 1,)), -1), dtype)
+    return narrow(_distances(wx, wy), dtype)

@@ -9,6 +9,7 @@ run time: the common case costs one comparison.
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -36,30 +37,39 @@ def _plain_norm(x: jax.Array, axes: Axes) -> jax.Array:
     return safe_sqrt(jnp.sum(jnp.square(x), axis=axes, keepdims=True))
 
 
-def _norm_value(x: jax.Array, axes: Axes) -> jax.Array:
-    """The 2-norm over ``axes`` (keepdims), free of overflow and underflow, derivatives safe at 0."""
+def norm_value(make: Callable[..., jax.Array], operands: Tuple[jax.Array, ...], axes: Axes) -> jax.Array:
+    """The 2-norm of ``make(*operands)`` over ``axes`` (keepdims), free of overflow and underflow.
+
+    ``make`` builds the vectors from ``operands``; the rare rescue branch builds them again
+    rather than receiving them, so that a ``lax.cond`` never forces XLA to materialise an
+    intermediate (the differences of :func:`distance_matrix`) that it would otherwise fuse
+    into the reduction.
+    """
+    x = make(*operands)
     fast = _plain_norm(x, axes)
-    lo, hi = safe_range(x.dtype)
-    # NaN is neither small nor large: NaN in, NaN out. A norm of exactly 0 is the zero vector
-    # unless its squares underflowed; only then (rare) is max |x| looked at.
-    extreme = ((fast < lo) & (fast != 0)) | (fast > hi)
-    zero = fast == 0
+    # max |x| in the same pass as the sum of squares (sibling reductions, one fused loop)
+    top = jax.lax.stop_gradient(jnp.max(jnp.abs(x), axis=axes, keepdims=True, initial=0))
+    lo, hi = safe_range(fast.dtype)
+    # NaN is neither small nor large: NaN in, NaN out. A norm of 0 with a nonzero entry is
+    # a vector whose squares underflowed (subnormal entries).
+    extreme = ((fast < lo) & (fast != 0)) | (fast > hi) | ((fast == 0) & (top > 0))
 
-    def underflowed(x):
-        return zero & (jnp.max(jnp.abs(x), axis=axes, keepdims=True, initial=0) > 0)
+    def rescued(operands):
+        x = make(*operands)
+        scale = jnp.where((top > 0) & jnp.isfinite(top), top, jnp.ones((), x.dtype))
+        return jnp.where(extreme, scale * _plain_norm(x / scale, axes), fast)
 
-    def rescued(x):
-        scale = _scale(x, axes)
-        return jnp.where(extreme | underflowed(x), scale * _plain_norm(x / scale, axes), fast)
+    return jax.lax.cond(jnp.any(extreme), rescued, lambda ops: fast, operands)
 
-    hidden = jax.lax.cond(jnp.any(zero), lambda x: jnp.any(underflowed(x)), lambda x: jnp.asarray(False), x)
-    return jax.lax.cond(jnp.any(extreme) | hidden, rescued, lambda x: fast, x)
+
+def _identity(x: jax.Array) -> jax.Array:
+    return x
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
 def l2_norm(x: jax.Array, axes: Axes) -> jax.Array:
     """:func:`_norm_value` with derivative ``x / |x|`` (0 at the zero vector), at every order."""
-    return _norm_value(x, axes)
+    return norm_value(_identity, (x,), axes)
 
 
 @l2_norm.defjvp
@@ -96,14 +106,17 @@ def norm(x: jax.Array, axis: Axis = None, keepdims: bool = False) -> jax.Array:
 
 
 def _unit_value(x: jax.Array, n: jax.Array, axis: int) -> jax.Array:
-    fast = divide_no_nan(x, n)  # 0 at the zero vector; a NaN norm gives NaN
+    """x / n, 0 at the zero vector; exact also for a norm beyond the largest float."""
 
     def rescued(x):
         # a norm beyond the largest float (entries near 3e38): divide the scaled vector
-        scaled = x / _scale(x, (axis,))
-        return jnp.where(jnp.isinf(n), divide_no_nan(scaled, _plain_norm(scaled, (axis,))), fast)
+        scale = _scale(x, (axis,))
+        huge = jnp.isinf(n)
+        return jnp.where(huge, scale, jnp.ones((), x.dtype)), jnp.where(huge, _plain_norm(x / scale, (axis,)), n)
 
-    return jax.lax.cond(jnp.any(jnp.isinf(n)), rescued, lambda x: fast, x)
+    # the cond returns per-slice factors only; the division itself stays one fused pass
+    scale, length = jax.lax.cond(jnp.any(jnp.isinf(n)), rescued, lambda x: (jnp.ones_like(n), n), x)
+    return divide_no_nan(x / scale, length)  # a NaN norm gives NaN
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -120,6 +133,37 @@ def _unit_jvp(axis, primals, tangents):
     # (t - u (u·t)) / |x|: the part of t orthogonal to the direction, scaled by 1/|x|
     tangent = t - u * jnp.sum(u * t, axis=axis, keepdims=True)
     return u, divide_no_nan(tangent, n)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _cosine(a: jax.Array, b: jax.Array, axis: int) -> jax.Array:
+    """sum(a b) / (|a| |b|) along ``axis`` (keepdims); 0 when either is the zero vector."""
+    na, nb = l2_norm(a, (axis,)), l2_norm(b, (axis,))
+    lo, hi = safe_range(a.dtype)
+    # both norms in the safe range: neither a·b nor |a||b| can overflow or lose to underflow
+    usable = (na >= lo) & (na <= hi) & (nb >= lo) & (nb <= hi)
+
+    def scaled(ab):
+        a, b = ab
+        sa, sb = _scale(a, (axis,)), _scale(b, (axis,))
+        return jnp.where(usable, jnp.ones((), a.dtype), sa), jnp.where(usable, jnp.ones((), b.dtype), sb)
+
+    ones = (jnp.ones_like(na), jnp.ones_like(nb))
+    sa, sb = jax.lax.cond(jnp.all(usable | (na == 0) | (nb == 0)), lambda ab: ones, scaled, (a, b))
+    dot = jnp.sum((a / sa) * (b / sb), axis=axis, keepdims=True)
+    return divide_no_nan(dot, (na / sa) * (nb / sb))
+
+
+@_cosine.defjvp
+def _cosine_jvp(axis, primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    na, nb = l2_norm(a, (axis,)), l2_norm(b, (axis,))
+    cos = _cosine(a, b, axis)
+    ua, ub = divide_no_nan(a, na), divide_no_nan(b, nb)
+    # d cos / da = (b̂ - cos â) / |a|, and symmetrically; 0 for a zero vector
+    da = divide_no_nan(jnp.sum(ta * (ub - cos * ua), axis=axis, keepdims=True), na)
+    db = divide_no_nan(jnp.sum(tb * (ua - cos * ub), axis=axis, keepdims=True), nb)
+    return cos, da + db
 
 
 def normalize(x: jax.Array, axis: int = -1) -> jax.Array:
@@ -155,8 +199,8 @@ def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
 
     ``optax.cosine_similarity`` and the usual ``a @ b / max(|a| |b|, eps)`` clamp the norm
     below by an epsilon, which biases the value for short vectors and makes the gradient at
-    zero vectors depend on it; without the epsilon it is NaN there. Computed as
-    ``sum(normalize(a) * normalize(b))``; broadcasts like ``jnp`` binary ops.
+    zero vectors depend on it; without the epsilon it is NaN there. Broadcasts like ``jnp``
+    binary ops.
 
     Singular points:
         * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
@@ -176,4 +220,4 @@ def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = jnp.broadcast_arrays(widen(narrow(a, dtype)), widen(narrow(b, dtype)))
-    return narrow(jnp.sum(unit(wa, axis) * unit(wb, axis), axis=axis), dtype)
+    return narrow(jnp.squeeze(_cosine(wa, wb, axis), axis), dtype)

