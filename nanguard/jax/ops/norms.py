@@ -33,6 +33,13 @@ def _scale(x: jax.Array, axes: Axes) -> jax.Array:
     return jnp.where(usable, top, jnp.ones((), x.dtype))
 
 
+def _unscaled(x: jax.Array, scale: jax.Array) -> jax.Array:
+    """x / scale in two halves: XLA turns a division into a multiplication by the reciprocal,
+    and 1 / 3e38 is a float32 subnormal that the CPU flushes to 0; 1 / sqrt(3e38) is not."""
+    half = jnp.sqrt(scale)
+    return x / half / half
+
+
 def _plain_norm(x: jax.Array, axes: Axes) -> jax.Array:
     return safe_sqrt(jnp.sum(jnp.square(x), axis=axes, keepdims=True))
 
@@ -57,7 +64,7 @@ def norm_value(make: Callable[..., jax.Array], operands: Tuple[jax.Array, ...], 
     def rescued(operands):
         x = make(*operands)
         scale = jnp.where((top > 0) & jnp.isfinite(top), top, jnp.ones((), x.dtype))
-        return jnp.where(extreme, scale * _plain_norm(x / scale, axes), fast)
+        return jnp.where(extreme, scale * _plain_norm(_unscaled(x, scale), axes), fast)
 
     return jax.lax.cond(jnp.any(extreme), rescued, lambda ops: fast, operands)
 
@@ -112,11 +119,13 @@ def _unit_value(x: jax.Array, n: jax.Array, axis: int) -> jax.Array:
         # a norm beyond the largest float (entries near 3e38): divide the scaled vector
         scale = _scale(x, (axis,))
         huge = jnp.isinf(n)
-        return jnp.where(huge, scale, jnp.ones((), x.dtype)), jnp.where(huge, _plain_norm(x / scale, (axis,)), n)
+        half = jax.lax.rsqrt(jnp.where(huge, scale, jnp.ones((), x.dtype)))
+        return half, jnp.where(huge, _plain_norm(_unscaled(x, scale), (axis,)), n)
 
-    # the cond returns per-slice factors only; the division itself stays one fused pass
-    scale, length = jax.lax.cond(jnp.any(jnp.isinf(n)), rescued, lambda x: (jnp.ones_like(n), n), x)
-    return divide_no_nan(x / scale, length)  # a NaN norm gives NaN
+    # the cond returns per-slice factors only (1 and n but for huge norms), so the division
+    # stays one fused pass; the factor is applied in halves, each a normal float
+    half, length = jax.lax.cond(jnp.any(jnp.isinf(n)), rescued, lambda x: (jnp.ones_like(n), n), x)
+    return divide_no_nan(x * half * half, length)  # a NaN norm gives NaN
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -150,8 +159,10 @@ def _cosine(a: jax.Array, b: jax.Array, axis: int) -> jax.Array:
 
     ones = (jnp.ones_like(na), jnp.ones_like(nb))
     sa, sb = jax.lax.cond(jnp.all(usable | (na == 0) | (nb == 0)), lambda ab: ones, scaled, (a, b))
-    dot = jnp.sum((a / sa) * (b / sb), axis=axis, keepdims=True)
-    return divide_no_nan(dot, (na / sa) * (nb / sb))
+    # 1 but in the rare rescue; applied in halves (normal floats), as multiplications
+    ha, hb = jax.lax.rsqrt(sa), jax.lax.rsqrt(sb)
+    dot = jnp.sum((a * ha * ha) * (b * hb * hb), axis=axis, keepdims=True)
+    return divide_no_nan(dot, (na * ha * ha) * (nb * hb * hb))
 
 
 @_cosine.defjvp

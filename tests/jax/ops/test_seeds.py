@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 import nanguard.jax as ng
 
@@ -61,9 +62,15 @@ def test_distance_matrix_story_trains_in_jax() -> None:
     naive = jax.grad(lambda p: jnp.mean(jnp.square(gram_distances(p) - gram_distances(true))))(start)
     assert np.isnan(naive).any()
     target = ng.distance_matrix(true)
-    loss_fn = jax.jit(jax.value_and_grad(lambda p: jnp.mean(jnp.square(ng.distance_matrix(p) - target))))
-    pred = start
+    optimizer = optax.adam(0.05)
+
+    @jax.jit
+    def step(pred, state):
+        loss, grad = jax.value_and_grad(lambda p: jnp.mean(jnp.square(ng.distance_matrix(p) - target)))(pred)
+        updates, state = optimizer.update(grad, state)
+        return optax.apply_updates(pred, updates), state, loss
+
+    pred, state = start, optimizer.init(start)
     for _ in range(300):
-        loss, grad = loss_fn(pred)
-        pred = pred - 0.05 * grad
+        pred, state, loss = step(pred, state)
     assert np.isfinite(loss) and loss < 0.05
