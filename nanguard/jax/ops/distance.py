@@ -21,7 +21,7 @@ def _differences(x: jax.Array, y: jax.Array) -> jax.Array:
 @jax.custom_jvp
 def _distances(x: jax.Array, y: jax.Array) -> jax.Array:
     """|x_i - y_j| (..., n, m), exact over the whole range; the differences stay fused into the reduction."""
-    return jnp.squeeze(norm_value(_differences, (x, y), (max(x.ndim, y.ndim),)), -1)
+    return jnp.squeeze(norm_value(_differences, (x, y), (max(x.ndim, y.ndim),), zeros_expected=True), -1)
 
 
 @_distances.defjvp
@@ -48,6 +48,8 @@ def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
     Singular points:
         * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
           (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
+        * rows closer than sqrt(smallest normal float) (~1e-19 in float32) count as
+          identical (their squared differences underflow); huge distances are exact.
 
     Args:
         x: ``(..., n, d)`` floating array.

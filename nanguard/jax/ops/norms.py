@@ -44,29 +44,46 @@ def _plain_norm(x: jax.Array, axes: Axes) -> jax.Array:
     return safe_sqrt(jnp.sum(jnp.square(x), axis=axes, keepdims=True))
 
 
-def norm_value(make: Callable[..., jax.Array], operands: Tuple[jax.Array, ...], axes: Axes) -> jax.Array:
+def norm_value(make: Callable[..., jax.Array], operands: Tuple[jax.Array, ...], axes: Axes,
+               zeros_expected: bool = False) -> jax.Array:
     """The 2-norm of ``make(*operands)`` over ``axes`` (keepdims), free of overflow and underflow.
 
     ``make`` builds the vectors from ``operands``; the rare rescue branch builds them again
     rather than receiving them, so that a ``lax.cond`` never forces XLA to materialise an
     intermediate (the differences of :func:`distance_matrix`) that it would otherwise fuse
     into the reduction.
+
+    A norm of exactly 0 is the zero vector unless its squares underflowed, which only
+    max |x| tells; it is looked at only when some norm is 0 (rare for data). With
+    ``zeros_expected`` (a distance matrix's diagonal, always 0) it is not: a sum of squares
+    of exactly 0 counts as the zero vector, so vectors shorter than sqrt(smallest normal)
+    (~1e-19 in float32, ~1e-154 in float64) count as 0. Looking would cost a second pass.
     """
     x = make(*operands)
     fast = _plain_norm(x, axes)
-    # max |x| in the same pass as the sum of squares (sibling reductions, one fused loop)
-    top = jax.lax.stop_gradient(jnp.max(jnp.abs(x), axis=axes, keepdims=True, initial=0))
     lo, hi = safe_range(fast.dtype)
-    # NaN is neither small nor large: NaN in, NaN out. A norm of 0 with a nonzero entry is
-    # a vector whose squares underflowed (subnormal entries).
-    extreme = ((fast < lo) & (fast != 0)) | (fast > hi) | ((fast == 0) & (top > 0))
+    # NaN is neither small nor large: NaN in, NaN out
+    extreme = ((fast < lo) & (fast != 0)) | (fast > hi)
+    zero = fast == 0
+
+    def top_of(operands):
+        return jax.lax.stop_gradient(jnp.max(jnp.abs(make(*operands)), axis=axes, keepdims=True, initial=0))
+
+    if zeros_expected:
+        zero = jnp.zeros_like(zero)  # a zero norm is the zero vector
+        hidden = jnp.asarray(False)
+    else:
+        hidden = jax.lax.cond(jnp.any(zero), lambda ops: jnp.any(zero & (top_of(ops) > 0)),
+                              lambda ops: jnp.asarray(False), operands)
 
     def rescued(operands):
         x = make(*operands)
+        top = top_of(operands)
         scale = jnp.where((top > 0) & jnp.isfinite(top), top, jnp.ones((), x.dtype))
-        return jnp.where(extreme, scale * _plain_norm(_unscaled(x, scale), axes), fast)
+        outside = extreme | (zero & (top > 0))
+        return jnp.where(outside, scale * _plain_norm(_unscaled(x, scale), axes), fast)
 
-    return jax.lax.cond(jnp.any(extreme), rescued, lambda ops: fast, operands)
+    return jax.lax.cond(jnp.any(extreme) | hidden, rescued, lambda ops: fast, operands)
 
 
 def _identity(x: jax.Array) -> jax.Array:
@@ -138,7 +155,9 @@ def unit(x: jax.Array, axis: int) -> jax.Array:
 def _unit_jvp(axis, primals, tangents):
     (x,), (t,) = primals, tangents
     n = l2_norm(x, (axis,))
-    u = unit(x, axis)
+    # u from the pieces (not unit() again): one norm for value and tangent; its own
+    # derivative, through divide_no_nan and the safe norm, is finite at the zero vector too
+    u = _unit_value(x, n, axis)
     # (t - u (u·t)) / |x|: the part of t orthogonal to the direction, scaled by 1/|x|
     tangent = t - u * jnp.sum(u * t, axis=axis, keepdims=True)
     return u, divide_no_nan(tangent, n)
@@ -147,7 +166,10 @@ def _unit_jvp(axis, primals, tangents):
 @partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _cosine(a: jax.Array, b: jax.Array, axis: int) -> jax.Array:
     """sum(a b) / (|a| |b|) along ``axis`` (keepdims); 0 when either is the zero vector."""
-    na, nb = l2_norm(a, (axis,)), l2_norm(b, (axis,))
+    return _cosine_value(a, b, l2_norm(a, (axis,)), l2_norm(b, (axis,)), axis)
+
+
+def _cosine_value(a: jax.Array, b: jax.Array, na: jax.Array, nb: jax.Array, axis: int) -> jax.Array:
     lo, hi = safe_range(a.dtype)
     # both norms in the safe range: neither a·b nor |a||b| can overflow or lose to underflow
     usable = (na >= lo) & (na <= hi) & (nb >= lo) & (nb <= hi)
@@ -169,7 +191,7 @@ def _cosine(a: jax.Array, b: jax.Array, axis: int) -> jax.Array:
 def _cosine_jvp(axis, primals, tangents):
     (a, b), (ta, tb) = primals, tangents
     na, nb = l2_norm(a, (axis,)), l2_norm(b, (axis,))
-    cos = _cosine(a, b, axis)
+    cos = _cosine_value(a, b, na, nb, axis)  # safe pieces: its own derivative is finite too
     ua, ub = divide_no_nan(a, na), divide_no_nan(b, nb)
     # d cos / da = (b̂ - cos â) / |a|, and symmetrically; 0 for a zero vector
     da = divide_no_nan(jnp.sum(ta * (ub - cos * ua), axis=axis, keepdims=True), na)
