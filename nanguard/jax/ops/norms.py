@@ -139,10 +139,12 @@ def _unit_value(x: jax.Array, n: jax.Array, axis: int) -> jax.Array:
         half = jax.lax.rsqrt(jnp.where(huge, scale, jnp.ones((), x.dtype)))
         return half, jnp.where(huge, _plain_norm(_unscaled(x, scale), (axis,)), n)
 
-    # the cond returns per-slice factors only (1 and n but for huge norms), so the division
-    # stays one fused pass; the factor is applied in halves, each a normal float
+    # the cond returns per-slice factors only (1 and n but for huge norms); the reciprocal is
+    # taken per slice, so the full-size work is one multiplication (within an ulp of x / n).
+    # 1 / n cannot overflow: XLA flushes subnormal norms to 0, which gives 0. The scale's
+    # halves are applied one each, as half * half can be subnormal (flushed to 0).
     half, length = jax.lax.cond(jnp.any(jnp.isinf(n)), rescued, lambda x: (jnp.ones_like(n), n), x)
-    return divide_no_nan(x * half * half, length)  # a NaN norm gives NaN
+    return (x * half) * divide_no_nan(half, length)  # a NaN norm gives NaN
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -160,7 +162,7 @@ def _unit_jvp(axis, primals, tangents):
     u = _unit_value(x, n, axis)
     # (t - u (u·t)) / |x|: the part of t orthogonal to the direction, scaled by 1/|x|
     tangent = t - u * jnp.sum(u * t, axis=axis, keepdims=True)
-    return u, divide_no_nan(tangent, n)
+    return u, tangent * divide_no_nan(jnp.ones((), n.dtype), n)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(2,))
