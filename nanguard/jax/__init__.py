@@ -25,7 +25,11 @@ from nanguard._lazy import lazy_names
 from nanguard.errors import NonFiniteError
 
 # Each pillar lists the public names its subpackage defines.
-_OPS: Tuple[str, ...] = ()
+_OPS: Tuple[str, ...] = (
+    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
+    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
+    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
+)
 
 _DETECT: Tuple[str, ...] = ("detect", "Report", "TensorSummary", "ScalarArg", "NonFiniteWarning")
 

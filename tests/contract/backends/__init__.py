@@ -24,6 +24,7 @@ from typing import List, Tuple
 ADAPTERS: List[Tuple[str, str, str]] = [
     ("torch", "torch", "tests.contract.backends.torch_backend"),
     ("tf", "tensorflow", "tests.contract.backends.tf_backend"),
+    ("jax", "jax", "tests.contract.backends.jax_backend"),
 ]
 
 
