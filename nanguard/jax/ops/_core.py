@@ -35,10 +35,6 @@ def narrow(x: jax.Array, dtype) -> jax.Array:
     return x if x.dtype == dtype else x.astype(dtype)
 
 
-def lowest(dtype) -> float:
-    return float(jnp.finfo(dtype).min)
-
-
 def safe_range(dtype) -> Tuple[float, float]:
     """Norms in [lo, hi] were computed without overflow and without a loss to underflow.
 
