@@ -31,6 +31,12 @@ bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/detect.py
 	$(PY) benchmarks/guard.py
 	$(PY) benchmarks/lint.py
+	$(PY) benchmarks/tf_ops.py
+	$(PY) benchmarks/tf_detect.py
+	$(PY) benchmarks/tf_guard.py
+	$(PY) benchmarks/jax_ops.py
+	$(PY) benchmarks/jax_detect.py
+	$(PY) benchmarks/jax_guard.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

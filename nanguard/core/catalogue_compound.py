@@ -17,12 +17,12 @@ def _inverse_trig(fn: str, derivative: str) -> Hazard:
                 why=f"{fn} is defined on [−1, 1] only and its gradient {derivative} is inf at ±1; a cosine "
                     "computed as a·b/(|a||b|) lands just outside [−1, 1] by round-off (1.0000001 for parallel "
                     "vectors)",
-                fix=f"nanguard.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                fix=f"nanguard.{fn}(x) treats round-off up to 4 eps beyond ±1 as ±1, with a finite gradient at ±1; "
                     "nanguard.cosine_similarity for the cosine itself",
                 fix_in={
-                    "tf": f"nanguard.tf.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                    "tf": f"nanguard.tf.{fn}(x) treats round-off up to 4 eps beyond ±1 as ±1, with a finite gradient at ±1; "
                           "nanguard.tf.cosine_similarity for the cosine itself",
-                    "jax": f"nanguard.jax.{fn}(x) clamps to [−1, 1] with a finite gradient at ±1; "
+                    "jax": f"nanguard.jax.{fn}(x) treats round-off up to 4 eps beyond ±1 as ±1, with a finite gradient at ±1; "
                            "nanguard.jax.cosine_similarity for the cosine itself",
                     "keras": f"keras.ops.arc{fn[1:]}(keras.ops.clip(x, −1 + eps, 1 − eps)) keeps value and "
                              f"gradient finite; nanguard.tf.{fn}(x) on the TensorFlow backend",
@@ -283,9 +283,9 @@ ENTRIES: list[Hazard] = [
              "step where the scale starts to grow, and nanguard.GradGuard can skip a bad step",
          fix_in={"tf": "lower the learning rate (add warm-up), clip the gradients (tf.clip_by_global_norm, "
                        "or clipnorm= on the Keras optimizer) and check the optimizer's hyperparameters; "
-                       "nanguard.tf.GradGuard can skip a bad step",
+                       "nanguard.tf.GuardedOptimizer can skip a bad step",
                  "jax": "lower the learning rate (add warm-up), clip the gradients (optax.clip_by_global_norm) "
-                        "and check the optimizer's hyperparameters; nanguard.jax.GradGuard can skip a bad step"},
+                        "and check the optimizer's hyperparameters; nanguard.jax.guarded(optimizer) can skip a bad step"},
          safe={"torch": "torch.nn.utils.clip_grad_norm_", "tf": "tf.clip_by_global_norm",
                "jax": "optax.clip_by_global_norm"},
          evidence={"forward": "`{name}` reaches {peak}, beyond {limit} (the square root of {dtype}'s largest "
@@ -314,7 +314,7 @@ ENTRIES: list[Hazard] = [
              "for them, or an update divided by a vanishing second moment",
          fix="Use eps > 0 (Adam's default 1e-8), a smaller learning rate, or clip the gradients "
              "(torch.nn.utils.clip_grad_norm_); nanguard.GradGuard can skip a bad step",
-         safe={"torch": "nanguard.GradGuard", "tf": "nanguard.tf.GradGuard", "jax": "nanguard.jax.GradGuard"},
+         safe={"torch": "nanguard.GradGuard", "tf": "nanguard.tf.GuardedOptimizer", "jax": "nanguard.jax.guarded"},
          evidence={"forward": "the gradients were finite, but {optimizer}.step ({hp}) made {what} in the "
                               "parameters",
                    "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"},

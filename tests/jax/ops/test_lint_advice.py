@@ -22,8 +22,7 @@ def _advised_names():
 
 
 def test_every_advised_op_exists() -> None:
-    # GradGuard is advice of the recover pillar (nanguard.jax.guard), not a safe op
-    missing = {name for name in _advised_names() if not hasattr(ng, name)} - {"GradGuard"}
+    missing = {name for name in _advised_names() if not hasattr(ng, name)}
     assert not missing, f"advice names nanguard.jax ops that do not exist: {missing}"
 
 
