@@ -35,7 +35,7 @@ NEG_INF = float("-inf")
 
 
 def _fwd_bwd(fn: Callable[..., tf.Tensor], inputs: Sequence[tf.Tensor], jit: bool) -> Callable[[], object]:
-    """A compiled closure: fn forward and the gradient of sum(out * upstream) for every input."""
+    """A compiled closure returning fn's value and the gradient of sum(out * upstream) for every input."""
     upstream = tf.random.stateless_normal(fn(*inputs).shape, seed=[1, 2])
 
     @tf.function(jit_compile=jit, autograph=False)
@@ -43,7 +43,9 @@ def _fwd_bwd(fn: Callable[..., tf.Tensor], inputs: Sequence[tf.Tensor], jit: boo
         with tf.GradientTape() as tape:
             tape.watch(xs)
             out = fn(*xs)
-        return tape.gradient(out, xs, output_gradients=upstream)
+        # the value is returned too: a training step uses it, and a graph that returns only the
+        # gradients lets grappler prune the forward ops the gradients do not read
+        return out, tape.gradient(out, xs, output_gradients=upstream)
 
     step(*inputs)  # trace outside the timing
     return lambda: step(*inputs)

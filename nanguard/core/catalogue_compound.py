@@ -318,7 +318,10 @@ ENTRIES: list[Hazard] = [
          evidence={"forward": "the gradients were finite, but {optimizer}.step ({hp}) made {what} in the "
                               "parameters",
                    "eps0": "with eps=0, Adam-type updates divide 0/0 where a gradient has always been 0"},
-         fix_in={"jax": "Use eps > 0 (optax.adam's default 1e-8), a smaller learning rate, or clip "
+         fix_in={"tf": "Use epsilon > 0 (Keras Adam's default 1e-7), a smaller learning rate, or clip the "
+                       "gradients (clipnorm= on the Keras optimizer); nanguard.tf.GuardedOptimizer can skip a "
+                       "bad step",
+                 "jax": "Use eps > 0 (optax.adam's default 1e-8), a smaller learning rate, or clip "
                         "the gradients (optax.clip_by_global_norm); nanguard.jax's optax guard can "
                         "skip a bad step"}),
     make("unexplained", "an op no entry explains", (),

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nanguard.core import arguments
+
 Axis = Union[int, Sequence[int], None]
 
 FLOATING = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32), jnp.dtype(jnp.float64))
@@ -42,10 +44,8 @@ def check_floating(x: object, name: str, op: str) -> jax.Array:
 
 
 def check_real(x: object, name: str, op: str) -> float:
-    """A Python int or float (NaN and inf allowed: they are data, not a configuration error)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
-        raise TypeError(f"nanguard.jax.{op}: `{name}` must be an array or a real number, got {type(x).__name__}")
-    return float(x)
+    """A real number (NaN and inf allowed: they are data, not a configuration error)."""
+    return arguments.check_real(x, name, f"nanguard.jax.{op}", tensor="an array")
 
 
 def as_floating(x: object, name: str, op: str) -> Union[jax.Array, float]:
@@ -56,20 +56,11 @@ def as_floating(x: object, name: str, op: str) -> Union[jax.Array, float]:
 
 
 def check_number(value: object, name: str, op: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"nanguard.jax.{op}: `{name}` must be a real Python number, got {type(value).__name__}")
-    value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"nanguard.jax.{op}: `{name}` must be finite, got {value}")
-    if positive and value <= 0:
-        raise ValueError(f"nanguard.jax.{op}: `{name}` must be > 0, got {value}")
-    return value
+    return arguments.check_number(value, name, f"nanguard.jax.{op}", positive=positive)
 
 
 def check_bool(value: object, name: str, op: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"nanguard.jax.{op}: `{name}` must be True or False, got {value!r}")
-    return bool(value)
+    return arguments.check_bool(value, name, f"nanguard.jax.{op}")
 
 
 def _shape(x) -> Tuple[int, ...]:

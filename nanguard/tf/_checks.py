@@ -11,6 +11,8 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
+from nanguard.core import arguments
+
 Axis = Union[int, Sequence[int], None]
 
 FLOATING = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
@@ -41,10 +43,8 @@ def check_floating(x: object, name: str, op: str) -> tf.Tensor:
 
 
 def check_real(x: object, name: str, op: str) -> float:
-    """A Python int or float (NaN and inf allowed: they are data, not a configuration error)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
-        raise TypeError(f"nanguard.tf.{op}: `{name}` must be a tensor or a real number, got {type(x).__name__}")
-    return float(x)
+    """A real number (NaN and inf allowed: they are data, not a configuration error)."""
+    return arguments.check_real(x, name, f"nanguard.tf.{op}", tensor="a tensor")
 
 
 def as_floating(x: object, name: str, op: str) -> Union[tf.Tensor, float]:
@@ -55,20 +55,11 @@ def as_floating(x: object, name: str, op: str) -> Union[tf.Tensor, float]:
 
 
 def check_number(value: object, name: str, op: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"nanguard.tf.{op}: `{name}` must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"nanguard.tf.{op}: `{name}` must be finite, got {value}")
-    if positive and value <= 0:
-        raise ValueError(f"nanguard.tf.{op}: `{name}` must be > 0, got {value}")
-    return value
+    return arguments.check_number(value, name, f"nanguard.tf.{op}", positive=positive)
 
 
 def check_bool(value: object, name: str, op: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"nanguard.tf.{op}: `{name}` must be True or False, got {value!r}")
-    return bool(value)
+    return arguments.check_bool(value, name, f"nanguard.tf.{op}")
 
 
 def _shape(x) -> tf.TensorShape:

@@ -6,6 +6,8 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from nanguard.core import arguments
+
 Dim = Union[int, Sequence[int], None]
 
 
@@ -35,21 +37,12 @@ def as_floating(x: object, like: torch.Tensor, name: str, op: str) -> torch.Tens
 
 
 def check_real(x: object, name: str, op: str) -> float:
-    """A Python int or float (NaN and inf allowed: they are data, not a configuration error)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"nanguard.{op}: `{name}` must be a tensor or a real number, got {type(x).__name__}")
-    return float(x)
+    """A real number (NaN and inf allowed: they are data, not a configuration error)."""
+    return arguments.check_real(x, name, f"nanguard.{op}", tensor="a tensor")
 
 
 def check_number(value: object, name: str, op: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"nanguard.{op}: `{name}` must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"nanguard.{op}: `{name}` must be finite, got {value}")
-    if positive and value <= 0:
-        raise ValueError(f"nanguard.{op}: `{name}` must be > 0, got {value}")
-    return value
+    return arguments.check_number(value, name, f"nanguard.{op}", positive=positive)
 
 
 def check_dim(x: torch.Tensor, dim: Dim, op: str, *, allow_none: bool = True) -> Optional[tuple[int, ...]]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from nanguard.core.location import Frame
 from nanguard.core.report import Report
 from nanguard.core.summary import TensorSummary
-from nanguard.tf.detector.explain import EXP_LIMIT, Evidence, explain, input_words
+from nanguard.tf.detector.explain import EXP_LIMIT, Evidence, explain, input_words, update_words
 from nanguard.tf.detector.values import as_array, is_float, summarize
 
 
@@ -69,6 +70,8 @@ def message(phase: str, kind: str, fn: str, where: str) -> str:
         return f"the gradient of {fn} produced {what} from finite values at {where}"
     if phase == "input":
         return f"{what} entered from outside and was first consumed by {fn} at {where}"
+    if phase == "optimizer":
+        return f"the {fn} update produced {what} in the variables from finite gradients at {where}"
     return f"{fn} produced {what} from finite inputs at {where}"
 
 
@@ -124,4 +127,20 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
     return report
 
 
-__all__ = ["eager_report", "input_names", "message", "producer_of"]
+def update_report(name: str, optimizer: Any, path: Optional[str], variable: Any, kind: str,
+                  frame: Optional[Frame]) -> Report:
+    """An optimizer's update made a variable non-finite from finite gradients (a graph's update check).
+
+    The variable is summarised as it is now, after the update that wrote it.
+    """
+    outs = [summarize(tf.convert_to_tensor(variable), path or "variable", "output")] if variable is not None else []
+    why, fix = update_words(name, optimizer, kind)
+    report = Report(phase="optimizer", kind=kind, op=name, module=path, outputs=outs, explanation=why,
+                    suggestion=fix)
+    _place(report, frame)
+    report.message = message("optimizer", kind, name, _where(frame))
+    report.how = "graph"
+    return report
+
+
+__all__ = ["eager_report", "input_names", "message", "producer_of", "update_report"]

@@ -241,9 +241,26 @@ def explain(ev: Evidence) -> Tuple[str, str]:
     return words(diagnose(ev))
 
 
+def update_words(name: str, optimizer: Any, kind: str) -> Tuple[str, str]:
+    """The words of an optimizer update that made a variable non-finite (its hyperparameters quoted)."""
+    settings = {}
+    for attr, label in (("learning_rate", "learning_rate"), ("epsilon", "epsilon"), ("weight_decay", "weight_decay")):
+        value = getattr(optimizer, attr, None)
+        try:
+            settings[label] = float(value)
+        except (TypeError, ValueError):
+            continue  # absent, or a schedule
+    said = Said("optimizer_step", "forward", {"optimizer": name, "what": "NaN" if kind == "nan" else "Inf",
+                                              "hp": ", ".join(f"{k}={v:g}" for k, v in settings.items())})
+    why, fix = words(said)
+    if settings.get("epsilon") == 0:
+        why = f"{why}; {HAZARDS['optimizer_step'].evidence_text('eps0')}"
+    return why, fix
+
+
 def input_words(name: str, nan: int, numel: int) -> Tuple[str, str]:
     """The words of a NaN that was already in the data when an op consumed it."""
     return words(Said("nan_input", "forward", {"name": name, "nan": nan, "numel": numel}))
 
 
-__all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "words"]
+__all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "update_words", "words"]

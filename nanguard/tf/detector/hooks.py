@@ -5,16 +5,20 @@
   once per op while a graph is traced, where `graph.trace_op` adds the in-graph check;
 * the eager gradient dispatch (the function TensorFlow's tape calls to differentiate each
   recorded op, eager or traced): wrapped so the ops of a gradient know their forward op;
-* ``tf.GradientTape.gradient``: wrapped to know where the user asked for the gradient.
+* ``tf.GradientTape.gradient``: wrapped to know where the user asked for the gradient;
+* a Keras optimizer's ``apply``: wrapped so that, in a traced graph, the update is checked
+  once at its end (`graph.trace_update`) instead of op by op.
 
 Each is installed on the first ``detect()`` entered and removed when the last one exits.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+import tensorflow as tf
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import backprop
 from tensorflow.python.framework import op_callbacks
@@ -60,6 +64,8 @@ def _tag(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], under_tape
 def on_op(op_type: str, inputs: Sequence[Any], attrs: Any, outputs: Sequence[Any],
           op_name: Optional[str] = None, graph: Any = None) -> None:
     """The op callback: check an eager op's values, or add the in-graph check of a traced op."""
+    if isinstance(op_type, bytes):
+        op_type = op_type.decode()  # some eager ops (tf.fill's Fill) are named in bytes
     local = LOCAL
     if local.busy:
         return None
@@ -186,17 +192,57 @@ def _tape_gradient(self: Any, target: Any, sources: Any, *args: Any, **kwargs: A
             _BY_INPUTS.clear()
 
 
+_ORIGINAL_APPLY: Any = None  # Keras's BaseOptimizer.apply, once install() has replaced it
+
+
+def _keras_optimizer_class() -> Any:
+    """Keras 3's optimizer base class, if the program has imported Keras (never imported here)."""
+    if "keras" not in sys.modules:
+        return None  # ops inside an update are then checked one by one, as any others
+    try:
+        from keras.src.optimizers.base_optimizer import BaseOptimizer
+    except Exception:  # noqa: BLE001  (another Keras layout: the same fallback)
+        return None
+    return BaseOptimizer
+
+
+def _optimizer_apply(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
+    local = LOCAL
+    session = local.session
+    if session is None or local.busy or local.optimizer is not None:
+        return _ORIGINAL_APPLY(self, grads, trainable_variables)  # an inner (loss-scaled) one too
+    local.optimizer = self
+    try:
+        result = _ORIGINAL_APPLY(self, grads, trainable_variables)
+    finally:
+        local.optimizer = None
+    if tf.inside_function() and not session.exhaustive:
+        variables = trainable_variables if trainable_variables is not None else self._trainable_variables
+        local.busy = True
+        try:
+            graph.trace_update(session, self, list(grads), list(variables))
+        except Exception:  # noqa: BLE001  (a check that cannot be built must not break the user's graph)
+            pass
+        finally:
+            local.busy = False
+    return result
+
+
 def install() -> None:
     """Listen on this thread (the op callback is per thread; the rest is installed once per process).
 
     Called when the first ``detect()`` of a thread is entered; `uninstall` when its last exits."""
-    global _USERS
+    global _USERS, _ORIGINAL_APPLY
     op_callbacks.add_op_callback(on_op)
     with _LOCK:
         _USERS += 1
         if _USERS == 1:
             pywrap_tfe.TFE_Py_RegisterGradientFunction(_gradient_function)
             backprop.GradientTape.gradient = _tape_gradient
+            base = _keras_optimizer_class()
+            if base is not None:
+                _ORIGINAL_APPLY = _ORIGINAL_APPLY or base.apply
+                base.apply = _optimizer_apply
 
 
 def uninstall() -> None:
@@ -210,6 +256,9 @@ def uninstall() -> None:
         if _USERS == 0:
             pywrap_tfe.TFE_Py_RegisterGradientFunction(_ORIGINAL_GRADIENT_FUNCTION)
             backprop.GradientTape.gradient = _ORIGINAL_TAPE_GRADIENT
+            base = _keras_optimizer_class()
+            if base is not None and _ORIGINAL_APPLY is not None:
+                base.apply = _ORIGINAL_APPLY
             _BY_INPUTS.clear()
 
 

@@ -2,7 +2,8 @@
 
 `Session` holds a ``detect()``'s options and its first report. `Local` is per thread: the
 active sessions (innermost last), the forward op whose gradient is being built (set by the
-gradient-dispatch wrapper in `hooks`), where ``tape.gradient`` was called, and a busy flag so
+gradient-dispatch wrapper in `hooks`), where ``tape.gradient`` was called, the optimizer whose
+update is running, and a busy flag so
 the TensorFlow ops nanguard itself runs are never checked.
 """
 
@@ -54,6 +55,7 @@ class Local(threading.local):
         self.sessions: List[Session] = []
         self.backward: Optional[Backward] = None
         self.gradient_call: Optional[Frame] = None
+        self.optimizer: Any = None  # the optimizer whose update is being built or run
         self.busy = False
 
     @property

@@ -17,6 +17,23 @@ import tensorflow as tf
 from nanguard.tf._checks import compute_dtype
 
 
+def select(cond: tf.Tensor, a: tf.Tensor, b) -> tf.Tensor:
+    """``tf.where(cond, a, b)``; through the older ``Select`` kernel when the shapes allow it.
+
+    In graph mode ``Select`` and its gradient (also a ``Select``) take about half the time of
+    ``SelectV2``, whose broadcasting path they skip, at identical values. They need one shape
+    for all three operands: a scalar ``b`` is filled to ``a``'s static shape; anything else
+    that differs goes to ``tf.where``.
+    """
+    if not tf.is_tensor(b):
+        b = tf.constant(b, a.dtype)
+    if b.shape.rank == 0 and a.shape.rank != 0 and a.shape.is_fully_defined():
+        b = tf.fill(a.shape, b)
+    if cond.shape.is_fully_defined() and cond.shape == a.shape and a.shape == b.shape:
+        return tf.compat.v1.where(cond, a, b)
+    return tf.where(cond, a, b)
+
+
 def widen(x: tf.Tensor) -> tf.Tensor:
     """float16/bfloat16 to float32 (the cast's gradient casts back); other dtypes unchanged."""
     wide = compute_dtype(x.dtype)
@@ -99,15 +116,19 @@ def xdivy(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     return ratio(x, y)
 
 
-def reciprocal_sqrt_or_zero(x: tf.Tensor) -> tf.Tensor:
-    """1 / sqrt(x) for x > 0, 0 at x = 0, NaN for x < 0 or NaN; derivative -x^(-3/2)/2 by the same rule."""
+def reciprocal_sqrt_or_zero(x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
+    """scale / sqrt(x) for x > 0, 0 at x = 0, NaN for x < 0 or NaN; derivative -scale·x^(-3/2)/2 by the same rule.
+
+    ``scale`` folds a constant factor (a sign) into the one division, so a caller needs no
+    extra pass over the tensor for it.
+    """
 
     @tf.custom_gradient
     def rsqrt(x):
         def grad(upstream):
             again = reciprocal_sqrt_or_zero(x)
-            return -0.5 * upstream * again * again * again
+            return (-0.5 * scale) * upstream * again * again * again
 
-        return tf.math.reciprocal_no_nan(tf.sqrt(x)), grad
+        return tf.math.divide_no_nan(tf.constant(scale, x.dtype), tf.sqrt(x)), grad
 
     return rsqrt(x)

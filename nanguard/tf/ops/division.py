@@ -18,7 +18,7 @@ from nanguard.tf._checks import (
     compute_dtype,
     promote,
 )
-from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, widen
+from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, select, widen
 
 
 def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
@@ -27,10 +27,10 @@ def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
         # divide_no_nan's own gradients are finite at b = 0, so the reuse below is safe at 2nd order
         quotient = tf.math.divide_no_nan(a, b)
         if fill == 0:
-            out = tf.where(tf.math.is_nan(a), a, quotient)  # divide_no_nan(NaN, 0) is 0: keep the NaN
+            out = select(tf.math.is_nan(a), a, quotient)  # divide_no_nan(NaN, 0) is 0: keep the NaN
         else:
             filled = tf.logical_and(tf.equal(b, 0), tf.logical_not(tf.math.is_nan(a)))
-            out = tf.where(filled, tf.constant(fill, a.dtype), quotient)
+            out = select(filled, tf.constant(fill, a.dtype), quotient)
 
         def grad(upstream):
             # d/da = 1/b, d/db = -(a/b)/b; both 0 where b = 0 (the result does not depend on them)
@@ -121,7 +121,7 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool
     wide = widen(x)
     mask = tf.broadcast_to(mask, tf.shape(wide))
     # where, not x * mask: a NaN or inf held in a masked entry must not leak (NaN * 0)
-    total = tf.reduce_sum(tf.where(mask, wide, tf.zeros_like(wide)), axis=axes, keepdims=True)
+    total = tf.reduce_sum(select(mask, wide, tf.zeros_like(wide)), axis=axes, keepdims=True)
     count = tf.reduce_sum(tf.cast(mask, wide.dtype), axis=axes, keepdims=True)
     # divide_no_nan: the empty slice is 0 with gradient 0, at every order
     mean = tf.math.divide_no_nan(total, count)

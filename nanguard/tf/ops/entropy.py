@@ -7,7 +7,7 @@ from typing import Union
 import tensorflow as tf
 
 from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
-from nanguard.tf.ops._core import broadcast_pair, narrow, widen, xdivy
+from nanguard.tf.ops._core import broadcast_pair, narrow, select, widen, xdivy
 
 
 def _log_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
@@ -19,7 +19,7 @@ def _log_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
 @tf.custom_gradient
 def _xlogy(x: tf.Tensor, y: tf.Tensor):
     # tf.math.xlogy(0, NaN) is 0; a NaN y must give NaN (NaN in, NaN out)
-    out = tf.where(tf.math.is_nan(y), y, tf.math.xlogy(x, y))
+    out = select(tf.math.is_nan(y), y, tf.math.xlogy(x, y))
 
     def grad(upstream):
         return upstream * _log_unless_both_zero(x, y), upstream * xdivy(x, y)
@@ -108,14 +108,25 @@ def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
 def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
     @tf.custom_gradient
     def cross_entropy(target, probs):
-        # xlogy(0, q) = 0 (q = 0 included); t > 0 = q gives the true +inf. A NaN q stays NaN.
-        terms = tf.where(tf.math.is_nan(probs), probs, tf.math.xlogy(target, probs))
-        out = -tf.reduce_sum(terms, axis=axis)
+        # Every q in (0, inf), the common case, has no 0 · log 0 to repair: t · log q is xlogy
+        # there and log q is its t-derivative, so one log serves the value and both gradients.
+        regular = tf.logical_and(tf.reduce_min(probs) > 0, tf.reduce_max(probs) < float("inf"))
+
+        def plain():
+            log_q = tf.math.log(probs)
+            return -tf.reduce_sum(target * log_q, axis=axis), log_q
+
+        def repaired():
+            # xlogy(0, q) = 0 (q = 0 included); t > 0 = q gives the true +inf. A NaN q stays NaN.
+            terms = tf.where(tf.math.is_nan(probs), probs, tf.math.xlogy(target, probs))
+            return -tf.reduce_sum(terms, axis=axis), _log_unless_both_zero(target, probs)
+
+        out, d_target = tf.cond(regular, plain, repaired)
 
         def grad(upstream):
             minus = -tf.expand_dims(upstream, axis)
-            return (minus * _log_unless_both_zero(target, probs),
-                    minus * xdivy(target, probs))
+            d_probs = tf.cond(regular, lambda: target / probs, lambda: xdivy(target, probs))
+            return minus * d_target, minus * d_probs
 
         return out, grad
 

@@ -17,7 +17,7 @@ from nanguard.tf._checks import (
     check_number,
     promote,
 )
-from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, widen
+from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, select, widen
 
 _NEG_INF = float("-inf")
 
@@ -56,15 +56,15 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
 @tf.custom_gradient
 def _logaddexp(a: tf.Tensor, b: tf.Tensor):
     # a == b (both -inf, or both +inf) would make a - b NaN; their difference is 0 there
-    diff = tf.where(tf.equal(a, b), tf.zeros_like(a), a - b)
+    diff = select(tf.equal(a, b), tf.zeros_like(a), a - b)
     out = tf.maximum(a, b) + tf.nn.softplus(-tf.abs(diff))
 
     def grad(upstream):
         # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at a = b = -inf
         dead = tf.equal(tf.maximum(a, b), _NEG_INF)
         zero = tf.zeros_like(upstream)
-        return (tf.where(dead, zero, upstream * tf.sigmoid(diff)),
-                tf.where(dead, zero, upstream * tf.sigmoid(-diff)))
+        return (select(dead, zero, upstream * tf.sigmoid(diff)),
+                select(dead, zero, upstream * tf.sigmoid(-diff)))
 
     return out, grad
 
@@ -146,7 +146,7 @@ def logsumexp(x: tf.Tensor, axis: Axis = None, keepdims: bool = False, mask: Opt
     keepdims = check_bool(keepdims, "keepdims", "logsumexp")
     if mask is not None:
         mask = check_mask(mask, x, "logsumexp")
-        x = tf.where(mask, x, tf.constant(_NEG_INF, x.dtype))
+        x = select(mask, x, tf.constant(_NEG_INF, x.dtype))
     if x.shape.rank == 0:
         axes = None
     out = _logsumexp(widen(x), axes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from nanguard.tf._checks import check_floating, check_number
-from nanguard.tf.ops._core import narrow, safe_sqrt, widen
+from nanguard.tf.ops._core import narrow, safe_sqrt, select, widen
 
 
 def sqrt(x: tf.Tensor) -> tf.Tensor:
@@ -46,7 +46,7 @@ def _positive_power(x: tf.Tensor, p: float) -> tf.Tensor:
         else:
             # x <= 0 would be inf; a double where keeps the native gradient finite
             nonpositive = tf.less_equal(x, 0)
-            out = tf.where(nonpositive, tf.zeros_like(x), tf.pow(tf.where(nonpositive, tf.ones_like(x), x), p))
+            out = select(nonpositive, tf.zeros_like(x), tf.pow(select(nonpositive, tf.ones_like(x), x), p))
 
         def grad(upstream):
             if p == 0:

@@ -7,7 +7,7 @@ from typing import Optional
 import tensorflow as tf
 
 from nanguard.tf._checks import check_floating, check_mask, check_single_axis
-from nanguard.tf.ops._core import narrow, widen
+from nanguard.tf.ops._core import narrow, select, widen
 
 _NEG_INF = float("-inf")
 
@@ -94,7 +94,7 @@ def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> t
         raise ValueError("nanguard.tf.softmax: `x` must have at least one dimension")
     scores = widen(x)
     if mask is not None:
-        scores = tf.where(mask, scores, tf.constant(_NEG_INF, scores.dtype))
+        scores = select(mask, scores, tf.constant(_NEG_INF, scores.dtype))
     return narrow(_softmax(scores, axis), x.dtype)
 
 
@@ -128,7 +128,7 @@ def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) 
     scores = widen(x)
     if mask is None:
         return narrow(_log_softmax(scores, axis), x.dtype)
-    scores = tf.where(mask, scores, tf.constant(_NEG_INF, scores.dtype))
+    scores = select(mask, scores, tf.constant(_NEG_INF, scores.dtype))
     out = _log_softmax(scores, axis)
     # the placeholder 0 at masked entries; the outer where gives them gradient 0
-    return narrow(tf.where(mask, out, tf.zeros_like(out)), x.dtype)
+    return narrow(select(mask, out, tf.zeros_like(out)), x.dtype)

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from nanguard.tf._checks import Axis, check_axis, check_bool, check_floating
-from nanguard.tf.ops._core import keep_axes, narrow, safe_sqrt, widen
+from nanguard.tf.ops._core import keep_axes, narrow, safe_sqrt, select, widen
 
 
 def _check_correction(correction: object, ddof: object, op: str) -> float:
@@ -24,7 +24,7 @@ def _check_correction(correction: object, ddof: object, op: str) -> float:
 
 def _nan_marks(x: tf.Tensor) -> tf.Tensor:
     """0 for every number, NaN for NaN (an inf counts as a number here)."""
-    return tf.where(tf.math.is_nan(x), x, tf.zeros_like(x))
+    return select(tf.math.is_nan(x), x, tf.zeros_like(x))
 
 
 def _zero_spread(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
@@ -66,7 +66,7 @@ def _variance(x: tf.Tensor, axes, correction: float) -> tf.Tensor:
     if isinstance(n, int):
         return squares / (n - correction)
     dof = tf.cast(n, x.dtype) - correction
-    return tf.where(dof > 0, squares / tf.maximum(dof, 1), _zero_spread(x, axes))
+    return select(dof > 0, squares / tf.maximum(dof, 1), _zero_spread(x, axes))
 
 
 def _prepare(x, axis, correction, ddof, keepdims, op):

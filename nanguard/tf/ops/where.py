@@ -7,8 +7,10 @@ from typing import Callable, Union
 import tensorflow as tf
 
 from nanguard.tf._checks import broadcast_static, check_floating, check_tensor
+from nanguard.tf.ops._core import select
 
 Other = Union[tf.Tensor, float, Callable[[tf.Tensor], tf.Tensor]]
+
 
 
 def safe_where(
@@ -60,14 +62,14 @@ def safe_where(
         raise TypeError(f"nanguard.tf.safe_where: `safe` must be a number or tensor, got {type(safe).__name__}")
     else:
         safe = tf.constant(safe, x.dtype)
-    taken = fn(tf.where(cond, x, safe))
+    taken = fn(select(cond, x, safe))
     if not tf.is_tensor(taken):
         raise TypeError(f"nanguard.tf.safe_where: `fn` must return a tensor, got {type(taken).__name__}")
     if callable(other):
         other = other(x)
     if tf.is_tensor(other):
-        return tf.where(cond, taken, tf.cast(other, taken.dtype))
+        return select(cond, taken, tf.cast(other, taken.dtype))
     if isinstance(other, bool) or not isinstance(other, (int, float)):
         raise TypeError(f"nanguard.tf.safe_where: `other` must be a tensor, number or callable, "
                         f"got {type(other).__name__}")
-    return tf.where(cond, taken, tf.constant(float(other), taken.dtype))
+    return select(cond, taken, tf.constant(float(other), taken.dtype))

@@ -3,6 +3,8 @@ XLA, forward and backward; their fixed versions and a deliberate -inf mask are q
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import tensorflow as tf
 
@@ -104,3 +106,11 @@ def test_numerics_are_unchanged():
             loss, grad = _step(case.fixed, flavour)(v)
         assert loss.numpy().tobytes() == plain_loss.numpy().tobytes()
         assert grad.numpy().tobytes() == plain_grad.numpy().tobytes()
+
+
+def test_eager_ops_named_in_bytes_by_tensorflow_are_checked():
+    # TensorFlow hands some eager ops (Fill) to the op callback as bytes; that must not break them
+    with ngt.detect(mode="record") as det:
+        zeros = tf.fill([2], 0.0)
+        tf.math.log(zeros); line = inspect.currentframe().f_lineno  # noqa: E702
+    assert (det.report.op, det.report.kind, det.report.line) == ("Log", "inf", line)

@@ -116,3 +116,44 @@ def test_fixed_model_and_minus_inf_mask_train_quietly_and_identically(jit, exhau
     else:  # XLA compiles the checked graph with other fusions: rounding may differ in the last bit
         for a, b in zip(plain_w, det_w):
             np.testing.assert_array_max_ulp(a, b, maxulp=2)
+
+
+def _dead_input_model(epsilon, jit):
+    """A Dense layer one of whose inputs is always 0: that kernel row's gradient is always 0."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((3,))
+    model = keras.Model(inp, keras.layers.Dense(2, name="head")(inp))
+    model.compile(optimizer=keras.optimizers.Adam(epsilon=epsilon), loss="mse", jit_compile=jit)
+    x = np.random.RandomState(0).randn(8, 3).astype("float32")
+    x[:, 0] = 0.0
+    return model, x, np.ones((8, 2), "float32")
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_an_update_that_divides_0_by_0_is_blamed_on_the_optimizer_and_names_the_variable(jit):
+    model, x, y = _dead_input_model(0.0, jit)      # Adam with epsilon=0: m / (sqrt(v) + 0) = 0/0
+    with ngt.detect(mode="record") as det:
+        model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.op, report.module) == ("optimizer", "nan", "Adam", "head/kernel")
+    assert "epsilon=0" in report.explanation and "0/0" in report.explanation
+    assert "epsilon > 0" in report.suggestion and "torch" not in report.suggestion
+    assert report.outputs[0].nan == 2 and report.outputs[0].numel == 6  # the two weights of input 0
+    assert report.file == HERE
+
+
+def test_a_healthy_update_is_quiet_and_checked_once_not_op_by_op():
+    from nanguard.tf.detector import graph
+
+    counts = {}
+    for exhaustive in (False, True):
+        model, x, y = _dead_input_model(1e-7, False)
+        before = set(graph.REGISTRY)
+        with ngt.detect(exhaustive=exhaustive):
+            model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+        traced = [graph.REGISTRY[i] for i in set(graph.REGISTRY) - before]
+        counts[exhaustive] = (sum(t.op == "Sqrt" for t in traced), sum(t.optimizer is not None for t in traced))
+    # default: no check inside Adam's update (its Sqrt of the second moment), one per variable at its end
+    assert counts[False][0] == 0 and counts[False][1] >= 2
+    assert counts[True][0] >= 2 and counts[True][1] == 0
