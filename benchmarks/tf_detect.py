@@ -1,13 +1,14 @@
 """Cost of leaving TensorFlow detection on: one Keras ``fit`` step of a 2-layer transformer (d128).
 
 Same run, interleaved rounds, median of per-round ratios to the plain step: the plain step,
-the step inside ``nanguard.tf.detect()`` (default mode), inside ``detect(exhaustive=True)``,
-and with ``tf.debugging.enable_check_numerics()``. Each variant is its own copy of the model
+the step inside ``nanguard.tf.detect()`` (default mode), inside ``detect(exhaustive=True)``
+(only with ``--exhaustive``: tracing this model with a check next to every op takes over 8
+minutes and 7 GB), and with ``tf.debugging.enable_check_numerics()``. Each variant is its own copy of the model
 (same weights) whose train step was traced under its own instrumentation; the train step is a
 ``tf.function`` without XLA (``check_numerics`` does not compile under XLA), then, separately,
 plain vs default under XLA (``jit_compile=True``). Goal from the issue: default <= 1.05x plain.
 
-    .venv/bin/python benchmarks/tf_detect.py [--rounds 15] [--steps 10]
+    .venv/bin/python benchmarks/tf_detect.py [--rounds 15] [--steps 10] [--exhaustive]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import tensorflow as tf  # noqa: E402
 import nanguard.tf as ngt  # noqa: E402
 
 VOCAB, SEQ, BATCH, D, HEADS, FF, LAYERS = 1000, 64, 16, 128, 4, 256, 2
+FIRST_STEP: Dict[tuple, float] = {}  # (variant, jit) -> seconds of the first step (tracing included)
 
 
 def transformer(jit: bool) -> keras.Model:
@@ -58,6 +60,7 @@ def variant(kind: str, jit: bool, steps: int) -> Callable[[], None]:
     det = ngt.detect() if kind == "default" else ngt.detect(exhaustive=True) if kind == "exhaustive" else None
     if kind == "check_numerics":
         tf.debugging.enable_check_numerics()
+    start = time.perf_counter()
     try:
         if det is not None:
             with det:
@@ -67,6 +70,7 @@ def variant(kind: str, jit: bool, steps: int) -> Callable[[], None]:
     finally:
         if kind == "check_numerics":
             tf.debugging.disable_check_numerics()
+    FIRST_STEP[(kind, jit)] = time.perf_counter() - start
 
     def run() -> None:
         if det is not None:
@@ -97,16 +101,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--exhaustive", action="store_true",
+                        help="also time exhaustive=True (its first trace of this model takes over 8 minutes)")
     args = parser.parse_args()
-    graph = {kind: variant(kind, False, args.steps) for kind in ("plain", "default", "exhaustive", "check_numerics")}
+    kinds = ("plain", "default") + (("exhaustive",) if args.exhaustive else ()) + ("check_numerics",)
+    graph = {kind: variant(kind, False, args.steps) for kind in kinds}
     results = compare(graph, "plain", args.rounds)
     xla = compare({kind: variant(kind, True, args.steps) for kind in ("plain", "default")}, "plain", args.rounds)
     print(f"Keras fit step, transformer {LAYERS} layers d{D}, batch {BATCH} x {SEQ} tokens, "
           f"{args.rounds} interleaved rounds of {args.steps} steps (median of per-round ratios)")
-    print(f"{'variant':<34} {'ms/step':>9} {'ratio':>7}")
-    for label, table in (("tf.function", results), ("XLA", xla)):
+    print(f"{'variant':<34} {'ms/step':>9} {'ratio':>7} {'first step s':>13}")
+    for label, table, jit in (("tf.function", results, False), ("XLA", xla, True)):
         for name, r in table.items():
-            print(f"{label + ' ' + name:<34} {1000 * r['seconds'] / args.steps:>9.2f} {r['ratio']:>6.3f}x")
+            print(f"{label + ' ' + name:<34} {1000 * r['seconds'] / args.steps:>9.2f} {r['ratio']:>6.3f}x "
+                  f"{FIRST_STEP[(name, jit)]:>12.1f}")
 
 
 if __name__ == "__main__":
