@@ -1,7 +1,8 @@
 """Cost of leaving JAX detection on: one jitted training step of a small transformer (optax adam).
 
 Same run, interleaved rounds (see benchmarks/common.py): the plain jitted step, the step inside
-``nanguard.jax.detect()`` (and with ``exhaustive=True``), the step under ``jax_debug_nans``
+``nanguard.jax.detect()`` (with ``--exhaustive`` also ``exhaustive=True``, whose first call on
+this model runs for over 5 minutes), the step under ``jax_debug_nans``
 and ``jax_debug_infs`` (the same values nanguard checks by default), and the step under
 ``checkify(float_checks)`` + ``throw``.
 Goal from issue 11: nanguard <= 1.05x.
@@ -10,7 +11,7 @@ It then checks that detection *localises*: a NaN planted in the forward (log of 
 number) and one in the backward (sqrt at 0) of one layer must be reported at the exact line
 and phase, and it times that one replay against a step.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/jax_detect.py [--rounds 30] [--quick]
+    PYTHONPATH=. .venv/bin/python benchmarks/jax_detect.py [--rounds 30] [--quick] [--exhaustive]
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def make_step(fault=None):
     return step, params, optimizer.init(params), data
 
 
-def _cases():
+def _cases(exhaustive: bool = False):
     step, params, state, (x, y) = make_step()
     jitted = jax.jit(step)
     checked = jax.jit(checkify.checkify(step, errors=checkify.float_checks))
@@ -115,9 +116,11 @@ def _cases():
         err.throw()
         return jax.block_until_ready(out)
 
-    return {"plain jit": plain, "nanguard.jax.detect()": nanguard_detect,
-            "detect(exhaustive=True)": nanguard_exhaustive,
-            "jax_debug_nans+infs": debug_nans, "checkify(float_checks)": with_checkify}
+    cases = {"plain jit": plain, "nanguard.jax.detect()": nanguard_detect,
+             "jax_debug_nans+infs": debug_nans, "checkify(float_checks)": with_checkify}
+    if exhaustive:
+        cases["detect(exhaustive=True)"] = nanguard_exhaustive
+    return cases
 
 
 def _localisation() -> list:
@@ -148,9 +151,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--inner", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="few rounds (a smoke test, noisy numbers)")
+    parser.add_argument("--exhaustive", action="store_true",
+                        help="also time exhaustive=True (its first call on this model runs for over 5 minutes)")
     args = parser.parse_args(argv)
     rounds = 4 if args.quick else args.rounds
-    results = compare(_cases(), "plain jit", rounds=rounds, inner=args.inner)
+    results = compare(_cases(args.exhaustive), "plain jit", rounds=rounds, inner=args.inner)
     print(f"Jitted training step of a {LAYERS}-layer transformer (d_model={D_MODEL}, {HEADS} heads, ff={FF}, "
           f"batch {BATCH}x{SEQ}, optax.adam), CPU, jax {jax.__version__}; median of {rounds} interleaved rounds")
     print_table([[name, f"{r['seconds'] * 1e3:.2f}", f"{r['ratio']:.3f}x"] for name, r in results.items()],
