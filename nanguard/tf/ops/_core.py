@@ -27,9 +27,11 @@ def select(cond: tf.Tensor, a: tf.Tensor, b) -> tf.Tensor:
     """
     if not tf.is_tensor(b):
         b = tf.constant(b, a.dtype)
-    if b.shape.rank == 0 and a.shape.rank != 0 and a.shape.is_fully_defined():
-        b = tf.fill(a.shape, b)
-    if cond.shape.is_fully_defined() and cond.shape == a.shape and a.shape == b.shape:
+    if not (cond.shape.is_fully_defined() and cond.shape == a.shape):
+        return tf.where(cond, a, b)
+    if b.shape.rank == 0 and a.shape.rank != 0:
+        b = tf.fill(a.shape, b)  # only when Select will take it: a fill tf.where does not need
+    if a.shape == b.shape:
         return tf.compat.v1.where(cond, a, b)
     return tf.where(cond, a, b)
 
