@@ -1,6 +1,7 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both create .venv on first use and install the package with the pinned CPU torch;
-# `make test` adds the pinned CPU TensorFlow and JAX so the TF and JAX suites run too.
+# `make test` adds the pinned CPU TensorFlow, JAX, transformers, accelerate and Lightning so
+# every suite runs too.
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -17,7 +18,8 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 $(FRAMEWORKS_STAMP): $(STAMP) constraints.txt
-	$(PY) -m pip install --quiet -c constraints.txt tensorflow-cpu 'jax[cpu]' optax
+	$(PY) -m pip install --quiet -c constraints.txt tensorflow-cpu 'jax[cpu]' optax \
+		transformers accelerate pytorch-lightning
 	touch $(FRAMEWORKS_STAMP)
 
 demo: $(STAMP)
@@ -30,6 +32,7 @@ bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/ops.py
 	$(PY) benchmarks/detect.py
 	$(PY) benchmarks/guard.py
+	$(PY) benchmarks/guard_integrations.py
 	$(PY) benchmarks/lint.py
 	$(PY) benchmarks/tf_ops.py
 	$(PY) benchmarks/tf_detect.py

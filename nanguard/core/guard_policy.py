@@ -15,6 +15,11 @@ from nanguard.core.guard_records import GRADIENTS, RAISED, SKIPPED, ZEROED, Guar
 
 POLICIES = ("skip", "zero", "raise")
 
+# What a non-finite micro-batch loss does to its gradient-accumulation window: "skip_window"
+# skips the optimizer step the window feeds (the other micro-batches are not applied either),
+# "drop" leaves that micro-batch out and applies the step with the others.
+ACCUMULATION = ("skip_window", "drop")
+
 # 2**16 (GradScaler's initial scale) halves to 1 in 16 overflowing steps; a limit above that
 # lets AMP calibrate its scale while still stopping a run whose every step is non-finite.
 DEFAULT_MAX_CONSECUTIVE = 25
@@ -25,6 +30,14 @@ def check_policy(policy: object, owner: str = "nanguard.GradGuard") -> str:
         raise ValueError(f"{owner}: unknown policy {policy!r}; choose one of "
                          f"{', '.join(map(repr, POLICIES))}")
     return policy
+
+
+def check_accumulation(accumulation: object, owner: str = "nanguard.GradGuard") -> str:
+    if not isinstance(accumulation, str) or accumulation not in ACCUMULATION:
+        raise ValueError(f"{owner}: unknown accumulation {accumulation!r}; choose "
+                         f"'skip_window' (a non-finite micro-batch loss skips the whole "
+                         f"optimizer step) or 'drop' (leave that micro-batch out)")
+    return accumulation
 
 
 def check_max_consecutive(max_consecutive: object, owner: str = "nanguard.GradGuard") -> Optional[int]:

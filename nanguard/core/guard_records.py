@@ -21,6 +21,7 @@ LOSS = "loss"  # check_loss() saw it; the caller skips the batch
 SKIPPED = "skipped"  # optimizer.step() not called (for a loss: the batch is skipped)
 ZEROED = "zeroed"  # non-finite gradient elements replaced by 0, then stepped
 RAISED = "raised"  # NonFiniteError raised (policy "raise" or max_consecutive reached)
+DROPPED = "dropped"  # non-finite micro-batches left out of an accumulation window, the rest stepped
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,11 @@ class GuardEvent:
     """One bad step (or bad loss) as the guard handled it.
 
     ``step`` is 1-based: the n-th call of ``guard.step()``; a loss event carries the number of
-    the step it would have fed. ``ranks`` lists the data-parallel ranks whose values were
+    the step it would have fed. A loss event of an accumulation window (``window`` > 0: the
+    micro-batches backpropagated through ``guard.backward`` since the last step) lists the
+    1-based positions of the non-finite ones in ``micro_batches``; its action is "skipped"
+    (the whole window was not applied: it counts as a skipped step), "dropped" (the step was
+    applied with the other micro-batches) or "raised". ``ranks`` lists the data-parallel ranks whose values were
     non-finite (``(0,)`` without torch.distributed). ``params`` is empty when the non-finite
     values were on another rank only, or for a loss event; otherwise it is ordered from the
     output side (last registered first), so for a model registered in forward order the
@@ -64,6 +69,14 @@ class GuardEvent:
     total_norm: Optional[float] = None
     scale: Optional[float] = None  # the GradScaler's scale at that step, if any
     loss: Optional[float] = None
+    micro_batches: Tuple[int, ...] = ()
+    window: int = 0
+
+    @property
+    def is_step(self) -> bool:
+        """Whether this event is the outcome of a ``guard.step()`` call (a gradient check, or an
+        accumulation window skipped for a non-finite loss), as opposed to a batch left out."""
+        return self.kind == GRADIENTS or (self.window > 0 and self.action != DROPPED)
 
     def describe(self, limit: int = 5) -> str:
         where = ", ".join(
@@ -71,7 +84,13 @@ class GuardEvent:
         )
         if len(self.params) > limit:
             where += f", … {len(self.params) - limit} more"
-        if self.kind == LOSS:
+        if self.kind == LOSS and self.window:
+            which = ", ".join(map(str, self.micro_batches))
+            plural = "es" if len(self.micro_batches) > 1 else ""
+            what = (f"non-finite loss ({self.loss}) in micro-batch{plural} {which} of "
+                    f"{self.window}" + (", left out of the window" if self.action == DROPPED
+                                        else ""))
+        elif self.kind == LOSS:
             what = f"non-finite loss ({self.loss})"
         else:
             what = "non-finite gradients" + (f" in {where}" if where else "")
@@ -83,6 +102,15 @@ class GuardEvent:
         d = asdict(self)
         d["params"] = [dict(asdict(p), numel=p.numel) for p in self.params]
         return d
+
+
+def _loss_place(event: GuardEvent) -> str:
+    if not event.window:
+        return f"before step {event.step}"
+    outcome = "window skipped" if event.action == SKIPPED else (
+        "left out, step applied" if event.action == DROPPED else event.action)
+    which = ",".join(map(str, event.micro_batches))
+    return f"step {event.step}: micro-batch {which} of {event.window}, {outcome}"
 
 
 def _count(p: ParamIssue) -> str:
@@ -113,12 +141,13 @@ class GuardRecords:
     policy: str
     max_consecutive: Optional[int]
     max_events: int = 1000
-    steps: int = 0  # guard.step() calls = applied + skipped + zeroed + raised (gradient events)
+    steps: int = 0  # guard.step() calls = applied + skipped + zeroed + raised
     applied: int = 0  # finite steps, applied as they were
     skipped: int = 0
     zeroed: int = 0
     raised: int = 0
-    nonfinite_losses: int = 0
+    nonfinite_losses: int = 0  # non-finite losses seen (each micro-batch counts)
+    dropped_micro_batches: int = 0  # left out of windows whose step was still applied
     consecutive: int = 0  # bad steps/losses since the last applied finite step
     longest_run: int = 0
     events: Deque[GuardEvent] = field(default_factory=deque)
@@ -135,16 +164,24 @@ class GuardRecords:
         """Step numbers whose gradients were non-finite (among the kept events)."""
         return [e.step for e in self.events if e.kind == GRADIENTS]
 
+    @property
+    def skipped_steps(self) -> List[int]:
+        """Step numbers that were not applied: bad gradients, or a window with a bad loss."""
+        return [e.step for e in self.events if e.is_step and e.action == SKIPPED]
+
     def add(self, event: GuardEvent) -> None:
         self.events.append(event)
         if event.kind == LOSS:
-            self.nonfinite_losses += 1
-        elif event.action == SKIPPED:
-            self.skipped += 1
-        elif event.action == ZEROED:
-            self.zeroed += 1
-        elif event.action == RAISED:
-            self.raised += 1
+            self.nonfinite_losses += max(1, len(event.micro_batches))
+            if event.action == DROPPED:
+                self.dropped_micro_batches += len(event.micro_batches)
+        if event.is_step:  # a batch left out is not a step outcome: steps counts calls
+            if event.action == SKIPPED:
+                self.skipped += 1
+            elif event.action == ZEROED:
+                self.zeroed += 1
+            elif event.action == RAISED:
+                self.raised += 1
         for p in event.params:
             t = self.params.setdefault(p.name, ParamTotals(p.shape, p.position, first=event.step))
             t.nan += p.nan
@@ -159,7 +196,7 @@ class GuardRecords:
 
     def to_dict(self) -> Dict[str, Any]:
         keys = ("policy", "max_consecutive", "steps", "applied", "skipped", "zeroed", "raised",
-                "nonfinite_losses", "consecutive", "longest_run")
+                "nonfinite_losses", "dropped_micro_batches", "consecutive", "longest_run")
         d: Dict[str, Any] = {k: getattr(self, k) for k in keys}
         d["events"] = [e.to_dict() for e in self.events]
         d["params"] = {n: asdict(t) for n, t in self.params.items()}
@@ -178,9 +215,9 @@ class GuardRecords:
             shown = ", ".join(map(str, bad[:12])) + (", …" if len(bad) > 12 else "")
             lines.append(f"  non-finite gradients at step {shown}")
         if self.nonfinite_losses:
-            loss_steps = [e.step for e in self.events if e.kind == LOSS]
-            shown = ", ".join(map(str, loss_steps[:12])) + (", …" if len(loss_steps) > 12 else "")
-            lines.append(f"  non-finite losses: {self.nonfinite_losses} (before step {shown})")
+            where = list(dict.fromkeys(_loss_place(e) for e in self.events if e.kind == LOSS))
+            shown = "; ".join(where[:8]) + ("; …" if len(where) > 8 else "")
+            lines.append(f"  non-finite losses: {self.nonfinite_losses} ({shown})")
         lines.append(f"  longest run of bad steps: {self.longest_run} (raises at {limit})")
         if self.params:
             lines.append(f"  {len(self.params)}" + (f" of {self.n_params}" if self.n_params else "")

@@ -2,7 +2,7 @@
 
 - :class:`GradGuard` — ``guard.step()`` instead of ``optimizer.step()``: skip / zero / raise
   on NaN/Inf gradients, records what happened, works with GradScaler, clipping, gradient
-  accumulation and torch.distributed.
+  accumulation (``guard.backward``), LR schedulers and torch.distributed.
 - :class:`GradNormMonitor` — early warning (:class:`GradientGrowthWarning`) when per-module
   gradient norms explode, naming the module where the growth started.
 
@@ -11,7 +11,8 @@ zero or raise: the arguments, the decision, the error message), ``verdict`` (one
 inspection and its single host read), ``check`` (the fused finiteness check), ``amp``
 (GradScaler protocol), ``distributed`` (agreement across ranks), ``clip`` (the guarded clip),
 ``monitor`` (norm history and early warning), ``nanguard.core.guard_records`` (events and the summary),
-``params`` (names), ``plot`` (matplotlib, optional).
+``params`` (names), ``plot`` (matplotlib, optional), ``window`` (gradient-accumulation windows),
+``schedule`` (LR schedules held on a skip), ``checkpoint`` (safe_to_save, post-mortem dumps).
 """
 
 from nanguard.core.guard_records import GuardEvent, GuardRecords, ParamIssue

@@ -68,6 +68,25 @@ def mark_stepped(scaler: Any, optimizer: torch.optim.Optimizer) -> None:
     scaler._per_optimizer_states[id(optimizer)]["stage"] = OptState.STEPPED
 
 
+def ensure_scale(scaler: Any, loss: torch.Tensor) -> None:
+    """Create the scaler's scale tensor (it is made lazily by the first ``scale()`` call)."""
+    if scaler._scale is None:
+        scaler.scale(loss.detach())
+
+
+def ensure_inf_check(scaler: Any, optimizer: torch.optim.Optimizer) -> None:
+    """Give ``update()`` the inf check it insists on, for a step that unscaled no gradient.
+
+    A window whose every micro-batch was kept out has no gradients to unscale, and
+    ``update()`` asserts "No inf checks were recorded". A zero flag on the scale's device
+    makes it count the step as a non-overflowing one, which it was: the loss was checked
+    before scaling.
+    """
+    per_device = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+    if not per_device and scaler._scale is not None:
+        per_device[scaler._scale.device] = torch.zeros(1, device=scaler._scale.device)
+
+
 def share_found_inf(scaler: Any, optimizer: torch.optim.Optimizer) -> None:
     """Make this rank's scaler count an overflow that another rank found.
 

@@ -6,20 +6,35 @@ One step of the guard:
    the agreement of all ranks (`distributed.py`), with one host read;
 2. a finite step calls ``optimizer.step()``; a bad one goes to the slow path, which counts
    the non-finite elements per parameter, applies the policy (`policy.py`) and records the
-   event (`records.py`).
+   event (`nanguard.core.guard_records`).
+
+Around it: `window.py` (the micro-batches of an accumulation window, checked by
+``guard.backward``), `schedule.py` (LR schedules held on a skip), `checkpoint.py`
+(``safe_to_save`` and the post-mortem dumps). The framework integrations
+(`nanguard.torch.integrations`) drive the same class through ``_micro_batch`` and ``_step``.
 
 This module is the class that ties them together, and its public API.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import warnings
+from typing import Any, Callable
 
 import torch
 
-from nanguard.core.guard_records import LOSS, RAISED, ZEROED, GuardEvent, GuardRecords
+from nanguard.core.guard_policy import check_accumulation
+from nanguard.core.guard_records import (
+    DROPPED,
+    LOSS,
+    RAISED,
+    ZEROED,
+    GuardEvent,
+    GuardRecords,
+)
 from nanguard.errors import NonFiniteError
-from nanguard.torch.guard import amp, clip
+from nanguard.torch.guard import amp, checkpoint, clip
 from nanguard.torch.guard.check import zero_nonfinite_
 from nanguard.torch.guard.distributed import Agreement
 from nanguard.torch.guard.monitor import (
@@ -35,6 +50,7 @@ from nanguard.torch.guard.params import (
     check_optimizer,
     names_from,
     optimizer_key,
+    unwrap_model,
 )
 from nanguard.torch.guard.policy import (
     DEFAULT_MAX_CONSECUTIVE,
@@ -46,13 +62,20 @@ from nanguard.torch.guard.policy import (
     gradient_event,
     raise_message,
 )
+from nanguard.torch.guard.schedule import ScheduleHold, check_schedulers
 from nanguard.torch.guard.verdict import Verdict, inspect, stamp
+from nanguard.torch.guard.window import Window, check_loss_tensor, loss_flags, loss_value
+
+# Who marks the GradScaler "stepped" after the guard's decision (see GradGuard._step).
+GUARD, ON_APPLY, FRAMEWORK = "guard", "on_apply", "framework"
 
 
 class GradGuard:
     """Guards ``optimizer.step()`` against NaN/Inf gradients: skip, zero or raise, and record.
 
-    ``loss.backward(); guard.step()`` replaces ``loss.backward(); optimizer.step()``. The step
+    ``guard.backward(loss); guard.step()`` replaces ``loss.backward(); optimizer.step()``
+    (``loss.backward(); guard.step()`` works too; :meth:`backward` adds the loss check that
+    keeps a NaN micro-batch out of an accumulation window). The step
     is checked with one fused pass over the gradients and at most one host sync; a finite
     step is applied as usual, a non-finite one is handled by ``policy``:
 
@@ -69,15 +92,15 @@ class GradGuard:
 
     Args:
         optimizer: any ``torch.optim.Optimizer`` (SGD, Adam, AdamW, ..., foreach or fused).
-            Closure-based optimizers (LBFGS) are not supported.
+            LBFGS is refused: its closure re-evaluates the gradients inside ``step()``.
         policy: ``"skip"`` (default), ``"zero"`` or ``"raise"``.
         max_consecutive: bad steps in a row that make the guard raise (>= 1, or None).
             Non-finite losses seen by :meth:`check_loss` count too. Default 25.
         model: the model (or ``model.named_parameters()``) so reports say
             ``encoder.layers.3.linear1.weight`` instead of ``param_groups[0][12]``. It must own
             every parameter of the optimizer. DDP and ``torch.compile`` wrappers are unwrapped.
-        scaler: a ``torch.amp.GradScaler``; then ``scaler.scale(loss).backward();
-            guard.step(); scaler.update()``. The guard unscales once (unless you already called
+        scaler: a ``torch.amp.GradScaler``; then ``guard.backward(loss)`` (it scales) or
+            ``scaler.scale(loss).backward()``, ``guard.step(); scaler.update()``. The guard unscales once (unless you already called
             ``scaler.unscale_``), reuses the scaler's inf check, and the scaler still backs its
             scale off after a bad step. Pair it with "skip" or "zero": early AMP steps overflow
             by design while the scale calibrates, and "raise" would stop at the first one.
@@ -87,6 +110,17 @@ class GradGuard:
             initialised, so every rank skips or steps together; ``False`` keeps it local.
         process_group: the group to agree over (default: the world).
         max_events: how many individual bad events to keep (counters cover the whole run).
+        scheduler: a per-step ``LRScheduler`` (or a list): the guard steps it after every
+            applied step and holds it on a skipped one, as optax, DeepSpeed and the HF Trainer
+            do; the loop stops calling ``sched.step()`` itself. Default: the loop's business.
+        accumulation: what a non-finite micro-batch loss seen by :meth:`backward` does to its
+            accumulation window: ``"skip_window"`` (default) skips the optimizer step it
+            feeds, ``"drop"`` leaves that micro-batch out and applies the others. Either way
+            the window is one step, one event and one count toward ``max_consecutive``.
+            Under torch.distributed only "skip_window" (every rank skips together).
+        dump_dir: a folder to write each bad step's micro-batches to (those passed as
+            ``guard.backward(loss, batch=...)``), with the step, rank and event, for a
+            post-mortem; at most ``max_dumps`` files (default 10). Default: no dumps.
 
     Example:
         >>> model = torch.nn.Linear(3, 1)
@@ -105,7 +139,9 @@ class GradGuard:
                  model: NamedParams | None = None, *, scaler: Any | None = None,
                  monitor: bool | GradNormMonitor = False,
                  distributed: bool | None = None, process_group: Any | None = None,
-                 max_events: int = 1000) -> None:
+                 max_events: int = 1000, scheduler: Any | None = None,
+                 accumulation: str = "skip_window", dump_dir: str | os.PathLike | None = None,
+                 max_dumps: int = 10) -> None:
         self.optimizer = check_optimizer(optimizer, "GradGuard")
         self.policy = check_policy(policy)
         self.max_consecutive = check_max_consecutive(max_consecutive)
@@ -113,21 +149,96 @@ class GradGuard:
         self.scaler = amp.check_scaler(scaler)
         self.monitor: GradNormMonitor | None = check_monitor(monitor)
         self._agreement = Agreement(distributed, process_group)
+        self.accumulation = check_accumulation(accumulation)
+        self._schedule = ScheduleHold(check_schedulers(scheduler, self.optimizer))
+        self._dump_dir, self._dumps_left = checkpoint.check_dump_dir(dump_dir, max_dumps)
         self._names = names_from(model, "GradGuard")
+        self._model = unwrap_model(model) if isinstance(model, torch.nn.Module) else None
         self._table = self._build_table()  # validates that the model owns the parameters now
         self.records = GuardRecords(policy, max_consecutive, max_events=max_events,
                                     n_params=len(self._table))
         self._history = NormHistory([TOTAL], 2048)  # the total norm, when not monitoring
         self._pending: Verdict | None = None
+        self._window = Window()
 
     # -- public API ----------------------------------------------------------------------
+    def backward(self, loss: torch.Tensor, *, batch: Any | None = None, **kwargs: Any) -> bool:
+        """``loss.backward()`` for a finite loss; a NaN/Inf loss is kept out of the step.
+
+        Returns whether the backward pass ran. Each call adds a micro-batch to the window
+        that the next :meth:`step` closes, so gradient accumulation needs nothing else: a
+        non-finite loss makes that step skip the whole window (``accumulation=
+        "skip_window"``, the default; the window's remaining micro-batches are then not
+        backpropagated, their gradients would be thrown away) or leaves this micro-batch out
+        (``"drop"``). Policy "raise" raises at once. With a ``scaler`` it runs
+        ``scaler.scale(loss).backward()``. One host sync (agreed across ranks, so every rank
+        skips the same backward passes); extra arguments go to ``loss.backward``.
+
+        `batch` is kept until the step only when ``dump_dir`` is set, to be written out if
+        the step turns out bad.
+
+        Example:
+            >>> for i, (x, y) in enumerate(batches):
+            ...     guard.backward(criterion(model(x), y) / accum, batch=(x, y))
+            ...     if (i + 1) % accum == 0:
+            ...         guard.step()          # one optimizer step per window
+            ...         optimizer.zero_grad()
+        """
+        loss = check_loss_tensor(loss, "backward")
+
+        def run() -> None:
+            (self.scaler.scale(loss) if amp.active(self.scaler) else loss).backward(**kwargs)
+
+        return self._micro_batch(loss, batch, run)
+
+    def _micro_batch(self, loss: torch.Tensor, batch: Any | None, run: Callable[[], Any]) -> bool:
+        """The body of :meth:`backward`, with the backward pass itself as `run`."""
+        if self.accumulation == "drop" and self._agreement.active():
+            # under DDP's no_sync() the last micro-batch's backward is the one that
+            # all-reduces; dropping it on every rank would leave each rank its own gradients
+            raise ValueError(
+                "nanguard.GradGuard(accumulation='drop') cannot be used under "
+                "torch.distributed: a dropped micro-batch may be the one whose backward "
+                "synchronises the gradients, and the replicas would drift apart; use "
+                "accumulation='skip_window'")
+        window = self._window
+        window.size += 1
+        position = window.size
+        if self._dump_dir is not None and batch is not None and self._dumps_left:
+            window.batches.append((position, batch))
+        if window.bad and self.accumulation == "skip_window":
+            return False
+        if amp.active(self.scaler):
+            # a window skipped before any loss was scaled still needs the scaler's scale
+            amp.ensure_scale(self.scaler, loss)
+        flags = loss_flags(loss, self._agreement)
+        if not any(flags):
+            run()
+            return True
+        window.bad.append(position)
+        window.ranks.update(i for i, f in enumerate(flags) if f)
+        if flags[self._agreement.rank()] and window.loss is None:
+            window.loss = loss_value(loss)
+        if self.policy == "raise":
+            self._window = Window()  # a caller that catches the error starts a fresh window
+            action, limit = decide(self.policy, self.records.bad(), self.max_consecutive,
+                                   can_zero=False)
+            event = GuardEvent(step=self.records.steps + 1, kind=LOSS, action=action,
+                               ranks=tuple(sorted(window.ranks)), loss=window.loss)
+            self.records.add(event)
+            self._dump(event, [(i, b) for i, b in window.batches if i == position])
+            raise self._error(event, limit)
+        return False
+
     def step(self, *args: Any, **kwargs: Any) -> bool:
         """Check the gradients, then step, skip, zero or raise. Returns whether the step was
         applied (True for a finite step and for a zeroed one).
 
         Extra arguments go to ``optimizer.step``. Call it after the last backward of the step
-        (with gradient accumulation: after the last micro-batch). The gradients are left in
-        place after a skip, for inspection; ``optimizer.zero_grad()`` clears them as usual.
+        (with gradient accumulation: after the last micro-batch); it closes the window of
+        :meth:`backward` calls. The gradients are left in place after a skip, for
+        inspection; ``optimizer.zero_grad()`` clears them as usual. A ``scheduler`` given to
+        the guard is stepped after an applied step only.
 
         Example:
             >>> loss.backward()
@@ -140,14 +251,32 @@ class GradGuard:
                 "loss.backward() before guard.step() (optimizers that require a closure, such "
                 "as LBFGS, cannot be guarded)"
             )
+        return self._step(lambda: self.optimizer.step(*args, **kwargs), scaler_step=GUARD)
+
+    def _step(self, update: Callable[[], Any], scaler_step: str) -> bool:
+        """The body of :meth:`step`, with the optimizer update as `update`.
+
+        `scaler_step` says who moves the GradScaler's stage to "stepped" (what ``scaler.step``
+        does, and ``update()`` requires): ``GUARD`` (a hand-written loop: the guard, on every
+        path), ``ON_APPLY`` (accelerate: `update` calls ``scaler.step``; on a skip the guard
+        marks it) or ``FRAMEWORK`` (Lightning calls ``scaler.step`` after the decision,
+        whatever it was).
+        """
+        self._schedule.check_untouched()
+        window, self._window = self._window, Window()
+        if window.bad and (self.accumulation == "skip_window" or window.all_bad):
+            self._pending = None
+            return self._skip_window(window, scaler_step)
         verdict = self._pending
         self._pending = None
         if verdict is None or verdict.stamp is None or verdict.stamp != stamp(self._table):
             verdict = self._inspect()
         self.records.steps += 1
         n = self.records.steps
+        if window.bad:  # accumulation "drop": the others go on to the check below
+            self.records.add(self._window_event(n, DROPPED, window))
         if not verdict.bad:
-            self._apply(args, kwargs)
+            self._apply(update, scaler_step)
             self.records.applied += 1
             self.records.consecutive = 0
             self._observe(n, verdict)
@@ -159,24 +288,29 @@ class GradGuard:
         event = gradient_event(n, action, verdict, self._table)
         self.records.add(event)
         self._observe(n, verdict)
+        if checkpoint.worth_dumping(event, amp.active(self.scaler)):
+            self._dump(event, window.batches)
         if self.scaler is not None and amp.active(self.scaler) and verdict.diagnosis is None:
             amp.share_found_inf(self.scaler, self.optimizer)  # another rank overflowed
         if action == ZEROED:
-            self._apply(args, kwargs)
+            self._apply(update, scaler_step)
             return True
-        if self.scaler is not None and amp.active(self.scaler):
+        if amp.active(self.scaler) and scaler_step != FRAMEWORK:
             amp.mark_stepped(self.scaler, self.optimizer)  # the scaler backs off in update()
         if action == RAISED:
             raise self._error(event, limit)
         return False
 
-    def check_loss(self, loss: torch.Tensor) -> bool:
+    def check_loss(self, loss: torch.Tensor, *, batch: Any | None = None) -> bool:
         """True when `loss` is finite; otherwise record the event and return False.
 
         Lets a loop skip the backward pass of a batch whose loss is already NaN/Inf. A
         non-finite loss counts toward ``max_consecutive`` (policy "raise" raises at once).
         Costs one host sync; under torch.distributed all ranks get the same answer, so they
         skip the batch together (a rank that skips ``backward()`` alone would stall DDP).
+        With gradient accumulation use :meth:`backward` instead: ``continue`` after a bad
+        last micro-batch would merge its window into the next one. `batch` is written to
+        ``dump_dir`` (when set) if the loss is bad.
 
         Example:
             >>> loss = criterion(model(x), y)
@@ -184,24 +318,46 @@ class GradGuard:
             ...     continue          # nothing to undo: no backward, no step
             >>> loss.backward(); guard.step()
         """
-        if not isinstance(loss, torch.Tensor):
-            raise TypeError(f"nanguard.GradGuard.check_loss: `loss` must be a torch.Tensor, "
-                            f"got {type(loss).__name__}")
-        with torch.no_grad():
-            local = ~torch.isfinite(loss.detach()).all()
-            flags = self._agreement.flags(local).tolist()
+        loss = check_loss_tensor(loss, "check_loss")
+        flags = loss_flags(loss, self._agreement)
         if not any(flags):
             return True
-        value = None
-        if flags[self._agreement.rank()] and loss.numel() == 1:
-            value = float(loss.detach().float().reshape(()))
+        value = loss_value(loss) if flags[self._agreement.rank()] else None
         action, limit = decide(self.policy, self.records.bad(), self.max_consecutive, can_zero=False)
         event = GuardEvent(step=self.records.steps + 1, kind=LOSS, action=action,
                            ranks=tuple(i for i, f in enumerate(flags) if f), loss=value)
         self.records.add(event)
+        if batch is not None and self._dump_dir is not None:
+            self._dump(event, [(1, batch)])
         if action == RAISED:
             raise self._error(event, limit)
         return False
+
+    def safe_to_save(self) -> bool:
+        """Whether a checkpoint written now holds only finite numbers, on every rank.
+
+        Checks the parameters, the model's floating buffers (BatchNorm running statistics:
+        a NaN forward pass in training mode poisons them even when the step is skipped) and
+        the optimizer state. Every rank gets the same answer, so rank 0 does not save while
+        another rank holds NaN. When it is False a warning names the first tensors; see
+        :meth:`nonfinite_state` for all of them. One pass over the state, one host sync.
+
+        Example:
+            >>> if guard.safe_to_save():
+            ...     torch.save(model.state_dict(), "last_good.pt")
+        """
+        names, anywhere = self._state_check()
+        if anywhere:
+            where = ", ".join(names[:5]) + (f", … {len(names) - 5} more" if len(names) > 5 else "")
+            warnings.warn(
+                f"nanguard.GradGuard.safe_to_save(): not saving is safer: non-finite values in "
+                f"{where or 'the state of another rank'}", RuntimeWarning, stacklevel=2)
+        return not anywhere
+
+    def nonfinite_state(self) -> list[str]:
+        """Names of this rank's parameters, buffers and optimizer-state tensors that hold a
+        NaN or Inf (empty when the state is finite). One host sync."""
+        return self._state_check()[0]
 
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         """``torch.nn.utils.clip_grad_norm_`` that cannot poison the gradients.
@@ -269,7 +425,7 @@ class GradGuard:
     def state_dict(self) -> dict[str, Any]:
         """The counters, for a checkpoint (so a resumed run keeps its bad-step streak)."""
         keys = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
-                "consecutive", "longest_run")
+                "dropped_micro_batches", "consecutive", "longest_run")
         return {k: getattr(self.records, k) for k in keys}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -302,10 +458,46 @@ class GradGuard:
         return inspect(self._current_table(), self.optimizer, self.scaler, self.monitor,
                        self._agreement, ord=ord, need_norms=need_norms)
 
-    def _apply(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.optimizer.step(*args, **kwargs)
-        if self.scaler is not None and amp.active(self.scaler):
+    def _apply(self, update: Callable[[], Any], scaler_step: str) -> None:
+        update()
+        if amp.active(self.scaler) and scaler_step == GUARD:
             amp.mark_stepped(self.scaler, self.optimizer)
+        self._schedule.advance()
+
+    def _window_event(self, step: int, action: str, window: Window) -> GuardEvent:
+        return GuardEvent(step=step, kind=LOSS, action=action, ranks=tuple(sorted(window.ranks)),
+                          loss=window.loss, micro_batches=tuple(window.bad), window=window.size)
+
+    def _skip_window(self, window: Window, scaler_step: str) -> bool:
+        """Close a window that fed a non-finite loss: the step is skipped (or raises)."""
+        if amp.active(self.scaler):
+            # unscale what the good micro-batches left, so scaler.update() works as after any
+            # step; the loss was checked before scaling, so the scale does not back off
+            amp.found_inf(self.scaler, self.optimizer)
+            amp.ensure_inf_check(self.scaler, self.optimizer)
+            if scaler_step != FRAMEWORK:
+                amp.mark_stepped(self.scaler, self.optimizer)
+        self.records.steps += 1
+        action, limit = decide(self.policy, self.records.bad(), self.max_consecutive,
+                               can_zero=False)
+        event = self._window_event(self.records.steps, action, window)
+        self.records.add(event)
+        self._dump(event, [(i, b) for i, b in window.batches if i in window.bad])
+        if action == RAISED:
+            raise self._error(event, limit)
+        return False
+
+    def _state_check(self) -> tuple[list[str], bool]:
+        table = self._current_table()
+        tensors = checkpoint.state_tensors(zip(table.names, table.params), self.optimizer,
+                                           self._model)
+        return checkpoint.nonfinite_names(tensors, self._agreement)
+
+    def _dump(self, event: GuardEvent, batches: list[tuple[int, Any]]) -> None:
+        if self._dump_dir is None or not batches or self._dumps_left <= 0:
+            return
+        if checkpoint.dump(self._dump_dir, event, batches, self._agreement.rank()) is not None:
+            self._dumps_left -= 1
 
     def _error(self, event: GuardEvent, limit: bool) -> NonFiniteError:
         message = raise_message(event, limit, self.policy, self.max_consecutive, self.records)

@@ -16,6 +16,13 @@ NamedParams = Union[torch.nn.Module, Iterable[Tuple[str, torch.Tensor]]]
 
 
 def check_optimizer(optimizer: object, where: str) -> torch.optim.Optimizer:
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise TypeError(
+            f"nanguard.{where}: LBFGS cannot be guarded: its step() re-evaluates the loss "
+            f"through a closure up to max_iter times, so the gradients a guard checks before "
+            f"the step are not the ones it applies. Guard a first-order optimizer (SGD, Adam, "
+            f"AdamW, ...), or check the closure's loss yourself with torch.isfinite"
+        )
     if not isinstance(optimizer, torch.optim.Optimizer):
         hint = ""
         if isinstance(optimizer, torch.nn.Module):
@@ -29,7 +36,7 @@ def check_optimizer(optimizer: object, where: str) -> torch.optim.Optimizer:
     return optimizer
 
 
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
     """Strip DistributedDataParallel / DataParallel (`module.`) and torch.compile (`_orig_mod.`)."""
     while True:
         inner = getattr(model, "_orig_mod", None)
@@ -47,7 +54,7 @@ def names_from(model: Optional[NamedParams], where: str) -> Optional[Dict[int, s
     if model is None:
         return None
     if isinstance(model, torch.nn.Module):
-        pairs: Iterable[Tuple[str, torch.Tensor]] = _unwrap(model).named_parameters()
+        pairs: Iterable[Tuple[str, torch.Tensor]] = unwrap_model(model).named_parameters()
     elif isinstance(model, (str, bytes)) or not hasattr(model, "__iter__"):
         raise TypeError(
             f"nanguard.{where}: `model` must be a torch.nn.Module or an iterable of "

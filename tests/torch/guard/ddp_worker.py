@@ -163,7 +163,37 @@ def scenario_local(rank: int) -> dict:
     return out
 
 
-SCENARIOS = {"ddp": scenario_ddp, "no_sync": scenario_no_sync, "local": scenario_local}
+def scenario_window(rank: int) -> dict:
+    """DDP accumulation through guard.backward: 2 micro-batches per step, the first under
+    no_sync(). Rank 1 alone has a NaN loss in the synchronised micro-batch of step 1: both ranks
+    must skip that window's backward (or rank 0 would wait in the all-reduce), skip the step,
+    and stay identical. accumulation='drop' is refused under torch.distributed."""
+    model = torch.nn.parallel.DistributedDataParallel(make_net())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+    guard = nanguard.GradGuard(opt, model=model, scheduler=sched)
+    out = {"decisions": [], "params": [fingerprint(model)], "ran": [], "lr": []}
+    for step in range(4):
+        opt.zero_grad()
+        with model.no_sync():
+            out["ran"].append(guard.backward(loss_fn(model, *data(1000 * step + 10 * rank)) / 2))
+        x, y = data(1000 * step + 10 * rank + 1, nan_input=(rank == 1 and step == 1))
+        out["ran"].append(guard.backward(loss_fn(model, x, y) / 2))
+        out["decisions"].append(guard.step())
+        out["params"].append(fingerprint(model))
+        out["lr"].append(opt.param_groups[0]["lr"])
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    dropper = nanguard.GradGuard(opt, accumulation="drop")
+    try:
+        dropper.backward(loss_fn(model, *data(0)))
+        out["drop"] = "accepted"
+    except ValueError as error:
+        out["drop"] = str(error)
+    return out
+
+
+SCENARIOS = {"ddp": scenario_ddp, "no_sync": scenario_no_sync, "local": scenario_local,
+             "window": scenario_window}
 
 
 def main() -> int:

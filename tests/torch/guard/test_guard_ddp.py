@@ -96,6 +96,19 @@ def test_no_sync_accumulation_with_a_nan_in_one_ranks_local_gradient(tmp_path):
     assert r0["events"][0]["step"] == r1["events"][0]["step"] == 2
 
 
+def test_an_accumulation_window_with_a_nan_loss_on_one_rank_is_skipped_by_both(tmp_path):
+    r0, r1 = spawn("window", tmp_path)
+    assert r0["decisions"] == r1["decisions"] == [True, False, True, True]
+    # rank 1's loss of micro-batch 2 at step 1 is NaN; neither rank backpropagates it
+    assert r0["ran"] == r1["ran"] == [True, True, True, False, True, True, True, True]
+    assert r0["params"] == r1["params"] and r0["params"][2] == r0["params"][1]
+    assert r0["lr"] == r1["lr"] == [0.005, 0.005, 0.0025, 0.00125]  # held on the skip
+    (event,) = r0["events"]
+    assert (event["kind"], event["action"], event["step"]) == ("loss", "skipped", 2)
+    assert event["ranks"] == [1] and event["micro_batches"] == [2] and event["window"] == 2
+    assert "cannot be used under torch.distributed" in r0["drop"]
+
+
 def test_agreement_is_what_keeps_local_replicas_identical(tmp_path):
     r0, r1 = spawn("local", tmp_path)
     agreed0, agreed1 = r0["agreed"], r1["agreed"]

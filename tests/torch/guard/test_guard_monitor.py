@@ -268,6 +268,30 @@ def test_plot_without_a_monitor_draws_the_total(tmp_path):
     assert labels == ["total"]
 
 
+def test_plot_marks_overflowed_nan_and_zero_norms_on_the_edges_and_keeps_the_legend_out(tmp_path):
+    pytest.importorskip("matplotlib")
+    from nanguard.torch.guard.monitor import TOTAL
+    from nanguard.torch.guard.plot import plot_history
+
+    history = NormHistory(["body", "head", TOTAL], 64)
+    inf = float("inf")
+    for step in range(1, 21):
+        body = 10.0 ** step if step < 15 else inf  # overflows float32 from step 15 on
+        head = 0.0 if step in (3, 4) else 1.0  # a dead layer for two steps
+        total = float("nan") if step == 18 else body + head
+        history.add(step, [body, head, total], bad=step >= 15)
+    fig = plot_history(history, [], path=str(tmp_path / "p.png"))
+    ax = fig.axes[0]
+    marks = {c.get_label(): c.get_offsets() for c in ax.collections}
+    top_inf = marks["Inf norm (overflow), at the top"]
+    assert list(top_inf[:, 0]) == list(range(15, 21)) and set(top_inf[:, 1]) == {1.0}
+    assert list(marks["zero norm, at the bottom"][:, 0]) == [3, 4]
+    assert list(marks["NaN norm, at the top"][:, 0]) == [18]
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # beside the data, never over it
+
+
 def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):
     guard = nanguard.GradGuard(torch.optim.SGD(deep_linear().parameters(), lr=0.1))
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
