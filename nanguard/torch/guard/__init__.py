@@ -2,7 +2,8 @@
 
 - :class:`GradGuard` — ``guard.step()`` instead of ``optimizer.step()``: skip / zero / raise
   on NaN/Inf gradients, records what happened, works with GradScaler, clipping, gradient
-  accumulation (``guard.backward``), LR schedulers and torch.distributed.
+  accumulation (``guard.backward``), LR schedulers, torch.distributed (DDP, ZeRO) and
+  sharded gradients (FSDP2's DTensors, FSDP1's flat parameters).
 - :class:`GradNormMonitor` — early warning (:class:`GradientGrowthWarning`) when per-module
   gradient norms explode, naming the module where the growth started.
 
@@ -12,7 +13,8 @@ inspection and its single host read), ``check`` (the fused finiteness check), ``
 (GradScaler protocol), ``distributed`` (agreement across ranks), ``clip`` (the guarded clip),
 ``monitor`` (norm history and early warning), ``nanguard.core.guard_records`` (events and the summary),
 ``params`` (names), ``plot`` (matplotlib, optional), ``window`` (gradient-accumulation windows),
-``schedule`` (LR schedules held on a skip), ``checkpoint`` (safe_to_save, post-mortem dumps).
+``schedule`` (LR schedules held on a skip), ``checkpoint`` (safe_to_save, post-mortem dumps),
+``sharded`` (FSDP2/FSDP1: which rank counts which shard, norms and counts of full tensors).
 """
 
 from nanguard.core.guard_records import GuardEvent, GuardRecords, ParamIssue

@@ -8,6 +8,9 @@ feed the gradient-norm monitor and the guarded clip at no extra cost.
 A finite gradient whose squares overflow (|g| > ~1.8e19 in float32) also yields an infinite
 norm; `diagnose` counts the actual non-finite elements, so such a step is confirmed as
 finite on the (rare) slow path instead of being skipped.
+
+Sharded gradients (FSDP2's DTensors) are checked shard by shard and their norms and counts
+reduced to those of the full tensors (`sharded.py`); `grad_norms` and `diagnose` do it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
+from nanguard.torch.guard.distributed import Agreement
 from nanguard.torch.guard.params import ParamTable
+from nanguard.torch.guard.sharded import Sharding, sharding_of
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -28,20 +33,30 @@ class Grads:
     """The gradients present this step: `index[k]` is the table position of `tensors[k]`."""
 
     index: Tuple[int, ...]
-    tensors: List[torch.Tensor]  # dense values (a sparse gradient's `_values()`)
+    tensors: List[torch.Tensor]  # dense values (a sparse gradient's `_values()`, a shard)
+    sharding: Sharding | None = None  # how shards add up, when the gradients are DTensors
 
 
-def gather(table: ParamTable) -> Grads:
+def gather(table: ParamTable, agreement: Agreement | None = None) -> Grads:
     index: List[int] = []
     tensors: List[torch.Tensor] = []
+    flat = table.flat_owned
     for i, p in enumerate(table.params):
         g = p.grad
         if g is None:
-            continue
+            if flat is None or flat[i] is None:
+                continue
+            # an FSDP1 slice that is empty on this rank has no grad; every rank must list
+            # the same gradients for the reductions, so it takes part with no elements
+            g = p.detach().new_zeros(0)
         index.append(i)
         # a sparse gradient's values are checked and zeroed in place; the indices are integers
         tensors.append(g._values() if g.is_sparse else g)
-    return Grads(tuple(index), tensors)
+    sharding = None
+    if agreement is not None:
+        flat_owned = [flat[i] for i in index] if flat is not None else None
+        tensors, sharding = sharding_of(tensors, agreement, "GradGuard", flat_owned)
+    return Grads(tuple(index), tensors, sharding)
 
 
 def foreach_norms(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> torch.Tensor:
@@ -72,6 +87,14 @@ def foreach_norms(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> torch.Te
     return torch.stack(ordered)
 
 
+def grad_norms(grads: Grads, ord: float = 2.0) -> torch.Tensor:
+    """The norm of every gradient in `grads` (of the full tensor, when it is sharded)."""
+    norms = foreach_norms(grads.tensors, ord)
+    if grads.sharding is not None:
+        norms = grads.sharding.norms(norms, ord)  # a collective: every rank gets here
+    return norms
+
+
 def total_norm(norms: torch.Tensor, ord: float = 2.0) -> torch.Tensor:
     """The norm of the concatenated gradients from their per-tensor norms (as clip_grad_norm_)."""
     if norms.numel() == 0:
@@ -83,7 +106,8 @@ def total_norm(norms: torch.Tensor, ord: float = 2.0) -> torch.Tensor:
 class Diagnosis:
     """Non-finite element counts for the parameters whose gradients have any."""
 
-    counts: Dict[int, Tuple[int, int]]  # table position -> (nan, inf)
+    counts: Dict[int, Tuple[int, int]]  # table position -> (nan, inf), of the full tensors
+    here: bool = True  # whether this rank's own gradients (its shards) hold any of them
 
     @property
     def nonfinite(self) -> bool:
@@ -96,22 +120,30 @@ def diagnose(grads: Grads, suspects: Sequence[int] | None = None) -> Diagnosis:
 
     `suspects` (positions in `grads`) narrows the count to the gradients whose norm was
     non-finite; every non-finite element makes its tensor's norm non-finite, so none is missed.
+    With sharded gradients every rank must call it with the same `suspects` (the counts are
+    summed across ranks).
     """
     positions = range(len(grads.tensors)) if suspects is None else suspects
+    kept = [k for k in positions
+            if grads.tensors[k].dtype.is_floating_point or grads.tensors[k].dtype.is_complex]
+    rows = torch.zeros(len(kept), 2, dtype=torch.int64)
     by_device: Dict[torch.device, List[int]] = defaultdict(list)
-    for k in positions:
-        t = grads.tensors[k]
-        if t.dtype.is_floating_point or t.dtype.is_complex:
-            by_device[t.device].append(k)
-    counts: Dict[int, Tuple[int, int]] = {}
-    for kept in by_device.values():
+    for row, k in enumerate(kept):
+        by_device[grads.tensors[k].device].append(row)
+    for device_rows in by_device.values():
         # one transfer per device: stack the counts there, read them once
-        rows = torch.stack([torch.stack([torch.isnan(grads.tensors[k]).sum(),
-                                         torch.isinf(grads.tensors[k]).sum()]) for k in kept])
-        for k, (nan, inf) in zip(kept, rows.tolist()):
-            if nan or inf:
-                counts[grads.index[k]] = (int(nan), int(inf))
-    return Diagnosis(counts)
+        counts = torch.stack([torch.stack([torch.isnan(grads.tensors[kept[r]]).sum(),
+                                           torch.isinf(grads.tensors[kept[r]]).sum()])
+                              for r in device_rows])
+        rows[device_rows] = counts.cpu()
+    here = bool(rows.any())
+    if grads.sharding is not None:
+        rows = grads.sharding.counts(rows, kept)
+    found: Dict[int, Tuple[int, int]] = {}
+    for k, (nan, inf) in zip(kept, rows.tolist()):
+        if nan or inf:
+            found[grads.index[k]] = (int(nan), int(inf))
+    return Diagnosis(found, here)
 
 
 @torch.no_grad()

@@ -23,6 +23,7 @@ import torch
 
 from nanguard.core.guard_records import GRADIENTS, GuardEvent
 from nanguard.torch.guard.distributed import Agreement
+from nanguard.torch.guard.sharded import local
 
 
 def _checkable(t: Any) -> bool:
@@ -47,15 +48,19 @@ def state_tensors(names: Iterable[tuple[str, torch.Tensor]], optimizer: torch.op
 @torch.no_grad()
 def nonfinite_names(tensors: list[tuple[str, torch.Tensor]], agreement: Agreement
                     ) -> tuple[list[str], bool]:
-    """(this rank's non-finite tensor names, whether any rank has one); one host sync."""
+    """(this rank's non-finite tensor names, whether any rank has one); one host sync.
+
+    A sharded tensor (FSDP2's DTensor parameters and Adam moments) is checked on this rank's
+    shard; the agreement covers the others."""
+    tensors = [(n, local(t)) for n, t in tensors]
     if tensors:
         device = tensors[0][1].device  # model-parallel tensors are gathered to one device
         flags = torch.stack([(~torch.isfinite(t).all()).to(device) for _, t in tensors]).cpu()
-        local = flags.any()
+        mine = flags.any()
     else:
         flags = torch.zeros(0, dtype=torch.bool)
-        local = torch.zeros((), dtype=torch.bool)
-    anywhere = any(agreement.flags(local).tolist())
+        mine = torch.zeros((), dtype=torch.bool)
+    anywhere = any(agreement.flags(mine).tolist())
     names = [n for (n, _), f in zip(tensors, flags.tolist()) if f] if anywhere else []
     return names, anywhere
 

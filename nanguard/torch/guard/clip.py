@@ -14,7 +14,7 @@ from typing import Tuple
 
 import torch
 
-from nanguard.torch.guard.check import Diagnosis, Grads, foreach_norms, scale_, total_norm, zero_nonfinite_
+from nanguard.torch.guard.check import Diagnosis, Grads, grad_norms, scale_, total_norm, zero_nonfinite_
 
 
 def check_args(max_norm: object, norm_type: object) -> Tuple[float, float]:
@@ -43,7 +43,7 @@ def clip_(grads: Grads, total: torch.Tensor, bad: bool, diagnosis: Diagnosis | N
             return total, zeroed
         zero_nonfinite_(grads, diagnosis)
         zeroed = True
-        total = total_norm(foreach_norms(grads.tensors, norm_type), norm_type)
+        total = total_norm(grad_norms(grads, norm_type), norm_type)
     # torch's own formula, so a finite step clips to the same bits
     coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
     scale_(grads.tensors, coef)

@@ -50,6 +50,7 @@ from nanguard.torch.guard.params import (
     check_optimizer,
     names_from,
     optimizer_key,
+    optimizer_params,
     unwrap_model,
 )
 from nanguard.torch.guard.policy import (
@@ -63,6 +64,7 @@ from nanguard.torch.guard.policy import (
     raise_message,
 )
 from nanguard.torch.guard.schedule import ScheduleHold, check_schedulers
+from nanguard.torch.guard.sharded import fsdp1_layout
 from nanguard.torch.guard.verdict import Verdict, inspect, stamp
 from nanguard.torch.guard.window import Window, check_loss_tensor, loss_flags, loss_value
 
@@ -107,7 +109,13 @@ class GradGuard:
         monitor: ``True`` or a :class:`GradNormMonitor` to watch per-module gradient norms and
             warn before they explode (see :meth:`plot`). Default off.
         distributed: ``None`` (default) all-reduces the verdict whenever torch.distributed is
-            initialised, so every rank skips or steps together; ``False`` keeps it local.
+            initialised, so every rank skips or steps together; ``False`` keeps it local
+            (refused with sharded gradients: one rank's shard cannot decide for a tensor).
+            Sharded gradients work under the default: FSDP2 (``fully_shard``, DTensor
+            gradients) and FSDP1 (``FullyShardedDataParallel``, pass the root as ``model=``,
+            FULL_SHARD, SHARD_GRAD_OP or NO_SHARD). Counts, names and :meth:`clip_grad_norm_`
+            are then those of the full tensors, wrapper prefixes stripped. HYBRID_SHARD
+            is refused.
         process_group: the group to agree over (default: the world).
         max_events: how many individual bad events to keep (counters cover the whole run).
         scheduler: a per-step ``LRScheduler`` (or a list): the guard steps it after every
@@ -442,7 +450,9 @@ class GradGuard:
     # -- internals -----------------------------------------------------------------------
     def _build_table(self) -> ParamTable:
         depth = self.monitor.depth if self.monitor is not None else None
-        table = build_table(self.optimizer, self._names, depth, "GradGuard")
+        flat = fsdp1_layout(self._model, optimizer_params(self.optimizer), self._agreement,
+                            "GradGuard")
+        table = build_table(self.optimizer, self._names, depth, "GradGuard", flat)
         if self.monitor is not None:
             self.monitor.bind(table)
         return table

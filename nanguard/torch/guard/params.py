@@ -12,6 +12,8 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 
+from nanguard.torch.guard.sharded import FlatShards, strip
+
 NamedParams = Union[torch.nn.Module, Iterable[Tuple[str, torch.Tensor]]]
 
 
@@ -70,7 +72,7 @@ def names_from(model: Optional[NamedParams], where: str) -> Optional[Dict[int, s
                 f"nanguard.{where}: `model` as an iterable must yield (name, tensor) pairs "
                 f"like model.named_parameters(); got an item {item!r:.80}"
             )
-        names.setdefault(id(item[1]), item[0])  # tied weights keep their first name
+        names.setdefault(id(item[1]), strip(item[0]))  # tied weights: the first name
     return names
 
 
@@ -84,13 +86,19 @@ class ParamTable:
     modules: Tuple[int, ...]  # index into module_names, for each parameter
     module_names: Tuple[str, ...]
     key: Tuple[int, ...]  # ids of the parameters: a changed optimizer needs a new table
+    shapes: Tuple[Tuple[int, ...], ...] = ()  # full shapes (an FSDP1 slice is 1-d and partial)
+    flat_owned: Optional[Tuple[Optional[bool], ...]] = None  # FSDP1: this rank counts slice i
 
     def __len__(self) -> int:
         return len(self.params)
 
 
+def optimizer_params(optimizer: torch.optim.Optimizer) -> List[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
 def optimizer_key(optimizer: torch.optim.Optimizer) -> Tuple[int, ...]:
-    return tuple(map(id, [p for group in optimizer.param_groups for p in group["params"]]))
+    return tuple(map(id, optimizer_params(optimizer)))
 
 
 def module_of(name: str, depth: Optional[int]) -> str:
@@ -102,7 +110,7 @@ def module_of(name: str, depth: Optional[int]) -> str:
 
 
 def build_table(optimizer: torch.optim.Optimizer, names: Optional[Dict[int, str]],
-                depth: Optional[int], where: str) -> ParamTable:
+                depth: Optional[int], where: str, flat: FlatShards | None = None) -> ParamTable:
     params: List[torch.Tensor] = []
     pnames: List[str] = []
     groups: List[int] = []
@@ -124,11 +132,16 @@ def build_table(optimizer: torch.optim.Optimizer, names: Optional[Dict[int, str]
                 # monitor aggregates per param group
                 name = f"param_groups[{g}][{i}]"
                 unit = f"param_groups[{g}]"
+            if flat is not None and id(p) in flat.names:
+                name = flat.names[id(p)]  # FSDP1's FlatParameter: say what it holds
             params.append(p)
             pnames.append(name)
             groups.append(g)
             units.append(unit)
     module_names = tuple(dict.fromkeys(units))
     index = {m: k for k, m in enumerate(module_names)}
+    shapes = tuple(flat.shapes.get(id(p), tuple(p.shape)) if flat else tuple(p.shape)
+                   for p in params)
+    flat_owned = tuple(flat.owned.get(id(p)) for p in params) if flat else None
     return ParamTable(tuple(params), tuple(pnames), tuple(groups), tuple(index[u] for u in units),
-                      module_names, tuple(id(p) for p in params))
+                      module_names, tuple(id(p) for p in params), shapes, flat_owned)

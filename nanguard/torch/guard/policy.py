@@ -38,7 +38,7 @@ def gradient_event(step: int, action: str, verdict: Verdict, table: ParamTable) 
     issues: tuple[ParamIssue, ...] = ()
     if verdict.diagnosis is not None:
         issues = tuple(  # output side first: where it entered the backward pass
-            ParamIssue(table.names[i], tuple(table.params[i].shape), nan, inf, i)
+            ParamIssue(table.names[i], table.shapes[i], nan, inf, i)
             for i, (nan, inf) in sorted(verdict.diagnosis.counts.items(), reverse=True)
         )
     total = verdict.total_value

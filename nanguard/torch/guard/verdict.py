@@ -6,6 +6,9 @@ active), all-reduces the per-rank flags under torch.distributed (`distributed.py
 brings the verdict, the total norm and (when monitoring) the per-module norms back in one
 host read. Only when some rank is bad does it take the slow path and count the non-finite
 elements per parameter (`diagnose`). The `Verdict` is what `GradGuard` acts on.
+
+With sharded gradients (FSDP2) the norms are the full tensors' (one more collective, on every
+step) and the slow path runs on every rank, whose counts are summed (`sharded.py`).
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ from nanguard.torch.guard.check import (
     Diagnosis,
     Grads,
     diagnose,
-    foreach_norms,
     gather,
+    grad_norms,
     total_norm,
 )
 from nanguard.torch.guard.distributed import Agreement
 from nanguard.torch.guard.monitor import GradNormMonitor
 from nanguard.torch.guard.params import ParamTable
+from nanguard.torch.guard.sharded import local
 
 
 @dataclass
@@ -50,7 +54,8 @@ def stamp(table: ParamTable) -> tuple[tuple[int, int], ...] | None:
     """Identity and version counter of every gradient: any backward or in-place change
     after the clip's check (and before step) changes it, and the check is redone."""
     try:
-        return tuple((id(p.grad), p.grad._version) for p in table.params if p.grad is not None)
+        return tuple((id(p.grad), local(p.grad)._version) for p in table.params
+                     if p.grad is not None)
     except RuntimeError:  # inference tensors have no version counter: never reuse
         return None
 
@@ -60,21 +65,21 @@ def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | N
             monitor: GradNormMonitor | None, agreement: Agreement,
             ord: float = 2.0, need_norms: bool = False) -> Verdict:
     """Check the gradients of `table` once (``ord``: the norm returned as the total)."""
-    grads = gather(table)
+    grads = gather(table, agreement)
     scaled = amp.active(scaler)
     norms: torch.Tensor | None = None
     if scaled:
         # unscale once; the scaler's fused kernel already flagged any NaN/Inf
         flag = amp.found_inf(scaler, optimizer) > 0
     if not scaled or monitor is not None or need_norms:
-        norms = foreach_norms(grads.tensors, ord)
+        norms = grad_norms(grads, ord)
     if norms is not None:
         total = total_norm(norms, ord)
     else:
         total = torch.full((), math.nan)
     modules = None
     if monitor is not None and norms is not None:
-        l2 = norms if ord == 2.0 else foreach_norms(grads.tensors, 2.0)
+        l2 = norms if ord == 2.0 else grad_norms(grads, 2.0)
         modules = monitor.module_norms(l2, grads.index)
     if agreement.active() or scaled:
         # the flags travel with the norms: one read for everything
@@ -104,18 +109,22 @@ def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | N
         # slow path: only on a bad step somewhere
         if scaled:
             scale = amp.scale(scaler)
-        if flag_values[rank]:
+        here = False
+        # sharded: every rank counts (the counts are summed), on the same suspects, since
+        # the norms were the full tensors'
+        if flag_values[rank] or grads.sharding is not None:
             suspects = None
             if norms is not None:
                 suspects = (~torch.isfinite(norms)).nonzero().flatten().tolist()
             diagnosis = diagnose(grads, suspects)
+            here = diagnosis.here
             if not diagnosis.nonfinite:
                 # every element finite: the norm itself overflowed (|g| > ~1e19 in float32),
                 # the step is finite after all. The scaler's kernel checks elements, so
                 # this only happens with the norm-based check.
                 diagnosis = None
         if not scaled:  # the scaler's flags are exact and already agreed
-            confirmed = torch.tensor(float(diagnosis is not None))
+            confirmed = torch.tensor(float(here))
             # every rank takes this branch (the flags were agreed), so the collective matches
             flag_values = agreement.flags(confirmed).tolist() if nflags > 1 else [
                 float(diagnosis is not None)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
 import sys
 import traceback
 
@@ -192,8 +193,133 @@ def scenario_window(rank: int) -> dict:
     return out
 
 
+def full_fingerprint(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
+    """Full parameters and Adam moments of an FSDP2 model (all-gathered: every rank calls it)."""
+    h = hashlib.sha256()
+    tensors = [p.detach() for p in model.parameters()]
+    tensors += [v for s in opt.state.values() for k, v in sorted(s.items()) if k != "step"]
+    for t in tensors:
+        h.update(t.full_tensor().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def scenario_fsdp2(rank: int) -> dict:
+    """FSDP2 (fully_shard on each Linear and the root): every parameter a DTensor, each rank a
+    shard (head.weight 1x8 and head.bias 1 are wholly on rank 0: rank 1's shards are empty).
+    Step 2: rank 1's batch has a zero row (NaN gradient after the reduce-scatter, on every
+    shard); the guard clips at 0.05 with the full gradients' norm, which is compared with
+    torch's own clip_grad_norm_ on the DTensors; step 4 (policy "zero") zeroes the NaN."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = make_net()
+    fully_shard(model.embed)
+    fully_shard(model.head)
+    fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    guard = nanguard.GradGuard(opt, model=model, monitor=True)
+    params = list(model.parameters())
+    out = {"decisions": [], "fingerprints": [full_fingerprint(model, opt)], "totals": [],
+           "torch_totals": [], "grads_match_torch": [], "local_numel": [],
+           "module_norms": []}
+    out["local_numel"] = [p.to_local().numel() for p in params]
+    for step in range(4):
+        opt.zero_grad()
+        x, y = data(100 * step + rank, zero_row=(rank == 1 and step == 2))
+        guard.backward(loss_fn(model, x, y))
+        saved = [p.grad.to_local().clone() for p in params]
+        torch_total = torch.nn.utils.clip_grad_norm_(params, 0.05)
+        torch_total = float(torch_total.full_tensor() if hasattr(torch_total, "full_tensor")
+                            else torch_total)
+        torch_clipped = [p.grad.full_tensor().clone() for p in params]
+        for p, g in zip(params, saved):
+            p.grad.to_local().copy_(g)
+        total = float(guard.clip_grad_norm_(0.05))
+        if step != 2:
+            out["grads_match_torch"].append(all(
+                torch.allclose(p.grad.full_tensor(), c, rtol=1e-6, atol=0)
+                for p, c in zip(params, torch_clipped)))
+        out["totals"].append(total)
+        out["torch_totals"].append(torch_total)
+        out["decisions"].append(guard.step())
+        out["fingerprints"].append(full_fingerprint(model, opt))
+    out["module_norms"] = [row for _, row in guard.monitor.history.rows]
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    out["summary"] = guard.summary()
+    out["safe_before"] = guard.safe_to_save()
+    zeroing = nanguard.GradGuard(opt, policy="zero", model=model)
+    opt.zero_grad()
+    zeroing.backward(loss_fn(model, *data(7, zero_row=(rank == 1))))
+    out["zero_applied"] = zeroing.step()
+    out["zero_event"] = zeroing.records.events[0].to_dict()
+    out["finite_after_zero"] = all(bool(torch.isfinite(p.full_tensor()).all()) for p in params)
+    if rank == 1:
+        with torch.no_grad():
+            model.embed.weight.to_local()[0, 0] = float("nan")
+    with __import__("warnings").catch_warnings(record=True):
+        out["safe_after_poison"] = guard.safe_to_save()
+    out["nonfinite_state"] = guard.nonfinite_state()
+    local_guard = nanguard.GradGuard(opt, model=model, distributed=False)
+    opt.zero_grad()
+    loss_fn(model, *data(8)).backward()
+    try:
+        local_guard.step()
+        out["local_guard"] = "accepted"
+    except ValueError as error:
+        out["local_guard"] = str(error)
+    return out
+
+
+def local_fingerprint(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
+    h = hashlib.sha256()
+    tensors = [p.detach() for p in model.parameters()]
+    tensors += [v for s in opt.state.values() for k, v in sorted(s.items()) if k != "step"]
+    for t in tensors:
+        h.update(t.contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def scenario_fsdp1(rank: int, use_orig_params: bool) -> dict:
+    """FSDP1 (FullyShardedDataParallel, FULL_SHARD, one unit): each rank holds a 1-d slice of
+    the flattened parameters (41 elements, 21 + 20; with use_orig_params, head's slices are
+    empty on rank 0 and their grad None). Step 2: rank 1's zero row (NaN after the
+    reduce-scatter); the guard's clip is compared with FSDP1's own model.clip_grad_norm_."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    model = FSDP(make_net(), use_orig_params=use_orig_params, device_id=torch.device("cpu"))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    guard = nanguard.GradGuard(opt, model=model, monitor=True)
+    params = list(model.parameters())
+    out = {"decisions": [], "fingerprints": [local_fingerprint(model, opt)], "totals": [],
+           "fsdp_totals": [], "grads_match_fsdp": [], "names": list(guard._table.names)}
+    for step in range(4):
+        opt.zero_grad()
+        x, y = data(100 * step + rank, zero_row=(rank == 1 and step == 2))
+        guard.backward(loss_fn(model, x, y))
+        saved = [None if p.grad is None else p.grad.clone() for p in params]
+        fsdp_total = float(model.clip_grad_norm_(0.05))
+        fsdp_clipped = [None if p.grad is None else p.grad.clone() for p in params]
+        for p, g in zip(params, saved):
+            if g is not None:
+                p.grad.copy_(g)
+        total = float(guard.clip_grad_norm_(0.05))
+        if step != 2:
+            out["grads_match_fsdp"].append(all(
+                g is None or torch.allclose(p.grad, g, rtol=1e-6, atol=0)
+                for p, g in zip(params, fsdp_clipped)))
+        out["totals"].append(total)
+        out["fsdp_totals"].append(fsdp_total)
+        out["decisions"].append(guard.step())
+        out["fingerprints"].append(local_fingerprint(model, opt))
+    out["module_norms"] = [row for _, row in guard.monitor.history.rows]
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    out["summary"] = guard.summary()
+    return out
+
+
 SCENARIOS = {"ddp": scenario_ddp, "no_sync": scenario_no_sync, "local": scenario_local,
-             "window": scenario_window}
+             "window": scenario_window, "fsdp2": scenario_fsdp2,
+             "fsdp1": lambda rank: scenario_fsdp1(rank, False),
+             "fsdp1_orig": lambda rank: scenario_fsdp1(rank, True)}
 
 
 def main() -> int:
@@ -205,12 +331,18 @@ def main() -> int:
     except Exception:
         traceback.print_exc()
         return 1
-    finally:
-        dist.destroy_process_group()
     with open(out_path, "w") as f:
         json.dump(result, f)
+    # Both ranks finish together, then leave without gloo's teardown: when one rank tears
+    # its process group down while the other still holds the connection, gloo's C++
+    # destructors can abort ("terminate called without an active exception", exit -6)
+    # after all the work is done and written.
+    dist.barrier()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

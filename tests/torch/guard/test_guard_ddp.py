@@ -129,3 +129,57 @@ def test_agreement_is_what_keeps_local_replicas_identical(tmp_path):
     # policy "raise": rank 0 had finite gradients but raises too, naming rank 1
     assert r0["raised"] and r1["raised"]
     assert "on rank 1" in r0["raised"] and "embed.weight" in r1["raised"]
+
+
+def test_fsdp2_sharded_gradients_skip_clip_and_count_as_full_tensors(tmp_path):
+    pytest.importorskip("torch.distributed.fsdp")
+    r0, r1 = spawn("fsdp2", tmp_path)
+    # the shards really differ: head's 1-row weight and 1-element bias live on rank 0 only
+    assert r0["local_numel"] == [16, 8, 1] and r1["local_numel"] == [16, 0, 0]
+    assert r0["decisions"] == r1["decisions"] == [True, True, False, True]
+    fp = r0["fingerprints"]
+    assert fp == r1["fingerprints"]  # full parameters and Adam moments agree
+    assert fp[3] == fp[2] and len(set(fp)) == 4  # the skipped step changed nothing
+    # the clip used the full gradients' norm, on every rank, as torch's DTensor-aware clip
+    assert r0["totals"][:2] == r1["totals"][:2]
+    for ours, theirs in zip(r0["totals"], r0["torch_totals"]):
+        assert ours == pytest.approx(theirs, rel=1e-6) or (ours != ours and theirs != theirs)
+    assert r0["grads_match_torch"] == r1["grads_match_torch"] == [True, True, True]
+    assert r0["module_norms"] == r1["module_norms"]  # the monitor sees the same full norms
+    (event,) = r0["events"]
+    assert event == r1["events"][0]
+    assert event["step"] == 3 and event["action"] == "skipped"
+    # counts of the full 8x4 tensor (16 elements per shard), not of one shard
+    assert [(p["name"], p["nan"]) for p in event["params"]] == [("embed.weight", 32)]
+    assert "embed.weight  8×4     32" in r0["summary"]
+    assert r0["zero_applied"] is r1["zero_applied"] is True
+    assert r0["zero_event"]["params"][0]["nan"] == 32 and r0["finite_after_zero"] and r1["finite_after_zero"]
+    assert r0["safe_before"] is r1["safe_before"] is True
+    assert r0["safe_after_poison"] is r1["safe_after_poison"] is False  # rank 1's shard only
+    assert r0["nonfinite_state"] == [] and r1["nonfinite_state"] == ["embed.weight"]
+    assert "sharded (DTensor" in r0["local_guard"] and "distributed=False" in r1["local_guard"]
+
+
+@pytest.mark.parametrize("scenario", ["fsdp1", "fsdp1_orig"])
+def test_fsdp1_slices_skip_together_and_clip_with_the_global_norm(scenario, tmp_path):
+    r0, r1 = spawn(scenario, tmp_path)
+    assert r0["decisions"] == r1["decisions"] == [True, True, False, True]
+    for r in (r0, r1):  # each rank's own slice (and Adam state) is untouched by the skip
+        fp = r["fingerprints"]
+        assert fp[3] == fp[2] and len(set(fp)) == 4
+    assert r0["fingerprints"] != r1["fingerprints"]  # the slices really are different
+    # the global norm on every rank (per slice it would be 0.247 vs 1.380, as issue 13 saw)
+    assert r0["totals"][:2] == r1["totals"][:2]
+    for ours, theirs in zip(r0["totals"], r0["fsdp_totals"]):
+        assert ours == pytest.approx(theirs, rel=1e-6) or (ours != ours and theirs != theirs)
+    assert r0["grads_match_fsdp"] == r1["grads_match_fsdp"] == [True, True, True]
+    assert r0["module_norms"] == r1["module_norms"]
+    (event,) = r0["events"]
+    assert event == r1["events"][0] and event["step"] == 3
+    if scenario == "fsdp1_orig":  # the wrapper's `_fsdp_wrapped_module.` is gone
+        assert r0["names"] == ["embed.weight", "head.weight", "head.bias"]
+        assert [(p["name"], p["shape"], p["nan"]) for p in event["params"]] == [
+            ("embed.weight", [8, 4], 32)]  # the full shape and count, not a 1-d slice's
+    else:  # one FlatParameter: named by what it flattens, its full (unpadded) length
+        assert r0["names"] == ["flat[embed.weight, head.weight, head.bias]"]
+        assert [(p["shape"], p["nan"]) for p in event["params"]] == [([41], 32)]
