@@ -10,10 +10,30 @@ absolute `threshold`.
 Growth is measured robustly: the median of the 3 newest norms against the median of the
 oldest quarter of the window, so one noisy batch does not fire it; and it must reach a new
 high for the module (above every norm it had before the window), so a converged run whose
-tiny gradient noise climbs back up, still far below its early-training scale, stays quiet. The origin is the module
-whose norm took off first (the start of its final run above a quarter of its log-rise);
-when several took off in the same step, the explosion entered at the one nearest the loss
-(the first to receive its gradient in the backward pass), and that one is named.
+tiny gradient noise climbs back up, still far below its early-training scale, stays quiet.
+
+The origin is the module whose norm took off first: the start of its final run above
+``factor^(1/4)`` times its floor (its lower quartile in the window), a bar the same height
+above every module's own level, so of two modules that start growing together the faster one
+crosses it first. Among modules that took off within a step of each other, the one standing
+highest above its floor one step later is named (a head whose learning rate is too high
+leads in its first steps, before the layers its gradient flows into overtake it); when they
+stand alike (within 1.5x), the explosion entered at the one nearest the loss (the first to
+receive its gradient in the backward pass), and that one is named. On ReLU RNNs exploding
+through time (``benchmarks/monitor_eval.py``) this names the recurrent layer in 3 of the 6
+warned runs (the previous rule, which broke every tie toward the loss: 2 of 6); with
+``climb=6``, whose warnings come later in the climb, 8 of 8.
+
+Opt-in, ``climb=k`` adds a faster test: the norm rose at each of the last k steps and now
+stands sqrt(factor) above its median over the window. It warns on explosions that start
+below an early-training peak and gives more lead (``benchmarks/monitor_eval.py``: on 8
+exploding RNN runs, the last warning came a median 8 steps before the first non-finite
+gradient instead of 106, 8 of 8 warned instead of 6, the origin right in all 8), but it also
+fires on RNNs at the edge of stability whose norms climb 7x to 10^4x and come back down without
+a non-finite gradient
+(5 warnings in 3 runs with such cliffs, 5 in 2 of the 8 runs the harness counts healthy,
+1 in 6 runs at too high a learning rate; the default: none in all 17), which is why it is off
+by default.
 
 Growth slower than ``factor`` per ``window`` steps does not trip the window test; give a
 ``threshold`` (or a longer window) to catch a slow drift.
@@ -50,7 +70,7 @@ class GrowthAlert:
     """One early warning: where the norm is growing now, and where the growth started."""
 
     step: int
-    reason: str  # "growth" (factor within the window) or "threshold"
+    reason: str  # "growth" (factor within the window), "climb" (opt-in) or "threshold"
     module: str  # the module that tripped the test (largest growth)
     norm: float  # its current norm (median of the newest 3 steps)
     base: float  # its norm at the start of the window (median of the oldest quarter)
@@ -58,14 +78,16 @@ class GrowthAlert:
     origin_step: int  # the step at which it took off
     growing: Tuple[Tuple[str, float], ...]  # every module growing ≥ sqrt(factor)×, with its factor
     window: int
+    climb: int = 0  # reason "climb": the rises in a row (base is then the window's median)
 
     @property
     def ratio(self) -> float:
         return self.norm / self.base if self.base > 0 else math.inf
 
     def short(self) -> str:
-        growth = (f"grew {self.ratio:.3g}x" if self.reason == "growth"
-                  else f"crossed the threshold ({self.norm:.3g})")
+        growth = {"growth": f"grew {self.ratio:.3g}x",
+                  "climb": f"rose {self.climb} steps in a row to {self.ratio:.3g}x its median"
+                  }.get(self.reason, f"crossed the threshold ({self.norm:.3g})")
         return (f"step {self.step}: gradient norm of `{self.module}` {growth}; growth started in "
                 f"`{self.origin}` at step {self.origin_step}")
 
@@ -75,9 +97,12 @@ class GrowthAlert:
             f"nanguard: gradient norms are exploding (step {self.step}); a non-finite gradient "
             f"is likely soon.",
             f"  growth started in `{self.origin}` at step {self.origin_step}",
-            f"  `{self.module}`: {self.base:.3g} -> {self.norm:.3g} ({self.ratio:.3g}x within "
-            f"{self.window} steps)" if self.reason == "growth" else
-            f"  `{self.module}`: norm {self.norm:.3g} crossed the threshold",
+            {"growth": f"  `{self.module}`: {self.base:.3g} -> {self.norm:.3g} ({self.ratio:.3g}x "
+                       f"within {self.window} steps)",
+             "climb": f"  `{self.module}`: rising {self.climb} steps in a row, now {self.norm:.3g}, "
+                      f"{self.ratio:.3g}x its median of the last {self.window} steps "
+                      f"({self.base:.3g})",
+             }.get(self.reason, f"  `{self.module}`: norm {self.norm:.3g} crossed the threshold"),
         ]
         if others:
             lines.append(f"  also growing: {', '.join(others)}")
@@ -158,6 +183,9 @@ class GradNormMonitor:
         depth: group parameters into modules by the first `depth` name components
             (``None``: the module owning each parameter; ``1``: top-level children).
         warn: emit a :class:`GradientGrowthWarning` (otherwise only record the alert).
+        climb: also warn when a norm rose at each of the last `climb` steps (>= 3, below
+            `window`) to sqrt(factor) times its window median: more lead on sudden
+            explosions, more warnings on runs at the edge of stability. ``None`` (default): off.
 
     Example:
         >>> guard = nanguard.GradGuard(opt, model=model, monitor=nanguard.GradNormMonitor(factor=20))
@@ -167,8 +195,13 @@ class GradNormMonitor:
     """
 
     def __init__(self, window: int = 50, factor: float = 10.0, threshold: Optional[float] = None,
-                 history: int = 2048, depth: Optional[int] = None, warn: bool = True) -> None:
+                 history: int = 2048, depth: Optional[int] = None, warn: bool = True,
+                 climb: Optional[int] = None) -> None:
         self.window = _positive_int(window, "window", 8)
+        self.climb = None if climb is None else _positive_int(climb, "climb", 3)
+        if self.climb is not None and self.climb >= self.window:
+            raise ValueError(f"nanguard.GradNormMonitor: `climb` must be smaller than `window` "
+                             f"({self.window}), got {self.climb}")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)):
             raise TypeError(f"nanguard.GradNormMonitor: `factor` must be a number, got {type(factor).__name__}")
         if not (factor > 1 and math.isfinite(factor)):
@@ -287,6 +320,7 @@ class GradNormMonitor:
         n = x.shape[0]
         current = x[-1]
         full = n >= self.window
+        no = torch.zeros_like(current, dtype=torch.bool)
         if full:
             q = max(2, n // 4)
             base = x[:q].nanmedian(0).values
@@ -296,44 +330,97 @@ class GradNormMonitor:
             # an explosion also reaches a new high: a converged model whose tiny gradient
             # noise climbs back from 1e-3 to 1e-2 (after norms of 1 early on) is healthy
             growth = (ratio > self.factor) & ~(level <= self._peak)
+            # a climb need only top its window: six rises in a row are no converged run's
+            # noise, and an RNN's explosion can start below an early-training peak
+            if self.climb is not None:
+                climb, climb_ratio = self._climbing(x, self.climb)
+                climbing = climb & (current >= x[:-1].amax(0)) & ~growth
+            else:
+                climbing, climb_ratio = no, torch.ones_like(current)
         else:
             base, level = current.clone(), current.clone()
             ratio = torch.ones_like(current)
-            growth = torch.zeros_like(current, dtype=torch.bool)
-        over = (current > self.threshold) if self.threshold is not None else torch.zeros_like(growth)
-        alarm = growth | over
+            growth = climbing = no
+            climb_ratio = torch.ones_like(current)
+        over = (current > self.threshold) if self.threshold is not None else no
+        alarm = growth | climbing | over
         if not bool(alarm.any()):
             return None
-        reason = "growth" if bool(growth.any()) else "threshold"
-        if reason == "growth":
-            module = int(torch.where(growth, ratio, torch.zeros_like(ratio)).argmax())
+        if bool(growth.any()):
+            reason, score = "growth", torch.where(growth, ratio, torch.zeros_like(ratio))
+        elif bool(climbing.any()):
+            reason, score = "climb", torch.where(climbing, climb_ratio, torch.zeros_like(ratio))
         else:
-            module = int(torch.where(over, current, torch.zeros_like(current)).argmax())
-        rising = (ratio >= math.sqrt(self.factor)) if full else torch.zeros_like(alarm)
+            reason, score = "threshold", torch.where(over, current, torch.zeros_like(current))
+        module = int(score.argmax())
+        rising = (ratio >= math.sqrt(self.factor)) | climbing if full else no
         candidates = (alarm | rising).nonzero().flatten().tolist()
-        takeoff: Dict[int, int] = {}
-        for m in candidates:
-            # a rising module took off where its norm last climbed past a quarter of its
-            # log-rise (scale-free: modules that start rising together tie whatever their
-            # rates); one alarmed by the threshold alone, where it last crossed the threshold
-            if rising[m]:
-                bar = float(base[m]) * float(ratio[m]) ** 0.25
-            else:
-                assert self.threshold is not None
-                bar = self.threshold
-            col = x[:, m]
-            below = ~((col > bar) | torch.isnan(col))
-            last_below = below.nonzero().flatten()
-            takeoff[m] = min(int(last_below[-1]) + 1, n - 1) if last_below.numel() else 0
-        first = min(takeoff.values())
-        tied = [m for m, t in takeoff.items() if t <= first + 1]
-        rank = self._backward_rank or [len(self.modules) - m for m in range(len(self.modules))]
-        origin = min(tied, key=lambda m: (rank[m], takeoff[m]))
+        # each module's usual low in the window (its lower quartile): what a climb starts from,
+        # robust to the single low outlier a minimum would take and to a high early phase
+        floor = torch.where(torch.isfinite(x) & (x > 0), x, torch.full_like(x, math.nan))
+        floor = floor.nanquantile(0.25, dim=0).nan_to_num(nan=0.0)
+        takeoff = {m: self._takeoff(x[:, m], float(floor[m]), bool(rising[m])) for m in candidates}
+        origin = self._origin(takeoff, x, floor)
         growing = sorted(((self.modules[m], float(ratio[m])) for m in candidates if rising[m]),
                          key=lambda t: -t[1])
+        if reason == "growth":
+            norm, start = float(level[module]), float(base[module])
+        elif reason == "climb":
+            norm = float(current[module])
+            start = norm / float(climb_ratio[module])
+        else:
+            norm, start = float(current[module]), float(base[module])
         return GrowthAlert(
-            step=steps[-1], reason=reason, module=self.modules[module],
-            norm=float(level[module]) if reason == "growth" else float(current[module]),
-            base=float(base[module]), origin=self.modules[origin],
-            origin_step=steps[takeoff[origin]], growing=tuple(growing), window=self.window,
+            step=steps[-1], reason=reason, module=self.modules[module], norm=norm, base=start,
+            origin=self.modules[origin], origin_step=steps[takeoff[origin]], growing=tuple(growing),
+            window=self.window, climb=self.climb if reason == "climb" and self.climb else 0,
         )
+
+    def _climbing(self, x: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Per module: whether the norm rose at every one of the last `climb` steps and now
+        stands sqrt(factor) above the window's median; and that ratio. A geometric explosion
+        climbs like this for many steps before it reaches `factor` above the window's start;
+        noise almost never does (six rises in a row by chance: 1 in 5040, and from a dip they
+        do not lift the norm far above its usual level)."""
+        tail = x[-(k + 1):]
+        rises = (tail[1:] > tail[:-1]).all(0)
+        typical = x.nanmedian(0).values
+        ratio = torch.where(torch.isfinite(typical) & (typical > 0),
+                            x[-1] / typical.clamp_min(1e-300), torch.zeros_like(typical))
+        return rises & (ratio >= math.sqrt(self.factor)), ratio
+
+    def _takeoff(self, col: torch.Tensor, floor: float, rising: bool) -> int:
+        """Where a module's norm took off: the start of its final run above factor^(1/4)
+        times its floor (lower quartile) in the window, a bar the same height above each module's own
+        floor, so that of two modules starting to grow together the faster is seen crossing
+        it first. One alarmed by the threshold alone took off where it last crossed it."""
+        if rising and 0 < floor < math.inf:
+            bar = floor * self.factor ** 0.25
+        else:
+            bar = self.threshold if self.threshold is not None else floor
+        below = ~((col > bar) | torch.isnan(col))
+        last_below = below.nonzero().flatten()
+        n = col.shape[0]
+        return min(int(last_below[-1]) + 1, n - 1) if last_below.numel() else 0
+
+    def _origin(self, takeoff: Dict[int, int], x: torch.Tensor, floor: torch.Tensor) -> int:
+        """The module whose norm took off first. Among those that took off within a step of
+        each other, the one whose norm stood highest above its floor one step after the
+        first takeoff: the
+        instability lives where the growth compounds first (a recurrent layer whose Jacobian
+        product explodes through time grows faster than the head it feeds; a head whose
+        learning rate is too high grows fastest in its first steps, before the layers its
+        gradient flows into overtake it). Early growth within a factor of 1.5 is a tie, and
+        the module nearest the loss is named (an explosion entering there reaches every
+        module upstream in the same step)."""
+        first = min(takeoff.values())
+        tied = [m for m, t in takeoff.items() if t <= first + 1]
+        early = x[min(first + 1, x.shape[0] - 1)]
+        growth = {}
+        for m in tied:
+            b, v = float(floor[m]), float(early[m])
+            growth[m] = math.log(v / b) if 0 < b < v and math.isfinite(v) else 0.0
+        best = max(growth.values())
+        tied = [m for m in tied if growth[m] >= best - math.log(1.5)]
+        rank = self._backward_rank or [len(self.modules) - m for m in range(len(self.modules))]
+        return min(tied, key=lambda m: (rank[m], takeoff[m]))

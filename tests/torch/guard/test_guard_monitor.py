@@ -99,12 +99,12 @@ def bound_monitor(**kw) -> nanguard.GradNormMonitor:
     return monitor
 
 
-def feed(monitor, steps, onsets, rates, seed=0):
+def feed(monitor, steps, onsets, rates, seed=0, noise=0.2):
     """Norms ~1 with ±20% noise; module m grows by rates[m] per step from onsets[m] on."""
     rng = random.Random(seed)
     alerts = []
     for t in range(1, steps + 1):
-        norms = [(rng.uniform(0.8, 1.2) * (rates[m] ** max(0, t - onsets[m]) if m in onsets else 1.0))
+        norms = [(rng.uniform(1 - noise, 1 + noise) * (rates[m] ** max(0, t - onsets[m]) if m in onsets else 1.0))
                  for m in MODULES]
         alert = monitor.observe(t, norms, math.hypot(*norms), bad=False)
         if alert:
@@ -121,11 +121,83 @@ def test_origin_is_the_module_that_took_off_first_even_if_others_grow_faster():
     assert "growth started in `body`" in alerts[0].message()
 
 
-def test_simultaneous_takeoff_names_the_module_nearest_the_loss():
+def test_simultaneous_takeoff_at_one_rate_names_the_module_nearest_the_loss():
     monitor = bound_monitor(window=40, factor=10, warn=False)
-    alerts = feed(monitor, 110, onsets={m: 80 for m in MODULES},
-                  rates={"embed": 1.4, "body": 1.4, "head": 1.2})
+    # one explosion reaching every module in the same step, at the same rate (up to 5% noise)
+    alerts = feed(monitor, 110, onsets={m: 80 for m in MODULES}, rates={m: 1.3 for m in MODULES},
+                  noise=0.05)
     assert alerts[0].origin == "head"
+
+
+def test_simultaneous_takeoff_names_the_module_whose_norm_compounds_fastest():
+    """A recurrent `body` whose Jacobian product explodes through time grows faster than
+    the `head` it feeds, from the same step: the instability is in `body`."""
+    monitor = bound_monitor(window=40, factor=10, warn=False)
+    alerts = feed(monitor, 110, onsets={"body": 80, "head": 80}, rates={"body": 1.5, "head": 1.15})
+    assert alerts[0].origin == "body"
+
+
+class ReluRNN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.RNN(4, 32, nonlinearity="relu", batch_first=True)
+        self.head = torch.nn.Linear(32, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+@pytest.mark.slow
+def test_an_rnn_exploding_through_time_is_blamed_on_the_recurrent_layer():
+    """benchmarks/monitor_eval.py's `rnn` run (seed 2, W_hh = 0.5 I): SGD whose learning rate
+    ramps from 1e-6 to 1e-3 until the recurrent matrix's spectral radius passes 1. Both
+    modules' norms take off together; the recurrent one grows faster and is the origin
+    (the previous rule named `head`, the module nearest the loss)."""
+    torch.manual_seed(2)
+    net = ReluRNN()
+    with torch.no_grad():
+        net.rnn.weight_hh_l0.copy_(0.5 * torch.eye(32) + 0.01 * torch.randn(32, 32))
+    opt = torch.optim.SGD(net.parameters(), lr=1e-6)
+    guard = nanguard.GradGuard(opt, model=net, max_consecutive=None,
+                               monitor=nanguard.GradNormMonitor(warn=False))
+    g = torch.Generator().manual_seed(2)
+    for t in range(340):
+        opt.param_groups[0]["lr"] = 1e-6 * 1000 ** (t / 400)
+        x = torch.rand(32, 40, 4, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(x), x[:, :, 0].sum(1, keepdim=True)).backward()
+        if not guard.step():
+            break
+    first_bad = guard.records.bad_steps[0]
+    alert = guard.alerts[0]
+    assert alert.step < first_bad and alert.module == "rnn" and alert.origin == "rnn"
+    assert {name for name, _ in alert.growing} == {"rnn", "head"}
+
+
+def test_climb_warns_on_a_geometric_rise_that_starts_below_an_early_peak():
+    """Early training had norms of 100; the explosion starts from 1. The default test waits
+    until the norm tops 100 (a new high); `climb=6` warns after six rises in a row."""
+    default, climbing = bound_monitor(window=30, factor=10, warn=False), \
+        bound_monitor(window=30, factor=10, climb=6, warn=False)
+    rng = random.Random(0)
+    first = {}
+    for t in range(1, 140):
+        scale = 100.0 if t <= 20 else (1.0 if t <= 100 else 1.3 ** (t - 100))
+        norms = [scale * rng.uniform(0.9, 1.1) for _ in MODULES]
+        for name, monitor in (("default", default), ("climb", climbing)):
+            alert = monitor.observe(t, norms, scale, bad=False)
+            if alert and name not in first:
+                first[name] = alert
+    assert first["climb"].reason == "climb" and 104 <= first["climb"].step <= 110
+    assert "rising 6 steps in a row" in first["climb"].message()
+    assert first["default"].step > 117 and first["default"].norm > 100  # 1.3^18 ≈ 112
+
+
+def test_climb_stays_quiet_on_a_healthy_noisy_run():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nanguard.GradientGrowthWarning)
+        guard = regression(400, {}, nanguard.GradNormMonitor(window=50, factor=10, climb=6))
+    assert guard.alerts == []
 
 
 def test_nearest_the_loss_is_learned_from_the_backward_pass_not_the_registration_order():
@@ -231,7 +303,8 @@ def test_monitor_arguments_are_checked():
                     ({"factor": 1.0}, ValueError), ({"factor": "10"}, TypeError),
                     ({"threshold": 0}, ValueError), ({"threshold": "x"}, TypeError),
                     ({"history": 2}, ValueError), ({"depth": 0}, ValueError),
-                    ({"warn": 1}, TypeError)]:
+                    ({"warn": 1}, TypeError), ({"climb": 2}, ValueError),
+                    ({"climb": 50}, ValueError), ({"climb": 6.0}, TypeError)]:
         with pytest.raises(err):
             nanguard.GradNormMonitor(**kw)
 
