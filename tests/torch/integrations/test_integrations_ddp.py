@@ -1,0 +1,112 @@
+"""The integrations under DDP: 2 CPU processes (gloo) per framework, launched the way torchrun
+would launch them. A NaN loss on rank 1 alone, in the micro-batch whose backward all-reduces:
+both ranks skip that optimizer step (no hang, no divergence), the schedule holds on both,
+and the replicas stay bitwise identical."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                       reason="torch.distributed with gloo is not available"),
+]
+
+WORKER = Path(__file__).with_name("ddp_integration_worker.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(framework: str, tmp_path: Path, deadline_s: float = 150.0) -> list:
+    port = free_port()
+    procs, logs, outs = [], [], []
+    for rank in range(2):
+        env = dict(os.environ, OMP_NUM_THREADS="1", RANK=str(rank), LOCAL_RANK=str(rank),
+                   NODE_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        outs.append(tmp_path / f"rank{rank}.json")
+        logs.append(open(tmp_path / f"rank{rank}.log", "w+"))
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), framework, str(outs[-1])],
+                                      stdout=logs[-1], stderr=subprocess.STDOUT, env=env,
+                                      cwd=str(tmp_path)))
+    end = time.monotonic() + deadline_s
+    failure = None
+    try:
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode not in (None, 0) for p in procs):
+                failure = "a rank failed"
+                break
+            if time.monotonic() > end:
+                failure = f"timed out after {deadline_s:.0f} s (a rank waits in a collective?)"
+                break
+            time.sleep(0.05)
+        if failure is None and any(p.returncode != 0 for p in procs):
+            failure = "a rank failed"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    text = []
+    for rank, log in enumerate(logs):
+        log.seek(0)
+        text.append(f"--- rank {rank} (exit {procs[rank].returncode}) ---\n{log.read()[-4000:]}")
+        log.close()
+    if failure:
+        pytest.fail(f"{framework}: {failure}\n" + "\n".join(text))
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def check_both_ranks_skip_window_2(r0: dict, r1: dict) -> None:
+    assert r0["world"] == r1["world"] == 2
+    for r in (r0, r1):
+        # 3 optimizer steps, the 2nd skipped on both ranks: its last micro-batch's loss was NaN
+        # on rank 1 only, and neither rank ran that backward
+        assert (r["steps"], r["applied"], r["skipped"], r["nonfinite_losses"]) == (3, 2, 1, 1)
+        assert r["events"] == [{"step": 2, "kind": "loss"}]
+    assert r0["digests"] == r1["digests"]  # replicas identical after every step
+
+
+def test_accelerate_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
+    r0, r1 = launch("accelerate", tmp_path)
+    assert r0["kind"] == "MULTI_CPU"
+    check_both_ranks_skip_window_2(r0, r1)
+    assert r0["digests"][1] == r0["digests"][0]  # the skipped step changed nothing
+    assert r0["digests"][2] != r0["digests"][1]
+    assert r0["lrs"] == r1["lrs"] and r0["lrs"][1] == r0["lrs"][0] > r0["lrs"][2]  # held
+
+
+def test_hf_trainer_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
+    r0, r1 = launch("hf", tmp_path)
+    assert r0["kind"] == "MULTI_CPU"
+    check_both_ranks_skip_window_2(r0, r1)
+    assert r0["global_step"] == r1["global_step"] == 3
+    # the LR each step used, logged by the Trainer; linear decay over 3 steps gives 1e-2,
+    # 6.7e-3, 3.3e-3; held on the skipped step 2, step 3 uses step 2's rate again
+    assert r0["lrs"] == r1["lrs"] == pytest.approx([1e-2, 1e-2 * 2 / 3, 1e-2 * 2 / 3])
+    assert r0["skipped_logged"] == [0, 1, 1]
+
+
+def test_lightning_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
+    r0, r1 = launch("lightning", tmp_path)
+    assert r0["kind"] == "DDPStrategy"
+    check_both_ranks_skip_window_2(r0, r1)
+    assert r0["global_step"] == r1["global_step"] == 3  # a skipped step counts: the run ends
+    assert r0["digests"][1] == r0["digests"][0] != r0["digests"][2]
+    assert r0["lrs"] == r1["lrs"] and r0["lrs"][1] == r0["lrs"][0] > r0["lrs"][2]  # held
