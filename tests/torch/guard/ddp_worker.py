@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import sys
 import traceback
 
@@ -19,27 +18,14 @@ import torch
 import torch.distributed as dist
 
 import nanguard
+from tests.shared import SqrtNet, leave
 
 torch.set_num_threads(1)
 
 
-class Net(torch.nn.Module):
-    """`sqrt(|h|^2)` is the seed's distance-matrix story: a zero input row gives a finite loss
-    and a NaN gradient (d sqrt/du = inf at 0, times 2h = 0)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = torch.nn.Linear(4, 8, bias=False)
-        self.head = torch.nn.Linear(8, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x)
-        return self.head(torch.tanh(h)) + 0.1 * torch.sqrt((h * h).sum(-1, keepdim=True))
-
-
-def make_net() -> Net:
+def make_net() -> SqrtNet:
     torch.manual_seed(0)  # identical replicas on every rank
-    return Net()
+    return SqrtNet()
 
 
 def data(seed: int, zero_row: bool = False, nan_input: bool = False):
@@ -193,13 +179,14 @@ def scenario_window(rank: int) -> dict:
     return out
 
 
-def full_fingerprint(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
-    """Full parameters and Adam moments of an FSDP2 model (all-gathered: every rank calls it)."""
+def state_fingerprint(model: torch.nn.Module, opt: torch.optim.Optimizer, full: bool) -> str:
+    """Parameters and Adam moments: all-gathered from an FSDP2 model's DTensors (`full`; every
+    rank calls it) or this rank's own tensors (FSDP1's flat shards)."""
     h = hashlib.sha256()
     tensors = [p.detach() for p in model.parameters()]
     tensors += [v for s in opt.state.values() for k, v in sorted(s.items()) if k != "step"]
     for t in tensors:
-        h.update(t.full_tensor().contiguous().numpy().tobytes())
+        h.update((t.full_tensor() if full else t).contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -218,7 +205,7 @@ def scenario_fsdp2(rank: int) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     guard = nanguard.GradGuard(opt, model=model, monitor=True)
     params = list(model.parameters())
-    out = {"decisions": [], "fingerprints": [full_fingerprint(model, opt)], "totals": [],
+    out = {"decisions": [], "fingerprints": [state_fingerprint(model, opt, full=True)], "totals": [],
            "torch_totals": [], "grads_match_torch": [], "local_numel": [],
            "module_norms": []}
     out["local_numel"] = [p.to_local().numel() for p in params]
@@ -241,7 +228,7 @@ def scenario_fsdp2(rank: int) -> dict:
         out["totals"].append(total)
         out["torch_totals"].append(torch_total)
         out["decisions"].append(guard.step())
-        out["fingerprints"].append(full_fingerprint(model, opt))
+        out["fingerprints"].append(state_fingerprint(model, opt, full=True))
     out["module_norms"] = [row for _, row in guard.monitor.history.rows]
     out["events"] = [e.to_dict() for e in guard.records.events]
     out["summary"] = guard.summary()
@@ -269,15 +256,6 @@ def scenario_fsdp2(rank: int) -> dict:
     return out
 
 
-def local_fingerprint(model: torch.nn.Module, opt: torch.optim.Optimizer) -> str:
-    h = hashlib.sha256()
-    tensors = [p.detach() for p in model.parameters()]
-    tensors += [v for s in opt.state.values() for k, v in sorted(s.items()) if k != "step"]
-    for t in tensors:
-        h.update(t.contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
 def scenario_fsdp1(rank: int, use_orig_params: bool) -> dict:
     """FSDP1 (FullyShardedDataParallel, FULL_SHARD, one unit): each rank holds a 1-d slice of
     the flattened parameters (41 elements, 21 + 20; with use_orig_params, head's slices are
@@ -289,7 +267,7 @@ def scenario_fsdp1(rank: int, use_orig_params: bool) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     guard = nanguard.GradGuard(opt, model=model, monitor=True)
     params = list(model.parameters())
-    out = {"decisions": [], "fingerprints": [local_fingerprint(model, opt)], "totals": [],
+    out = {"decisions": [], "fingerprints": [state_fingerprint(model, opt, full=False)], "totals": [],
            "fsdp_totals": [], "grads_match_fsdp": [], "names": list(guard._table.names)}
     for step in range(4):
         opt.zero_grad()
@@ -309,7 +287,7 @@ def scenario_fsdp1(rank: int, use_orig_params: bool) -> dict:
         out["totals"].append(total)
         out["fsdp_totals"].append(fsdp_total)
         out["decisions"].append(guard.step())
-        out["fingerprints"].append(local_fingerprint(model, opt))
+        out["fingerprints"].append(state_fingerprint(model, opt, full=False))
     out["module_norms"] = [row for _, row in guard.monitor.history.rows]
     out["events"] = [e.to_dict() for e in guard.records.events]
     out["summary"] = guard.summary()
@@ -333,16 +311,8 @@ def main() -> int:
         return 1
     with open(out_path, "w") as f:
         json.dump(result, f)
-    # Both ranks finish together, then leave without gloo's teardown: when one rank tears
-    # its process group down while the other still holds the connection, gloo's C++
-    # destructors can abort ("terminate called without an active exception", exit -6)
-    # after all the work is done and written.
-    dist.barrier()
     return 0
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    leave(main())

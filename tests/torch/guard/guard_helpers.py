@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from typing import Any, Callable, Dict
 
 import torch
+
+from tests.shared import assert_bitwise, snapshot  # noqa: F401  (re-exported)
 
 nan = float("nan")
 inf = float("inf")
@@ -61,32 +62,3 @@ if hasattr(torch.optim, "Adafactor"):
 CORE = ["SGD-momentum-foreach", "Adam", "Adam-foreach", "AdamW", "AdamW-foreach", "AdamW-fused"]
 
 
-def snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
-    """Parameters and the full optimizer state (moments, step counters), cloned."""
-    return {
-        "params": [p.detach().clone() for p in model.parameters()],
-        "state": copy.deepcopy(optimizer.state_dict()),
-    }
-
-
-def assert_bitwise(a: Any, b: Any, path: str = "") -> None:
-    """Same structure, and every tensor torch.equal (same dtype, shape and bits)."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor), path
-        assert a.dtype == b.dtype and a.shape == b.shape, path
-        # compare bit patterns, so that NaN == NaN and -0.0 != 0.0
-        if a.is_floating_point():
-            width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-            assert torch.equal(a.view(width), b.view(width)), f"{path} differs"
-        else:
-            assert torch.equal(a, b), f"{path} differs"
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
-        for k in a:
-            assert_bitwise(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_bitwise(x, y, f"{path}[{i}]")
-    else:
-        assert a == b or (a != a and b != b), f"{path}: {a!r} != {b!r}"

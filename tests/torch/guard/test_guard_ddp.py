@@ -8,15 +8,12 @@ a failure with both ranks' logs, never as a hang.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch.distributed as dist
+
+from tests.shared import launch
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,45 +22,13 @@ pytestmark = [
 ]
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def spawn(scenario: str, tmp_path: Path, world: int = 2, deadline_s: float = 90.0) -> list:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     store = tmp_path / "store"
-    procs, logs, outs = [], [], []
-    for rank in range(world):
-        outs.append(tmp_path / f"rank{rank}.json")
-        logs.append(open(tmp_path / f"rank{rank}.log", "w+"))
-        procs.append(subprocess.Popen(
-            [sys.executable, str(WORKER), scenario, str(rank), str(world), str(store), str(outs[-1])],
-            stdout=logs[-1], stderr=subprocess.STDOUT, env=env, cwd=str(tmp_path)))
-    end = time.monotonic() + deadline_s
-    failure = None
-    try:
-        while any(p.poll() is None for p in procs):
-            if any(p.returncode not in (None, 0) for p in procs):
-                failure = "a rank failed"
-                break
-            if time.monotonic() > end:
-                failure = f"timed out after {deadline_s:.0f} s"
-                break
-            time.sleep(0.05)
-        if failure is None and any(p.returncode != 0 for p in procs):
-            failure = "a rank failed"
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    text = []
-    for rank, log in enumerate(logs):
-        log.seek(0)
-        text.append(f"--- rank {rank} (exit {procs[rank].returncode}) ---\n{log.read()[-4000:]}")
-        log.close()
-    if failure:
-        pytest.fail(f"{scenario}: {failure}\n" + "\n".join(text))
-    return [json.loads(o.read_text()) for o in outs]
+    commands = [[str(WORKER), scenario, str(rank), str(world), str(store),
+                 str(tmp_path / f"rank{rank}.json")] for rank in range(world)]
+    return launch(scenario, commands, [{}] * world, tmp_path, deadline_s)
 
 
 def test_ddp_nan_batch_on_rank_1_only_both_ranks_skip_together(tmp_path):

@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from integration_helpers import SqrtNet, data  # noqa: E402
+from tests.shared import leave  # noqa: E402
 
 RANK = int(os.environ["RANK"])
 ACCUM = 2
@@ -177,8 +178,6 @@ def main() -> int:
         result["world"] = dist.get_world_size() if dist.is_initialized() else 1
         with open(out_path, "w") as f:
             json.dump(result, f)
-        if dist.is_initialized():
-            dist.barrier()  # both ranks done before either leaves (see ddp_worker.py)
     except Exception:
         traceback.print_exc()
         return 1
@@ -186,7 +185,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    leave(main())

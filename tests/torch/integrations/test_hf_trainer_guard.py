@@ -4,7 +4,6 @@ the LR schedule holds as for the Trainer's own AMP skip, and the logs carry the 
 from __future__ import annotations
 
 import copy
-import logging
 
 import pytest
 import torch

@@ -5,16 +5,13 @@ and the replicas stay bitwise identical."""
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch.distributed as dist
+
+from tests.shared import launch
 
 pytestmark = [
     pytest.mark.slow,
@@ -23,7 +20,6 @@ pytestmark = [
 ]
 
 WORKER = Path(__file__).with_name("ddp_integration_worker.py")
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def free_port() -> int:
@@ -32,45 +28,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(framework: str, tmp_path: Path, deadline_s: float = 150.0) -> list:
-    port = free_port()
-    procs, logs, outs = [], [], []
-    for rank in range(2):
-        env = dict(os.environ, OMP_NUM_THREADS="1", RANK=str(rank), LOCAL_RANK=str(rank),
-                   NODE_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        outs.append(tmp_path / f"rank{rank}.json")
-        logs.append(open(tmp_path / f"rank{rank}.log", "w+"))
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), framework, str(outs[-1])],
-                                      stdout=logs[-1], stderr=subprocess.STDOUT, env=env,
-                                      cwd=str(tmp_path)))
-    end = time.monotonic() + deadline_s
-    failure = None
-    try:
-        while any(p.poll() is None for p in procs):
-            if any(p.returncode not in (None, 0) for p in procs):
-                failure = "a rank failed"
-                break
-            if time.monotonic() > end:
-                failure = f"timed out after {deadline_s:.0f} s (a rank waits in a collective?)"
-                break
-            time.sleep(0.05)
-        if failure is None and any(p.returncode != 0 for p in procs):
-            failure = "a rank failed"
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    text = []
-    for rank, log in enumerate(logs):
-        log.seek(0)
-        text.append(f"--- rank {rank} (exit {procs[rank].returncode}) ---\n{log.read()[-4000:]}")
-        log.close()
-    if failure:
-        pytest.fail(f"{framework}: {failure}\n" + "\n".join(text))
-    return [json.loads(o.read_text()) for o in outs]
+def run(framework: str, tmp_path: Path, deadline_s: float = 150.0) -> list:
+    port = str(free_port())
+    envs = [dict(RANK=str(rank), LOCAL_RANK=str(rank), NODE_RANK="0", WORLD_SIZE="2",
+                 LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+            for rank in range(2)]
+    commands = [[str(WORKER), framework, str(tmp_path / f"rank{rank}.json")] for rank in range(2)]
+    return launch(framework, commands, envs, tmp_path, deadline_s)
 
 
 def check_both_ranks_skip_window_2(r0: dict, r1: dict) -> None:
@@ -84,7 +48,7 @@ def check_both_ranks_skip_window_2(r0: dict, r1: dict) -> None:
 
 
 def test_accelerate_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
-    r0, r1 = launch("accelerate", tmp_path)
+    r0, r1 = run("accelerate", tmp_path)
     assert r0["kind"] == "MULTI_CPU"
     check_both_ranks_skip_window_2(r0, r1)
     assert r0["digests"][1] == r0["digests"][0]  # the skipped step changed nothing
@@ -93,7 +57,7 @@ def test_accelerate_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
 
 
 def test_hf_trainer_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
-    r0, r1 = launch("hf", tmp_path)
+    r0, r1 = run("hf", tmp_path)
     assert r0["kind"] == "MULTI_CPU"
     check_both_ranks_skip_window_2(r0, r1)
     assert r0["global_step"] == r1["global_step"] == 3
@@ -104,7 +68,7 @@ def test_hf_trainer_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
 
 
 def test_lightning_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
-    r0, r1 = launch("lightning", tmp_path)
+    r0, r1 = run("lightning", tmp_path)
     assert r0["kind"] == "DDPStrategy"
     check_both_ranks_skip_window_2(r0, r1)
     assert r0["global_step"] == r1["global_step"] == 3  # a skipped step counts: the run ends
