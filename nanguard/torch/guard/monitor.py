@@ -391,9 +391,10 @@ class GradNormMonitor:
 
     def _takeoff(self, col: torch.Tensor, floor: float, rising: bool) -> int:
         """Where a module's norm took off: the start of its final run above factor^(1/4)
-        times its floor (lower quartile) in the window, a bar the same height above each module's own
-        floor, so that of two modules starting to grow together the faster is seen crossing
-        it first. One alarmed by the threshold alone took off where it last crossed it."""
+        times its floor (lower quartile) in the window, a bar the same height above each
+        module's own floor, so that of two modules starting to grow together the faster is
+        seen crossing it first. One alarmed by the threshold alone took off where it last
+        crossed it."""
         if rising and 0 < floor < math.inf:
             bar = floor * self.factor ** 0.25
         else:
@@ -406,8 +407,8 @@ class GradNormMonitor:
     def _origin(self, takeoff: Dict[int, int], x: torch.Tensor, floor: torch.Tensor) -> int:
         """The module whose norm took off first. Among those that took off within a step of
         each other, the one whose norm stood highest above its floor one step after the
-        first takeoff: the
-        instability lives where the growth compounds first (a recurrent layer whose Jacobian
+        first takeoff: the instability lives where the growth compounds first (a recurrent
+        layer whose Jacobian
         product explodes through time grows faster than the head it feeds; a head whose
         learning rate is too high grows fastest in its first steps, before the layers its
         gradient flows into overtake it). Early growth within a factor of 1.5 is a tie, and
@@ -419,7 +420,10 @@ class GradNormMonitor:
         growth = {}
         for m in tied:
             b, v = float(floor[m]), float(early[m])
-            growth[m] = math.log(v / b) if 0 < b < v and math.isfinite(v) else 0.0
+            if v == math.inf:  # overflowed already: it grew the most
+                growth[m] = math.inf
+            else:
+                growth[m] = math.log(v / b) if 0 < b < v and math.isfinite(v) else 0.0
         best = max(growth.values())
         tied = [m for m in tied if growth[m] >= best - math.log(1.5)]
         rank = self._backward_rank or [len(self.modules) - m for m in range(len(self.modules))]

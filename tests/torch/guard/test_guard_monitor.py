@@ -137,6 +137,21 @@ def test_simultaneous_takeoff_names_the_module_whose_norm_compounds_fastest():
     assert alerts[0].origin == "body"
 
 
+def test_a_norm_that_overflowed_while_the_gradients_are_finite_is_the_origin():
+    """Finite float32 gradients of 1e25 have an L2 norm that overflows to inf: that module
+    grew the most, even though its growth cannot be measured as a ratio."""
+    monitor = bound_monitor(window=20, factor=10, warn=False)
+    rng = random.Random(0)
+    alert = None
+    for t in range(1, 40):
+        jump = t >= 30
+        norms = [rng.uniform(0.9, 1.1),
+                 (math.inf if t >= 31 else 50.0) if jump else rng.uniform(0.9, 1.1),
+                 60.0 if jump else rng.uniform(0.9, 1.1)]
+        alert = alert or monitor.observe(t, norms, 1.0, bad=False)
+    assert alert.origin == "body"
+
+
 class ReluRNN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
