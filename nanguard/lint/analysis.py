@@ -22,8 +22,20 @@ from nanguard.lint.scope import (
     is_detach_chain,
     name_key,
 )
-from nanguard.lint.syntax import bounded_walk
+from nanguard.lint.syntax import bounded_walk, const_value
 from nanguard.lint.walk import Walk
+
+
+# Tensor factories and samplers: their results are leaves without a gradient (unless
+# `requires_grad=True` is passed). Last attribute of the call, any framework.
+_NO_GRAD_FACTORIES = frozenset({
+    "randn", "rand", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
+    "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "logspace",
+    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+    "randint_like", "tensor", "as_tensor", "argmax", "argmin", "argsort", "nonzero",
+    "isnan", "isinf", "isfinite",
+})
+_NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
 
 
 class Analysis(Walk):
@@ -128,6 +140,62 @@ class Analysis(Walk):
             _, values = self.lookup(key)
             prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
             if not (prior and is_detach_chain(prior[-1])):
+                return False
+        return True
+
+    def gradient_free(self, expr: ast.AST, depth: int = 0) -> bool:
+        """Can no gradient flow through `expr`? True when every leaf is outside autograd: a
+        constant, a comparison (a bool tensor: `(x > 0).sum()` counts, it does not
+        differentiate), a detach chain, a tensor factory or sampler (`torch.randn`,
+        `zeros_like`, `torch.tensor`) without ``requires_grad=True``, a shape, or a local
+        name whose last assignment before `expr` is itself gradient-free. A function
+        parameter, an attribute or anything unknown may carry a gradient: False."""
+        if depth > 4:
+            return False
+        line = getattr(expr, "lineno", None)
+        stack: list[ast.AST] = [expr]
+        seen = 0
+        while stack:
+            n = stack.pop()
+            seen += 1
+            if seen > 200:
+                return False
+            if isinstance(n, (ast.Constant, ast.Compare, ast.operator, ast.unaryop, ast.boolop,
+                              ast.expr_context, ast.Slice)):
+                continue
+            if isinstance(n, ast.Attribute) and n.attr in _NO_GRAD_ATTRIBUTES:
+                continue
+            if is_detach_chain(n):
+                continue
+            if isinstance(n, ast.Call):
+                func = n.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                wants_grad = any(k.arg == "requires_grad" and const_value(k.value) != 0
+                                 for k in n.keywords)
+                receiver = func.value if isinstance(func, ast.Attribute) else None
+                if wants_grad or name in ("requires_grad_", "Parameter", "Variable"):
+                    return False  # a leaf made to receive gradients
+                if name in _NO_GRAD_FACTORIES:
+                    continue
+                if name == "len":
+                    continue
+                if receiver is not None and name_key(receiver) in self.imports.aliases:
+                    receiver = None  # `torch.sum(...)`: a module, not a tensor
+                stack.extend(n.args)
+                stack.extend(k.value for k in n.keywords)
+                if receiver is not None:
+                    stack.append(receiver)
+                continue
+            if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Subscript, ast.Tuple,
+                              ast.List, ast.IfExp, ast.Starred)):
+                stack.extend(ast.iter_child_nodes(n))
+                continue
+            key = name_key(n)
+            if key is None or line is None:
+                return False
+            _, values = self.lookup(key)
+            prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+            if not prior or not self.gradient_free(prior[-1], depth + 1):
                 return False
         return True
 

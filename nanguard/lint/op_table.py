@@ -61,6 +61,9 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
     "clamp_min": ("torch.clamp_min",),
     "maximum": ("torch.maximum", "torch.max", "torch.fmax", "tensorflow.maximum", "tensorflow.math.maximum",
                 "keras.backend.maximum", "keras.ops.maximum"),
+    # torch.min(x, other) is elementwise; torch.min(x, dim) a reduction (patterns._binary_min)
+    "minimum": ("torch.minimum", "torch.min", "torch.fmin", "tensorflow.minimum",
+                "tensorflow.math.minimum", "keras.backend.minimum", "keras.ops.minimum"),
     "div": ("torch.div", "torch.divide", "torch.true_divide", "tensorflow.divide", "tensorflow.math.divide",
             "tensorflow.truediv", "tensorflow.math.truediv", "tensorflow.realdiv", "keras.ops.divide",
             "keras.ops.true_divide"),

@@ -222,8 +222,18 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
             return True
         if oc.op == "clamp" and oc.keyword("max") is not None:
             return True
+        if oc.op == "minimum" and _binary_min(oc):
+            return True  # `torch.min(x, self.eps)`: bounded above by its other operand
     ident = last_identifier(e)
     return ident is not None and any(w in ident.lower() for w in ("log_prob", "logprob", "logp", "log_p", "neg"))
+
+
+def _binary_min(oc: OpCall) -> bool:
+    """`torch.min(a, b)` (elementwise), not `torch.min(x, dim)` or `x.min(1)` (a reduction)."""
+    other = oc.operand(1, "other")
+    if other is None or oc.keyword("dim") is not None:
+        return False
+    return not isinstance(const_value(other), int)
 
 
 def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:

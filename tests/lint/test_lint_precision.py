@@ -122,6 +122,23 @@ NEGATIVES = [
     # torch.distributions' InverseGamma.mean: inf on purpose where the mean does not exist.
     ("NG501", "m = torch.where(c > 1, rate / (c - 1), torch.inf)\n"),
     ("NG501", "m = torch.where(c < 0, lower - scale / c, inf)\n"),
+    # transformers' SAM2 stability score: counts of a comparison carry no gradient
+    ("NG501", """\
+        def stability(mask_logits, delta):
+            area_i = torch.sum(mask_logits > delta, dim=-1).float()
+            area_u = torch.sum(mask_logits > -delta, dim=-1).float()
+            return torch.where(area_u > 0, area_i / area_u, 1.0)
+    """),
+    # ESMFold's random rotations: a random draw is no leaf of the autograd graph
+    ("NG501", """\
+        def rotations(n):
+            q = torch.randn((n, 4))
+            scale = torch.sqrt((q * q).sum(dim=1))
+            return torch.where(q[:, 0] < 0, -scale, scale)
+    """),
+    ("NG501", "s = torch.sum(x.detach(), -1)\ny = torch.where(s > 0, torch.log(s), 0.0)\n"),
+    # transformers' xIELU: the exp's argument is bounded above by min(x, eps)
+    ("NG501", "y = torch.where(x > 0, a * x * x, torch.expm1(torch.min(x, self.eps)) - a * x)\n"),
 ]
 
 
@@ -153,6 +170,14 @@ POSITIVES = [
     ("NG302", "n = torch.sqrt((x ** 2).sum(-1))\n"),
     ("NG302", "n = tf.sqrt(tf.reduce_sum(x ** 2, -1))\n"),
     ("NG501", "y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))\n"),
+    # a count in the denominator, but the numerator has a gradient: 0/0 reaches x.grad
+    ("NG501", "n = (m > 0).sum(-1)\ny = torch.where(n > 0, x.sum(-1) / n, 0.0)\n"),
+    ("NG501", "v = torch.randn(3).requires_grad_()\ny = torch.where(v > 0, torch.log(v), 0.0)\n"),
+    ("NG501", "v = torch.randn(3, requires_grad=True)\ny = torch.where(v > 0, torch.log(v), 0.0)\n"),
+    ("NG501", "w = nn.Parameter(torch.randn(3))\ny = torch.where(w > 0, torch.log(w), 0.0)\n"),
+    ("NG501", "m = torch.min(x, 1).values\ny = torch.where(m < 80, torch.exp(m), 0.0)\n"),
+    # transformers' GLM-5/Kimi gates: the seed story itself
+    ("NG501", "y = torch.where(g > 20.0, g, torch.log(1.0 + torch.exp(g)))\n"),
 ]
 
 

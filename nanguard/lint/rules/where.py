@@ -46,7 +46,10 @@ falls in the region the where discards: `where(x > 0, log(x), 0)` and `where(x =
 sin(x) / x)` are reported, `where(x != 0, exp(x), 0)` is not. Not reported when the input
 is itself guarded (an inner where, a positive clamp, `+ eps`, a name like `safe_x`).
 Lambdas assigned to a local name are looked into, as in the seed story.
-A gradient hazard: not reported inside `torch.no_grad()`.""",
+A gradient hazard: not reported inside `torch.no_grad()`, nor when no gradient can reach the
+singular op (every operand a count or mask built from comparisons, a random draw, a
+factory tensor, or detached): `where(area_u > 0, area_i / area_u, 1.0)` with `area_i`,
+`area_u` counted from `logits > t` is not reported, `where(n > 0, x.sum() / n, 0)` is.""",
 )
 
 
@@ -135,6 +138,8 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                 continue
             if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp):
                 continue
+            if ctx.gradient_free(s.node):
+                continue  # counts, masks, random draws: no gradient reaches the singular op
             if s.label in ("acos", "asin", "atanh") and _inside_unit_interval(ctx, ctx.resolve(inp)):
                 continue
             kind = "masked_fill" if oc.op == "masked_fill" else "where"
