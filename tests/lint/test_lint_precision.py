@@ -137,6 +137,16 @@ NEGATIVES = [
             return torch.where(q[:, 0] < 0, -scale, scale)
     """),
     ("NG501", "s = torch.sum(x.detach(), -1)\ny = torch.where(s > 0, torch.log(s), 0.0)\n"),
+    # diffusers' mel_to_hz: the threshold is a number computed from constants, and the exp
+    # is kept exactly where it could overflow
+    ("NG501", """\
+        def mel_to_hz(mel):
+            linear_step = 200.0 / 3
+            log_step = math.log(6.4) / 27.0
+            min_log_mel = 1000.0 / linear_step
+            return torch.where(mel >= min_log_mel, 1000.0 * torch.exp(log_step * (mel - min_log_mel)),
+                               linear_step * mel)
+    """),
     # transformers' xIELU: the exp's argument is bounded above by min(x, eps)
     ("NG501", "y = torch.where(x > 0, a * x * x, torch.expm1(torch.min(x, self.eps)) - a * x)\n"),
 ]
@@ -176,6 +186,8 @@ POSITIVES = [
     ("NG501", "v = torch.randn(3, requires_grad=True)\ny = torch.where(v > 0, torch.log(v), 0.0)\n"),
     ("NG501", "w = nn.Parameter(torch.randn(3))\ny = torch.where(w > 0, torch.log(w), 0.0)\n"),
     ("NG501", "m = torch.min(x, 1).values\ny = torch.where(m < 80, torch.exp(m), 0.0)\n"),
+    ("NG501", "cut = 15.0 * 2\ny = torch.where(mel <= cut, torch.exp(mel), mel)\n"),
+    ("NG501", "lo = 10.0 / 100\ny = torch.where(x > lo, torch.log(x), x)\n"),
     # transformers' GLM-5/Kimi gates: the seed story itself
     ("NG501", "y = torch.where(g > 20.0, g, torch.log(1.0 + torch.exp(g)))\n"),
 ]

@@ -8,6 +8,8 @@ the where throws away.
 from __future__ import annotations
 
 import ast
+import math
+import operator
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.patterns import names_in
@@ -16,8 +18,45 @@ from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import const_value, is_eps_like, is_neg_inf, is_pos_inf
 
 
+_MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
+         "sqrt": math.sqrt}
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+          ast.Div: operator.truediv, ast.Pow: operator.pow}
+
+
+def local_constant(ctx: Analysis, expr: ast.expr, depth: int = 3) -> float | None:
+    """The value of a number computed from literals, `math.pi`/`math.log(...)` and local
+    names bound once to such numbers (`min_log_mel = min_log_hz / linear_step`); else None."""
+    v = const_value(expr)
+    if v is not None or depth < 0:
+        return v
+    try:
+        if isinstance(expr, ast.BinOp) and type(expr.op) in _ARITH:
+            a, b = local_constant(ctx, expr.left, depth), local_constant(ctx, expr.right, depth)
+            return None if a is None or b is None else _ARITH[type(expr.op)](float(a), float(b))
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+            a = local_constant(ctx, expr.operand, depth)
+            return None if a is None else -a
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+                and name_key(expr.func.value) == "math" and expr.func.attr in _MATH \
+                and len(expr.args) == 1 and not expr.keywords:
+            a = local_constant(ctx, expr.args[0], depth)
+            return None if a is None else _MATH[expr.func.attr](a)
+        if isinstance(expr, ast.Attribute) and name_key(expr.value) == "math" and expr.attr in ("pi", "e"):
+            return getattr(math, expr.attr)
+    except (ArithmeticError, ValueError):
+        return None
+    if isinstance(expr, ast.Name):
+        _, values = ctx.lookup(expr.id)
+        if len(values) == 1 and values[0] is not None:
+            return local_constant(ctx, values[0], depth - 1)
+    return None
+
+
 def _literal(ctx: Analysis, expr: ast.expr) -> bool:
     if const_value(expr) is not None or is_eps_like(expr) or is_neg_inf(expr) or is_pos_inf(expr):
+        return True
+    if isinstance(expr, ast.Name) and local_constant(ctx, expr) is not None:
         return True
     oc = ctx.op(expr)
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and oc is None \
@@ -125,7 +164,7 @@ def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool
                 names = _direct_names(ctx, subject)
                 if not names:
                     continue
-                value = const_value(literal) if _literal(ctx, literal) else None
+                value = local_constant(ctx, literal) if _literal(ctx, literal) else None
                 if value is None and is_eps_like(literal):
                     value = 1e-30  # `x.abs() < eps`: a tiny positive threshold
                 out.tests.append(Test(names, o, value, neg))
