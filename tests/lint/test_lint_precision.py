@@ -208,6 +208,10 @@ CONFIDENCE = [
     ("m = (x * mask).sum(-1) / mask.sum(-1)\n", "NG401", POSSIBLE),
     ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", POSSIBLE),
     ("s = x.std(0)\n", "NG801", POSSIBLE),
+    # timm's LSE pooling: max-subtracted, then scaled by a temperature that is positive by intent
+    ("x_max = x.amax(-1, keepdim=True)\ne = torch.exp(self.r * (x - x_max))\n"
+     "y = x_max + torch.log(e.mean(-1)) / self.r\n", "NG105", POSSIBLE),
+    ("y = torch.log(torch.exp(r * x).sum(-1))\n", "NG105", CERTAIN),
 ]
 
 

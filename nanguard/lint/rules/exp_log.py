@@ -11,9 +11,9 @@ import ast
 
 from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import names_in, nonpositive_by_construction, tensor_literal
+from nanguard.lint.patterns import is_max_like, names_in, nonpositive_by_construction, tensor_literal
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.syntax import additive_terms, const_value
 
@@ -165,6 +165,21 @@ def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
     return None, False
 
 
+def _scaled_max_subtraction(ctx: Analysis, expr: ast.expr | None) -> bool:
+    """`k * (x - x_max)`, `(x - x_max) * k` or `(x - x_max) / k`, k not a literal: <= 0 when
+    k > 0, which the code cannot show."""
+    e = ctx.resolve(expr) if expr is not None else None
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.Div))):
+        return False
+    sides = [e.left, e.right] if isinstance(e.op, ast.Mult) else [e.left]
+    for side in sides:
+        other = e.right if side is e.left else e.left
+        if isinstance(side, ast.BinOp) and isinstance(side.op, ast.Sub) and is_max_like(ctx, side.right) \
+                and const_value(other) is None:
+            return True
+    return False
+
+
 @checks("NG101", "NG102", "NG103", "NG104", "NG105")
 def check_log(ctx: Analysis, oc: OpCall) -> None:
     arg = oc.input
@@ -195,8 +210,11 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
                 if direct and exp_value is None and inner.op == "sum":
                     fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.spell, o, t, e))
                 what = "sum" if inner.op == "sum" else "mean"
+                # `exp(r * (x - x_max))` (timm's LSE pooling): stable for the positive
+                # temperature it is meant for; only a negative r can overflow it
+                scaled = _scaled_max_subtraction(ctx, exp.input)
                 ctx.report(LOGSUMEXP, oc.node, f"`log({what}(exp(x)))`" + via(ctx, arg, value or exp_value),
-                           "logsumexp_overflow", fix)
+                           "logsumexp_overflow", fix, confidence=POSSIBLE if scaled else None)
             return
     for expr in (arg, ctx.value_of(arg)):
         if expr is None:
