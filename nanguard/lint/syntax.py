@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Callable
 
 _MAX_DEPTH = 40
 
 
-def const_value(expr: ast.AST | None) -> float | None:
-    """The value of a numeric literal expression (`2`, `-0.5`, `1/3`, `1e-10`), else None."""
+def const_value(expr: ast.AST | None,
+                leaf: Callable[[ast.AST], float | None] | None = None) -> float | None:
+    """The value of a numeric literal expression (`2`, `-0.5`, `1/3`, `1e-10`), else None.
+
+    `leaf`, when given, values the operands that are not literals (a name bound to a number,
+    `math.pi`); arithmetic over them is evaluated the same way."""
     if expr is None:
         return None
     if isinstance(expr, ast.Constant):
@@ -26,12 +31,12 @@ def const_value(expr: ast.AST | None) -> float | None:
         except OverflowError:  # an int beyond float range (e.g. 10**400 written out)
             return None
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        v = const_value(expr.operand)
+        v = const_value(expr.operand, leaf)
         if v is None:
             return None
         return -v if isinstance(expr.op, ast.USub) else v
     if isinstance(expr, ast.BinOp):
-        a, b = const_value(expr.left), const_value(expr.right)
+        a, b = const_value(expr.left, leaf), const_value(expr.right, leaf)
         if a is None or b is None:
             return None
         try:
@@ -47,7 +52,7 @@ def const_value(expr: ast.AST | None) -> float | None:
                 return float(a ** b)
         except (ZeroDivisionError, OverflowError, ValueError, TypeError):
             return None
-    return None
+    return leaf(expr) if leaf is not None else None
 
 
 _EPS_WORD = re.compile(r"(^|_)(eps|epsilon|tiny|min_value|clamp_min|min_val)(_|$)|eps$|^eps", re.IGNORECASE)

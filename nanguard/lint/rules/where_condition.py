@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import math
-import operator
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.patterns import names_in
@@ -20,37 +19,33 @@ from nanguard.lint.syntax import const_value, is_eps_like, is_neg_inf, is_pos_in
 
 _MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
          "sqrt": math.sqrt}
-_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-          ast.Div: operator.truediv, ast.Pow: operator.pow}
 
 
 def local_constant(ctx: Analysis, expr: ast.expr, depth: int = 3) -> float | None:
     """The value of a number computed from literals, `math.pi`/`math.log(...)` and local
     names bound once to such numbers (`min_log_mel = min_log_hz / linear_step`); else None."""
-    v = const_value(expr)
-    if v is not None or depth < 0:
-        return v
-    try:
-        if isinstance(expr, ast.BinOp) and type(expr.op) in _ARITH:
-            a, b = local_constant(ctx, expr.left, depth), local_constant(ctx, expr.right, depth)
-            return None if a is None or b is None else _ARITH[type(expr.op)](float(a), float(b))
-        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-            a = local_constant(ctx, expr.operand, depth)
-            return None if a is None else -a
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
-                and name_key(expr.func.value) == "math" and expr.func.attr in _MATH \
-                and len(expr.args) == 1 and not expr.keywords:
-            a = local_constant(ctx, expr.args[0], depth)
-            return None if a is None else _MATH[expr.func.attr](a)
-        if isinstance(expr, ast.Attribute) and name_key(expr.value) == "math" and expr.attr in ("pi", "e"):
-            return getattr(math, expr.attr)
-    except (ArithmeticError, ValueError):
+
+    def leaf(e: ast.AST) -> float | None:
+        if depth <= 0:
+            return None
+        if isinstance(e, ast.Name):
+            _, values = ctx.lookup(e.id)
+            if len(values) == 1 and values[0] is not None:
+                return local_constant(ctx, values[0], depth - 1)
+            return None
+        if isinstance(e, ast.Attribute) and name_key(e.value) == "math" and e.attr in ("pi", "e"):
+            return getattr(math, e.attr)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and name_key(e.func.value) == "math" and e.func.attr in _MATH \
+                and len(e.args) == 1 and not e.keywords:
+            a = local_constant(ctx, e.args[0], depth - 1)
+            try:
+                return None if a is None else _MATH[e.func.attr](a)
+            except (ArithmeticError, ValueError):
+                return None
         return None
-    if isinstance(expr, ast.Name):
-        _, values = ctx.lookup(expr.id)
-        if len(values) == 1 and values[0] is not None:
-            return local_constant(ctx, values[0], depth - 1)
-    return None
+
+    return const_value(expr, leaf)
 
 
 def _literal(ctx: Analysis, expr: ast.expr) -> bool:

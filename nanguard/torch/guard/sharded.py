@@ -200,10 +200,9 @@ def sharding_of(grads: Sequence[torch.Tensor], agreement: Agreement, where: str,
             f"but the guard does not agree across ranks (distributed=False): a skip or a clip "
             f"decided on one shard would apply part of a step. Leave distributed=None (the "
             f"default) so the decision is taken on the full gradients")
-    _, group_size = agreement.rank_and_size()
+    rank, group_size = agreement.rank_and_size()
     owned: List[bool] = []
     parts: List[torch.Tensor] = []
-    rank = agreement.rank()
     for k, g in enumerate(grads):
         if flat_owned is not None and flat_owned[k] is not None:
             owned.append(flat_owned[k])
