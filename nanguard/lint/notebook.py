@@ -3,7 +3,7 @@
 A notebook's cells share one namespace (the imports of the first cell serve the others), so
 the code cells are joined into one module and linted once; each finding is then mapped back
 to ``cell N`` (1-based, counting every cell as Jupyter numbers them) and the line inside it,
-as ruff reports notebooks. IPython magics (``%matplotlib``, ``!pip``) are read as comments;
+as ruff reports notebooks. IPython magics (``%matplotlib``, ``!pip``) are read as ``pass``;
 a cell that does not parse is one NG001 finding and the other cells are still linted.
 Notebooks are checked, never rewritten.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import warnings
 from collections.abc import Set as AbstractSet
 
@@ -36,13 +37,40 @@ def code_cells(data: bytes) -> list[tuple[int, str]]:
     return out
 
 
+# Cell magics whose body is still Python; any other (%%bash, %%writefile, %%html...) makes the
+# whole cell another language.
+_PYTHON_CELL_MAGICS = frozenset({"capture", "time", "timeit", "prun", "debug"})
+# `files = !ls` and `t = %timeit -o f()`: an assignment whose value is an IPython escape
+_ASSIGNED_ESCAPE = re.compile(r"^(\s*[A-Za-z_][\w.,\s\[\]]*?=\s*)([%!].*)$")
+
+
 def _without_magics(text: str) -> str:
+    """The cell with IPython escapes replaced by Python of the same shape, line for line.
+
+    An escape line (``!pip``, ``%matplotlib``, also indented inside an ``if``, and the lines
+    it continues with a trailing backslash) becomes ``pass`` at its indentation, so a block
+    whose body is a magic still parses; ``x = !ls`` becomes ``x = None``. A cell opened by a
+    cell magic of another language (``%%bash``) is blanked. Line numbers never move.
+    """
     lines = text.splitlines()
+    if lines and lines[0].startswith("%%"):
+        name = lines[0][2:].split(maxsplit=1)[0] if lines[0][2:].strip() else ""
+        if name not in _PYTHON_CELL_MAGICS:
+            return "\n" * len(lines)
+        lines[0] = ""
+    continued = False
     for i, line in enumerate(lines):
         stripped = line.lstrip()
-        if stripped.startswith(("%", "!")):
-            indent = len(line) - len(stripped)
-            lines[i] = line[:indent] + "#" + stripped[1:]  # same length: columns stay right
+        indent = line[: len(line) - len(stripped)]
+        if continued:  # the tail of an escape line ending in a backslash
+            lines[i] = ""
+        elif stripped.startswith(("%", "!")):
+            lines[i] = indent + "pass"
+        elif (assigned := _ASSIGNED_ESCAPE.match(line)) is not None:
+            lines[i] = assigned.group(1) + "None"
+        else:
+            continue
+        continued = line.rstrip().endswith("\\")
     return "\n".join(lines) + "\n"
 
 

@@ -112,6 +112,21 @@ def test_notebook_code_cells_with_lines_per_cell(project, capsys):
                                                                                       ("NG101", 4, 2)]
 
 
+def test_notebook_magics_keep_blocks_and_lines(project, capsys):
+    """A magic is read as Python of the same shape: a block whose body is a magic still
+    parses, `x = !ls` is an assignment, a %%bash cell is not Python, %%time's body is."""
+    (project / "nb.ipynb").write_text(_notebook([
+        ("code", ["import torch\n", "if True:\n", "    !pip install x \\\n", "        y\n"]),
+        ("code", ["files = !ls\n", "t = %timeit -o f()\n", "y = torch.log(torch.softmax(x, 1))\n"]),
+        ("code", ["%%bash\n", "echo $((1 + ))\n", "if [ -f x ]; then ls; fi\n"]),
+        ("code", ["%%time\n", "z = torch.log(torch.softmax(x, 1))\n"]),
+    ]))
+    status, out, _ = run(capsys, "--output-format", "json", "nb.ipynb")
+    assert status == 1
+    assert [(i["code"], i["cell"], i["location"]["row"]) for i in json.loads(out)] == [("NG101", 2, 3),
+                                                                                      ("NG101", 4, 2)]
+
+
 def test_notebooks_and_stubs_are_discovered(project, capsys):
     (project / "nb.ipynb").write_text(_notebook([("code", BAD)]))
     (project / "types.pyi").write_text(BAD)
