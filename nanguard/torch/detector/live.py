@@ -21,6 +21,7 @@ from nanguard.torch.detector.aten import (
 )
 from nanguard.torch.detector.build import make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import torch_api, user_frame, user_stack
+from nanguard.torch.detector.safe_ops import judge_backward, judge_op
 from nanguard.torch.detector.tape import Entry
 from nanguard.torch.detector.values import CHECKED, PLAIN_TYPES, checkable, fast_finite, judge
 
@@ -45,11 +46,13 @@ class LiveMode(TorchDispatchMode):
         self.act = act
         # Set by the activation: True once it has tripped and while a replay runs.
         self.idle = False
+        # > 0 while a safe op runs: it is judged as one op (safe_ops.py), not op by op.
+        self.opaque = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if self.idle:
+        if self.idle or self.opaque:
             return func(*args, **kwargs)
         st = STATE
         if not st.depth and not st.in_backward and not st.in_optimizer and torch.is_grad_enabled():
@@ -142,8 +145,13 @@ class LiveMode(TorchDispatchMode):
                         [o for _, o in outs if checkable(o)], act.check)
         if verdict is None:
             return
-        node = _current_node()
         frame_obj = sys._getframe(2)
+        self.found(str(func), verdict, tensors, scalars, outs, dim, frame_obj,
+                   torch_api(frame_obj) if _current_node() is None else None)
+
+    def found(self, op: str, verdict, tensors, scalars, outs, dim, frame_obj, torch_function) -> None:
+        act = self.act
+        node = _current_node()
         if verdict.origin == "input":
             phase = "input"
         elif node is not None:
@@ -158,8 +166,8 @@ class LiveMode(TorchDispatchMode):
             location, call_frame, module = here, None, act.naming.live_path()
             notes = []
         report = make_report(
-            phase=phase, kind=verdict.kind, op=str(func), inputs=tensors, outputs=outs, scalars=scalars,
-            frame=location, module=module, torch_function=torch_api(frame_obj) if node is None else None,
+            phase=phase, kind=verdict.kind, op=op, inputs=tensors, outputs=outs, scalars=scalars,
+            frame=location, module=module, torch_function=torch_function,
             node=node.name() if node is not None else None, call_frame=call_frame,
             stack=user_stack(frame_obj) if node is None else [], step=act.step(),
             how="live op-level check" + (" (exhaustive)" if act.exhaustive else " of top-level code"),
@@ -168,6 +176,42 @@ class LiveMode(TorchDispatchMode):
             act.backward.found_live(report)
         else:
             act.finish(report)
+
+    # ------------------------------------------------------------------ nanguard's safe ops
+    def watch_safe_op(self, fn, args, kwargs, reports_inf: bool):
+        """A safe op: its repaired intermediates are not findings, its result may be."""
+        if self.idle or self.opaque:
+            return fn(*args, **kwargs)
+        self.opaque += 1
+        try:
+            out = fn(*args, **kwargs)
+            finding = judge_op(fn, args, kwargs, out, self.act.check, reports_inf)
+        finally:
+            self.opaque -= 1
+        if finding is not None:
+            self._found_safe(finding, f"nanguard.{fn.__name__}")
+        return out
+
+    def watch_safe_backward(self, function, ctx, grads, backward):
+        """One safe Function's backward, judged by what it was given and what it returns."""
+        if self.idle or self.opaque:
+            return backward(ctx, *grads)
+        self.opaque += 1
+        try:
+            out = backward(ctx, *grads)
+            finding = judge_backward(function, ctx, grads, out, self.act.check)
+        finally:
+            self.opaque -= 1
+        if finding is not None:
+            self._found_safe(finding, None)
+        return out
+
+    def _found_safe(self, f, torch_function) -> None:
+        try:
+            self.found(f.op, f.verdict, f.inputs, f.scalars, f.outputs, f.dim, sys._getframe(2),
+                       torch_function if _current_node() is None else None)
+        except NonFiniteError as exc:
+            raise exc.with_traceback(None)
 
 
 _WRITES: Dict[Any, bool] = {}

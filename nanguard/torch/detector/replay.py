@@ -32,6 +32,7 @@ from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call,
 from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
+from nanguard.torch.detector.safe_ops import judge_backward, judge_op
 from nanguard.torch.detector.outcome import NotReplayable, NotReproduced, ReplayFailed, ReplayResult, Reproduced
 from nanguard.core.report import Report
 from nanguard.torch.detector.tape import Entry, key_of
@@ -56,9 +57,12 @@ class _ReplayMode(TorchDispatchMode):
     def __init__(self, replay: "Replay") -> None:
         super().__init__()
         self.replay = replay
+        self.opaque = 0   # > 0 while a safe op runs: judged as one op (safe_ops.py)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.opaque:
+            return func(*args, **kwargs)
         r = self.replay
         r.flush()
         out = func(*args, **kwargs)
@@ -82,6 +86,45 @@ class _ReplayMode(TorchDispatchMode):
                 raise Found(r.capture(func, args, kwargs, out, verdict, sys._getframe(1)))
         if torch.is_grad_enabled() and outs:
             r.pending = (outs, func, args, kwargs, sys._getframe(1))
+        return out
+
+
+    def watch_safe_op(self, fn, args, kwargs, reports_inf: bool):
+        if self.opaque:
+            return fn(*args, **kwargs)
+        r = self.replay
+        r.flush()
+        self.opaque += 1
+        try:
+            out = fn(*args, **kwargs)
+            finding = judge_op(fn, args, kwargs, out, r.check, reports_inf)
+        finally:
+            self.opaque -= 1
+        frame = sys._getframe(2)
+        if finding is not None:
+            raise Found(r.capture_values(finding.op, finding.verdict, finding.inputs, finding.scalars,
+                                         finding.dim, finding.outputs, frame, f"nanguard.{fn.__name__}"))
+        if torch.is_grad_enabled():
+            outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+            info = ForwardInfo(op=f"nanguard.{fn.__name__}", frame=r.user_frame(frame), module=r.module_path(),
+                               torch_function=f"nanguard.{fn.__name__}")
+            r.pending = (outs, info)
+        return out
+
+    def watch_safe_backward(self, function, ctx, grads, backward):
+        if self.opaque:
+            return backward(ctx, *grads)
+        r = self.replay
+        r.flush()
+        self.opaque += 1
+        try:
+            out = backward(ctx, *grads)
+            finding = judge_backward(function, ctx, grads, out, r.check)
+        finally:
+            self.opaque -= 1
+        if finding is not None:
+            raise Found(r.capture_values(finding.op, finding.verdict, finding.inputs, finding.scalars,
+                                         finding.dim, finding.outputs, sys._getframe(2), None))
         return out
 
 
@@ -132,7 +175,11 @@ class Replay:
         if p is None:
             return
         self.pending = None
-        outs, func, args, kwargs, frame = p
+        if len(p) == 2:   # a safe op: its ForwardInfo is made already
+            outs, info = p
+        else:
+            outs, func, args, kwargs, frame = p
+            info = None
         index = None
         for t in outs:
             gf = t.grad_fn if isinstance(t, torch.Tensor) else None
@@ -143,7 +190,7 @@ class Replay:
                 continue
             if index is None:
                 index = len(self.records)
-                self.records.append(self.forward_info(func, args, kwargs, frame))
+                self.records.append(info if info is not None else self.forward_info(func, args, kwargs, frame))
             md["nanguard"] = (self.token, index)
 
     def forward_info(self, func, args, kwargs, frame) -> ForwardInfo:
@@ -161,12 +208,18 @@ class Replay:
 
     # ---------------------------------------------------------------- a finding
     def capture(self, func, args, kwargs, out, verdict, frame) -> Report:
-        node = _current_node()
         tensors, scalars, dim = split_args(named_args(func, args, kwargs))
         written = {id(t) for t in written_tensors(func, args, kwargs)}
         outputs = output_pairs(out)
         outputs += [(f"{n} (written)", t) for n, t in tensors if id(t) in written and all(t is not o for _, o in outputs)]
-        tensors = [(self._name_of(t, n), t) for n, t in tensors if id(t) not in written]
+        tensors = [(n, t) for n, t in tensors if id(t) not in written]
+        return self.capture_values(str(func), verdict, tensors, scalars, dim, outputs, frame,
+                                   torch_api(frame, _STOP) if _current_node() is None else None)
+
+    def capture_values(self, op: str, verdict, tensors, scalars, dim, outputs, frame,
+                       torch_function: Optional[str]) -> Report:
+        node = _current_node()
+        tensors = [(self._name_of(t, n), t) for n, t in tensors]
         fwd = None
         if node is not None:
             tag = node.metadata.get("nanguard")
@@ -181,9 +234,9 @@ class Replay:
         if phase == "backward" and fwd is None:
             notes.append("the forward op of this backward node ran outside the replayed calls, so its line is unknown")
         report = make_report(
-            phase=phase, kind=verdict.kind, op=str(func), inputs=tensors, outputs=outputs,
+            phase=phase, kind=verdict.kind, op=op, inputs=tensors, outputs=outputs,
             scalars=scalars, frame=location, module=self.module_path() if node is None else None,
-            torch_function=torch_api(frame, _STOP) if node is None else None,
+            torch_function=torch_function if node is None else None,
             node=node.name() if node is not None else None, forward=fwd, call_frame=self.call_frame,
             stack=user_stack(frame) if node is None else [], step=self.act.step(), how=self.how, notes=notes, dim=dim,
             optimizer=self.act.optimizer_context(), aliases=self.originals)

@@ -15,7 +15,8 @@ Both compute the same values; tests check that they agree.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+import functools
+from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar
 
 import torch
 
@@ -98,6 +99,61 @@ _C_APPLY = getattr(torch._C, "_FunctionBase", None) and torch._C._FunctionBase._
 _TENSOR = object()  # marks where a tensor input goes back among the constant inputs
 
 
+# ---------------------------------------------------------------------------------------
+# Checking dispatch modes (nanguard.detect) see a safe op as one op.
+#
+# A safe op's implementation may make a non-finite intermediate and repair it (the NaN of a
+# dead softmax row before it is set to 0, the inf of a/0 before the fill): judged op by op,
+# the advice "use nanguard.softmax" would itself be reported. A dispatch mode that defines
+# ``watch_safe_op(fn, args, kwargs, reports_inf)`` and ``watch_safe_backward(function, ctx,
+# grads, backward)`` runs the op (or one Function's backward) itself and judges it by its
+# inputs and outputs. Nothing here knows the detector; with no such mode on the dispatch
+# stack the cost is one C call.
+
+_dispatch_depth = torch._C._len_torch_dispatch_stack
+_dispatch_mode_at = torch._C._get_dispatch_stack_at
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _watcher(hook: str) -> Optional[Callable[..., Any]]:
+    """The innermost dispatch mode's ``hook``, if it has one."""
+    depth = _dispatch_depth()
+    if not depth:
+        return None
+    return getattr(_dispatch_mode_at(depth - 1), hook, None)
+
+
+def public_op(reports_inf: bool = False) -> Callable[[_F], _F]:
+    """Mark a public safe op: one op for checking dispatch modes.
+
+    ``reports_inf``: an infinity it returns from finite inputs is a real singularity
+    (``xlogy(1, 0) = -inf``), not a convention (``logsumexp`` of an empty slice is ``-inf``),
+    so a checker should report it. A NaN it returns from NaN-free inputs is always reported.
+    """
+    def mark(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def op(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():
+                return fn(*args, **kwargs)
+            watch = _watcher("watch_safe_op")
+            if watch is None:
+                return fn(*args, **kwargs)
+            return watch(fn, args, kwargs, reports_inf)
+        return op  # type: ignore[return-value]
+    return mark
+
+
+def _watched_backward(function: type, backward: Callable[..., Any]) -> Callable[..., Any]:
+    def watched(ctx: Any, *grads: Any) -> Any:
+        if torch.compiler.is_compiling():
+            return backward(ctx, *grads)
+        watch = _watcher("watch_safe_backward")
+        if watch is None:
+            return backward(ctx, *grads)
+        return watch(function, ctx, grads, backward)
+    return watched
+
+
 class SafeFunction(torch.autograd.Function):
     """Base for the safe ops: ``setup_context`` style so torch.func and vmap work.
 
@@ -112,7 +168,9 @@ class SafeFunction(torch.autograd.Function):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "setup_context" not in cls.__dict__ or "jvp" in cls.__dict__:
-            return
+            return  # the twins below inherit (or call) the op's watched backward
+        if "backward" in cls.__dict__:
+            cls.backward = staticmethod(_watched_backward(cls, cls.__dict__["backward"].__func__))
         own = cls.__dict__["setup_context"].__func__
 
         def setup_context(ctx, inputs, output):

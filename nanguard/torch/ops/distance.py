@@ -7,7 +7,14 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import broadcast_shape, check_floating
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular, pow2_scale
+from nanguard.torch.ops._core import (
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    nonpositive_is_singular,
+    pow2_scale,
+    public_op,
+)
 
 _EXACT = "donot_use_mm_for_euclid_dist"
 
@@ -317,6 +324,7 @@ class _DistanceMatrix(SafeFunction):
         return (None if grad_x is None else grad_x.to(wide)), (None if grad_y is None else grad_y.to(wide))
 
 
+@public_op()
 def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
     r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
 

@@ -8,6 +8,7 @@ import torch
 
 from nanguard.torch._checks import broadcast_pair, check_dim, check_floating, check_mask, check_number, check_real
 from nanguard.torch.ops._core import (
+    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
@@ -77,6 +78,7 @@ def _without_nan(is_zero: torch.Tensor, a: torch.Tensor, quotient: torch.Tensor)
     return flat.index_fill_(0, is_zero, True).view(quotient.shape) & ~torch.isnan(a)
 
 
+@public_op()
 def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> torch.Tensor:
     r"""Divide-no-nan: ``a / b`` where ``b != 0`` and ``fill`` where ``b == 0``.
 
@@ -160,6 +162,7 @@ class _MaskedMean(SafeFunction):
         return torch.mul(share, mask).expand(ctx.shape), None, None, None
 
 
+@public_op()
 def masked_mean(
     x: torch.Tensor,
     mask: torch.Tensor,

@@ -8,6 +8,7 @@ import torch
 
 from nanguard.torch._checks import as_floating, broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
+    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
@@ -58,6 +59,7 @@ class _Xlogy(SafeFunction):
         return grad_x, grad_y
 
 
+@public_op(reports_inf=True)
 def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
     r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
 
@@ -120,6 +122,7 @@ class _Entropy(SafeFunction):
         return local.mul_(grad.neg()), None
 
 
+@public_op()
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     r"""Shannon entropy ``-sum(p * log p)`` over ``dim``, in nats, with ``0 · log 0 = 0``.
 
@@ -211,6 +214,7 @@ class _CrossEntropy(SafeFunction):
                 None if grad_q is None else sum_to(grad_q, probs.shape), None)
 
 
+@public_op(reports_inf=True)
 def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
     r"""Cross-entropy ``-sum(target * log(probs))`` over ``dim`` between two distributions.
 

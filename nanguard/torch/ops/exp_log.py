@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
 from nanguard.torch.ops._core import (
+    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
@@ -26,6 +27,7 @@ _SOFTPLUS_EXACT_THRESHOLD = {torch.float64: 37.0}
 _SOFTPLUS_DEFAULT_THRESHOLD = 20.0
 
 
+@public_op()
 def softplus(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     r"""Softplus ``log(1 + exp(beta * x)) / beta``, finite for every finite input.
 
@@ -98,6 +100,7 @@ class _LogAddExp(SafeFunction):
         return grad_a, grad_b
 
 
+@public_op()
 def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
     r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
 
@@ -147,6 +150,7 @@ class _LogSumExp(SafeFunction):
         return _exp_shifted(x, shift, grad), None, None
 
 
+@public_op()
 def logsumexp(
     x: torch.Tensor,
     dim: Union[int, Sequence[int]],

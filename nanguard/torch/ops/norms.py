@@ -8,6 +8,7 @@ import torch
 
 from nanguard.torch._checks import broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
+    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
@@ -93,6 +94,7 @@ class _Norm(SafeFunction):
         return torch.div(x, safe_n).mul_(masked_grad), None, None
 
 
+@public_op()
 def norm(x: torch.Tensor, dim: Union[int, Sequence[int], None] = None, keepdim: bool = False) -> torch.Tensor:
     r"""Euclidean (L2) norm over ``dim`` (all dimensions by default), safe at the zero vector.
 
@@ -157,6 +159,7 @@ class _Normalize(SafeFunction):
         return tangent.div_(safe_n).mul_(positive), None
 
 
+@public_op()
 def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     r"""Unit vector ``x / ||x||`` along ``dim``; the zero vector maps to 0 with gradient 0.
 
@@ -240,6 +243,7 @@ class _Cosine(SafeFunction):
         return grad_a, grad_b, None
 
 
+@public_op()
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
     r"""Cosine of the angle between ``a`` and ``b`` along ``dim``; 0 when either is zero.
 

@@ -6,7 +6,14 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating, check_number
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan, nonpositive_is_singular
+from nanguard.torch.ops._core import (
+    SafeFunction,
+    apply_op,
+    can_branch_on_data,
+    may_hold_nan,
+    nonpositive_is_singular,
+    public_op,
+)
 
 _INF = float("inf")
 
@@ -31,6 +38,7 @@ class _Sqrt(SafeFunction):
         return torch.addcdiv(grad.new_zeros(()), grad, F.threshold(root, 0.0, _INF), value=0.5)
 
 
+@public_op()
 def sqrt(x: torch.Tensor) -> torch.Tensor:
     r"""Square root with a finite gradient at 0.
 
@@ -94,6 +102,7 @@ class _NonNegativePow(SafeFunction):
         return local.mul_(grad), None
 
 
+@public_op()
 def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:
     r"""Power of the non-negative part, ``max(x, 0) ** p`` for ``p > 0``, finite gradient at 0.
 

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import check_dim, check_floating, check_mask
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, public_op
 
 _NEG_INF = float("-inf")
 
@@ -107,6 +107,7 @@ def _prepare(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor], op: str) -
     return axis
 
 
+@public_op()
 def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     r"""Softmax over ``dim`` that never returns NaN for a fully masked slice.
 
@@ -137,6 +138,7 @@ def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> t
     return apply_op(_Softmax, x, axis, mask)
 
 
+@public_op()
 def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     r"""Log-softmax over ``dim`` for masked or all ``-inf`` slices, without NaN.
 

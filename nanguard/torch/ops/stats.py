@@ -8,6 +8,7 @@ import torch
 
 from nanguard.torch._checks import check_dim, check_floating
 from nanguard.torch.ops._core import (
+    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
@@ -81,6 +82,7 @@ def _shift_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) ->
     return torch.where(nearly_constant, mean, 0.0).to(x.dtype)
 
 
+@public_op()
 def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
     r"""Variance over ``dim`` with ``correction`` (Bessel's by default), finite for small slices.
 
@@ -178,6 +180,7 @@ class _Std(SafeFunction):
         return centred.div_(safe_std).mul_(torch.where(positive, grad / ctx.dof, 0.0)), None, None, None
 
 
+@public_op()
 def std(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
     r"""Standard deviation over ``dim``, finite in value and gradient for constant input.
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import check_floating
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan, public_op
 
 # How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
 # of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
@@ -68,6 +68,7 @@ class _InverseSine(SafeFunction):
         return local.add_(torch.where(torch.isnan(value), value, torch.zeros((), dtype=value.dtype))), None
 
 
+@public_op()
 def asin(x: torch.Tensor) -> torch.Tensor:
     r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
 
@@ -93,6 +94,7 @@ def asin(x: torch.Tensor) -> torch.Tensor:
     return apply_op(_InverseSine, x, 1.0)
 
 
+@public_op()
 def acos(x: torch.Tensor) -> torch.Tensor:
     r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
 

@@ -299,3 +299,205 @@ CATALOGUE = [
 STORY_CASES = [
     Case("distance_matrix", distance_matrix, "backward", "nan", "aten.div.Tensor", node="SqrtBackward0"),
 ]
+
+
+# ------------------------------------------------------------------------------------ fixed
+# Each buggy program above rewritten the way its report's `fix` line says. The detector must
+# stay quiet on every one of them, in both checking modes, and the values and gradients must
+# be finite (tests/torch/detector/test_fixed_programs.py). A program that is its own bug
+# (a NaN literal, inf - inf of two infinities) has no fixed twin.
+def _leaf(values, dtype=torch.float32):
+    return torch.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def log_of_zero_fixed():
+    p = _leaf([0.5, 0.0, 0.5])
+    entropy = -nanguard.xlogy(p, p).sum()            # the x·log(x) it was for
+    entropy.backward()
+    return entropy, p.grad
+
+
+def log_of_negative_fixed():
+    x = _leaf([1.0, -2.0])
+    y = torch.log(nanguard.softplus(x))              # a positive map, then the log
+    y.sum().backward()
+    return y, x.grad
+
+
+def exp_overflow_fixed():
+    logits = _leaf([1.0, 100.0])
+    lse = nanguard.logsumexp(logits, dim=0)          # log of the sum of exponentials
+    lse.backward()
+    return lse, logits.grad
+
+
+def zero_over_zero_fixed():
+    num, den = _leaf([1.0, 0.0]), _leaf([2.0, 0.0])
+    q = nanguard.div(num, den)
+    q.sum().backward()
+    return q, num.grad, den.grad
+
+
+def x_over_zero_fixed():
+    x, den = _leaf([3.0, 1.0]), _leaf([0.0, 0.0])
+    q = nanguard.div(x, den)
+    q.sum().backward()
+    return q, x.grad, den.grad
+
+
+def sqrt_of_negative_fixed():
+    a = _leaf([1.0, 2.0])
+    d = nanguard.sqrt(a * a - (a * a + 1e-3))       # round-off negatives count as 0
+    d.sum().backward()
+    return d, a.grad
+
+
+def float16_overflow_fixed():
+    h = torch.tensor([300.0, 2.0]).half()
+    return h.float() * h.float()                     # the square in float32
+
+
+def float16_cast_overflow_fixed():
+    x = torch.tensor([1e5, 1.0])
+    return x.to(torch.bfloat16)                      # a half type with float32's range
+
+
+def cross_entropy_zero_prob_fixed():
+    y = torch.tensor([0.0, 1.0, 0.0])
+    y_conv = _leaf([0.0, 0.7, 0.3])
+    loss = nanguard.cross_entropy_probs(y, y_conv)
+    loss.backward()
+    return loss, y_conv.grad
+
+
+def mean_over_empty_sequence_fixed():
+    embedded = torch.randn(2, 4, 3, requires_grad=True)
+    keep = torch.tensor([[True] * 4, [False] * 4])
+    pooled = nanguard.masked_mean(embedded, keep.unsqueeze(-1), dim=1)
+    pooled.sum().backward()
+    return pooled, embedded.grad
+
+
+def fully_masked_softmax_fixed():
+    scores = torch.randn(2, 3, requires_grad=True)
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    probs = nanguard.softmax(scores, dim=-1, mask=mask)
+    (probs * torch.arange(3.0)).sum().backward()
+    return probs, scores.grad
+
+
+def acos_out_of_range_fixed():
+    a = _leaf([0.3, 0.4, 0.5])
+    cos = nanguard.cosine_similarity(a, a * 3.0, dim=0)   # may round past 1
+    angle = nanguard.acos(cos)
+    angle.backward()
+    return angle, a.grad
+
+
+class LogLayerFixed(LogLayer):
+    def forward(self, x):
+        # the log of a positive map, kept in log space: log(exp(h - 100)) is h - 100. (Not
+        # log(softplus(h - 100)): softplus there is 4e-44, and the log's gradient 1/4e-44
+        # overflows float32, which the detector rightly reports.)
+        return self.proj(x) - 100.0
+
+
+def module_forward_fixed():
+    torch.manual_seed(0)
+    net = Net()
+    net.bad = LogLayerFixed()
+    out = net(torch.randn(3, 4))
+    out.sum().backward()
+    return out, *[p.grad for p in net.parameters()]
+
+
+def linear_float16_overflow_fixed():
+    lin = torch.nn.Linear(4, 4)
+    with torch.no_grad():
+        lin.weight.fill_(200.0)
+    x = torch.full((2, 4), 100.0, dtype=torch.float16)
+    return torch.nn.Sequential(lin)(x.float())         # the layer in float32
+
+
+def attention_fully_masked_fixed():
+    torch.manual_seed(0)
+    q = torch.randn(2, 3, 8, requires_grad=True)
+    pad = torch.tensor([[False, False, True], [True, True, True]])   # sample 2 is all padding
+    scores = q @ q.mT / 8 ** 0.5
+    weights = nanguard.softmax(scores, dim=-1, mask=~pad[:, None, :])
+    out = weights @ q
+    out.sum().backward()
+    return out, q.grad
+
+
+def where_log1p_exp_fixed():
+    x = _leaf([0.0, 1.0, 100.0])
+    y = nanguard.softplus(x)
+    y.sum().backward()
+    return y, x.grad
+
+
+def xlogy_at_zero_fixed():
+    p = _leaf([0.0, 0.25, 0.75])
+    h = nanguard.entropy(p)
+    h.backward()
+    return h, p.grad
+
+
+def logsumexp_all_masked_fixed():
+    scores = torch.randn(2, 3, requires_grad=True)
+    keep = torch.tensor([[True, True, False], [False, False, False]])
+    lse = nanguard.logsumexp(scores, dim=-1, mask=keep)    # -inf for the empty row, gradient 0
+    loss = torch.where(keep.any(-1), lse, 0.0).sum()
+    loss.backward()
+    return loss, scores.grad
+
+
+def double_where_reciprocal_fixed():
+    x = _leaf([-1.0, 0.0, 1.0])
+    y = nanguard.safe_where(x != 0, torch.reciprocal, x)
+    y.sum().backward()
+    return y, x.grad
+
+
+class NormLayerFixed(NormLayer):
+    def forward(self, x):
+        h = self.proj(x) * (x.abs().sum(-1, keepdim=True) > 0)
+        return nanguard.norm(h, dim=-1)
+
+
+def module_backward_fixed():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(NormLayerFixed())
+    x = torch.randn(4, 3)
+    x[2] = 0.0
+    out = model(x)
+    out.sum().backward()
+    return out, *[p.grad for p in model.parameters()]
+
+
+def pow_half_at_zero_fixed():
+    x = _leaf([0.0, 4.0])
+    y = nanguard.pow(x, 0.5)
+    y.sum().backward()
+    return y, x.grad
+
+
+def nan_data_into_model_fixed():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    batch = torch.tensor([[1.0, 2.0, 3.0], [float("nan"), 0.0, 1.0]])
+    batch = batch[~torch.isnan(batch).any(-1)]                  # drop the bad row where it is loaded
+    out = model(batch)
+    out.sum().backward()
+    return out, *[p.grad for p in model.parameters()]
+
+
+def distance_matrix_fixed():
+    return importlib.import_module(DISTANCE_STORY.module("fixed")).main(steps=3)
+
+
+FIXED = {
+    name: globals()[f"{name}_fixed"]
+    for name in [c.name for c in CATALOGUE + STORY_CASES] if f"{name}_fixed" in globals()
+}
