@@ -324,12 +324,12 @@ def zero_over_zero_to_zero(quotient: torch.Tensor, num: torch.Tensor, den: torch
     if can_branch_on_data(quotient):
         if not may_hold_nan(quotient):
             return quotient
-        if _sum_is_finite(num) and _sum_is_finite(den):
+        if sum_is_finite(num) and sum_is_finite(den):
             return quotient.nan_to_num_(nan=0.0, posinf=float("inf"), neginf=float("-inf"))
     return torch.where((num == 0) & (den == 0), 0.0, quotient)
 
 
-def _sum_is_finite(t: torch.Tensor) -> bool:
+def sum_is_finite(t: torch.Tensor) -> bool:
     """True only if ``t`` holds no NaN and no inf (a sum that overflows is a false alarm)."""
     return bool(torch.isfinite(t.sum())) if t.numel() else True
 

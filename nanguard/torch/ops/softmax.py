@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.torch._checks import check_dim, check_floating, check_mask
-from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, public_op
+from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, public_op, sum_is_finite
 
 _NEG_INF = float("-inf")
 
@@ -72,28 +72,35 @@ class _LogSoftmax(SafeFunction):
 
 
 class _MaskedLogSoftmax(SafeFunction):
-    """Returns (output with 0 placeholders, log-probabilities with -inf where masked)."""
+    """The output holds 0 placeholders at masked entries; only it and the mask are saved
+    (the log-probabilities, -inf where masked, are rebuilt from them in the backward), so
+    the op keeps what torch's masked_fill + log_softmax keeps."""
 
     @staticmethod
-    def forward(x: torch.Tensor, dim: int, mask: torch.Tensor):
+    def forward(x: torch.Tensor, dim: int, mask: torch.Tensor) -> torch.Tensor:
         scores = _masked_scores(x, mask)
         log_prob = _repair_dead_slices(torch.log_softmax(scores, dim), scores, dim, _NEG_INF)
-        return torch.where(mask, log_prob, 0.0), log_prob
+        return torch.where(mask, log_prob, 0.0)
 
     @staticmethod
-    def setup_context(ctx, inputs, outputs):
+    def setup_context(ctx, inputs, output):
         _, ctx.dim, mask = inputs
-        ctx.mark_non_differentiable(outputs[1])
-        ctx.save_for_backward(outputs[0], outputs[1], mask)
+        ctx.save_for_backward(output, mask)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor, _unused: torch.Tensor):
-        out, log_prob, mask = ctx.saved_tensors
+    def backward(ctx, grad: torch.Tensor):
+        out, mask = ctx.saved_tensors
         # masked entries hold a placeholder 0; as log-probabilities they are -inf and they
-        # receive no gradient
+        # receive no gradient. Under create_graph the graph runs through the output itself.
+        if not torch.is_grad_enabled() and can_branch_on_data(grad) and sum_is_finite(grad):
+            # g - softmax · Σg on the placeholders gives every kept entry its gradient (the
+            # kept log-probabilities are right and a masked g is zeroed first); the masked
+            # entries come out -Σg and are zeroed after. Multiplying by the mask as 0/1 is
+            # half the cost of a where(), and safe here: every g is finite, so is Σg.
+            keep = mask.to(grad.dtype)
+            return torch._log_softmax_backward_data(grad * keep, out, ctx.dim, out.dtype).mul_(keep), None, None
         grad = torch.where(mask, grad, 0.0)
-        if torch.is_grad_enabled():  # second order: a graph through the output itself
-            log_prob = torch.where(mask, out, _NEG_INF)
+        log_prob = torch.where(mask, out, _NEG_INF)
         return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None, None
 
 
@@ -167,4 +174,4 @@ def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) 
     axis = _prepare(x, dim, mask, "log_softmax")
     if mask is None:
         return apply_op(_LogSoftmax, x, axis)
-    return apply_op(_MaskedLogSoftmax, x, axis, mask)[0]
+    return apply_op(_MaskedLogSoftmax, x, axis, mask)

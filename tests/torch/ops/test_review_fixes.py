@@ -343,3 +343,53 @@ def test_cross_entropy_probs_recovers_an_overflowing_sum_without_looking_at_valu
     # -t/q: -4.06e37 and -2.2e39, which overflows float32: -inf, not NaN
     assert not bool(torch.isnan(g).any()), g
     torch.testing.assert_close(g[0], (-target[0].double() / probs.detach()[0].double()).float(), rtol=1e-6, atol=0.0)
+
+
+def _saved_bytes(fn, x):
+    sizes = []
+
+    def pack(t):
+        sizes.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x.detach().requires_grad_())
+    return sum(sizes)
+
+
+def test_masked_log_softmax_keeps_no_more_for_backward_than_torch():
+    # it kept its output and the -inf log-probabilities: 2x the memory of masked_fill + log_softmax
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 500, generator=g)
+    keep = torch.rand(64, 500, generator=g) > 0.3
+    native = _saved_bytes(lambda v: torch.log_softmax(v.masked_fill(~keep, -INF), -1), x)
+    assert _saved_bytes(lambda v: ng.log_softmax(v, -1, mask=keep), x) <= native
+
+
+@pytest.mark.parametrize("broadcast_mask", [False, True])
+def test_masked_log_softmax_backward_paths_agree_and_ignore_masked_upstream(broadcast_mask):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 7, dtype=torch.float64, generator=g)
+    keep = torch.rand(1 if broadcast_mask else 6, 7, generator=g) > 0.4
+    keep[..., 0] = True
+    keep[-1] = False                                  # a fully masked row (all placeholders)
+    upstream = torch.randn(6, 7, dtype=torch.float64, generator=g)
+    grads = []
+    for create_graph in (False, True):
+        leaf = x.clone().requires_grad_()
+        (grad,) = torch.autograd.grad(ng.log_softmax(leaf, -1, mask=keep), leaf, upstream, create_graph=create_graph)
+        grads.append(grad.detach())
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-13, atol=1e-13)
+    kept = keep.expand(6, 7)
+    assert bool((grads[0][~kept] == 0).all())
+    live = kept.any(-1)                               # the textbook op is NaN on the dead row
+    leaf = x[live].clone().requires_grad_()
+    textbook = torch.log_softmax(leaf.masked_fill(~kept[live], -INF), -1).masked_fill(~kept[live], 0.0)
+    (ref,) = torch.autograd.grad(textbook, leaf, upstream[live])
+    torch.testing.assert_close(grads[0][live], ref, rtol=1e-12, atol=1e-12)
+    # a NaN upstream gradient at a placeholder does not reach the kept entries (they do not
+    # depend on it): the same on both paths
+    upstream[0][~kept[0]] = NAN
+    leaf = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(ng.log_softmax(leaf, -1, mask=keep), leaf, upstream)
+    assert bool(torch.isfinite(grad).all()) and bool((grad[~kept] == 0).all())
