@@ -173,6 +173,13 @@ def _pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if dist is not None:
             return dist
     dist = torch.cdist(x, y, p=2.0, compute_mode=_EXACT)
+    if not can_branch_on_data(x):
+        # compile, vmap, accelerators: no look at the values, and no float64 (slow on most
+        # accelerators). Pairs whose squares overflowed are redone on inputs scaled by a
+        # power of two (exact); a distance below ~1e-19 (float32) keeps its rounded square.
+        scale = pow2_scale(torch.cat([x.reshape(-1), y.reshape(-1)]), None).reshape(())
+        rescued = torch.cdist(x / scale, y / scale, p=2.0, compute_mode=_EXACT) * scale
+        return torch.where(dist > _safe_range(dist.dtype)[1], rescued, dist)
     if _inputs_are_tame(x, y):
         return dist
     lo, hi = _safe_range(dist.dtype)
@@ -301,7 +308,7 @@ class _DistanceMatrix(SafeFunction):
         # power-of-two-scaled inputs.
         wide = dist.dtype
         if not _inputs_are_tame(x, y):
-            if dist.dtype == torch.float64:
+            if dist.dtype == torch.float64 or not can_branch_on_data(x):
                 scale = pow2_scale(torch.cat([x.reshape(-1), y.reshape(-1)]), None).reshape(())
                 x, y, dist = x / scale, y / scale, dist / scale
             else:  # float64 holds every product of two float32 numbers
@@ -338,7 +345,9 @@ def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.
     matmul, on inputs centred at their mean) only for the pairs it computes to within a few
     ulps, and computes every near pair (the diagonal, duplicates, close neighbours) from its
     difference; otherwise every pair comes from its difference. The gradient follows the same
-    split. Measured: at most 4 ulps from the exact distance in float32.
+    split. Measured: at most 4 ulps from the exact distance in float32. Under
+    ``torch.compile``, ``torch.func`` and on accelerators (no look at the values, no float64)
+    a float32 distance below ~1e-19 is its rounded square's root, not exact.
 
     Singular points:
         * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0

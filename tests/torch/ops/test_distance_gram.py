@@ -173,3 +173,37 @@ def test_create_graph_keeps_no_rows_by_pairs_by_features_tensor() -> None:
     assert max(largest) < n * n * d / 4, max(largest)
     (h,) = torch.autograd.grad(g.pow(2).sum(), x)
     assert bool(torch.isfinite(h).all())
+
+
+def test_branch_free_path_stays_in_the_inputs_dtype(monkeypatch) -> None:
+    # compile, vmap and accelerators cannot look at values: that path once computed every
+    # float32 distance matrix a second time in float64 (slow on most accelerators)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Dtypes(TorchDispatchMode):
+        seen = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in (out if isinstance(out, (tuple, list)) else [out]):
+                if isinstance(t, torch.Tensor):
+                    self.seen.add(t.dtype)
+            return out
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(20, 3, generator=g)
+    x[3] = x[2]
+    x[5] = 1e25                                    # squares overflow float32: the rescue runs
+    eager = ng.distance_matrix(x.double()).float()
+    monkeypatch.setattr(distance, "can_branch_on_data", lambda t: False)
+    leaf = x.clone().requires_grad_()
+    with Dtypes() as spy:
+        out = ng.distance_matrix(leaf)
+        (grad,) = torch.autograd.grad(out.sum(), leaf)
+    assert torch.float64 not in spy.seen
+    torch.testing.assert_close(out, eager, rtol=2e-6, atol=0.0)
+    assert out[2, 3] == 0 and bool(torch.isfinite(grad).all())
+    wide = x.double().requires_grad_()
+    monkeypatch.undo()
+    (ref,) = torch.autograd.grad(ng.distance_matrix(wide).sum(), wide)
+    torch.testing.assert_close(grad, ref.float(), rtol=1e-5, atol=1e-5)
