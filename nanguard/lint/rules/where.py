@@ -65,10 +65,37 @@ def _inside_unit_interval(ctx: Analysis, expr: ast.expr) -> bool:
     return lv is not None and hv is not None and -1 < lv and hv < 1
 
 
-def _infinite(expr: ast.expr) -> bool:
-    """`torch.inf`, `-math.inf`, `float("inf")`, a bare `inf` (`from math import inf`)."""
+_NAN_MODULES = frozenset({"math", "np", "numpy", "torch", "jnp", "tf"})
+# Calls whose value is their argument's, only typed or shaped: `dtype(np.nan)`,
+# `tf.constant(np.inf, dtype)`, `tf.cast(np.nan, dtype)`, `torch.tensor(float("nan"))`;
+# and fills, whose value is their last argument: `tf.fill(shape, inf)`, `torch.full_like(x, nan)`.
+_FILLS = frozenset({"fill", "full", "full_like"})
+_TYPINGS = frozenset({"constant", "cast", "tensor", "as_tensor", "array", "asarray", "convert_to_tensor",
+                      "broadcast_to"})
+
+
+def _infinite(expr: ast.expr, depth: int = 3) -> bool:
+    """A non-finite constant: `torch.inf`, `-math.inf`, `float("inf")`, a bare `inf`, NaN
+    (`np.nan`, `float("nan")`), also typed or broadcast (`dtype(np.nan)`, `tf.cast(np.nan, dt)`,
+    `tf.constant(np.inf, dt)`, `tf.fill(shape, inf)`, `torch.full_like(x, float("nan"))`)."""
     e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) else expr
-    return is_pos_inf(expr) or is_neg_inf(expr) or (isinstance(e, ast.Name) and e.id == "inf")
+    if is_pos_inf(expr) or is_neg_inf(expr) or (isinstance(e, ast.Name) and e.id in ("inf", "nan")):
+        return True
+    if isinstance(e, ast.Attribute) and e.attr in ("nan", "NaN", "NAN") and isinstance(e.value, ast.Name) \
+            and e.value.id in _NAN_MODULES:
+        return True
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "float" and len(e.args) == 1 \
+            and isinstance(e.args[0], ast.Constant) and str(e.args[0].value).strip().lower().lstrip("+-") == "nan":
+        return True
+    if isinstance(e, ast.Call) and e.args and depth > 0:
+        func = e.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _FILLS:
+            return _infinite(e.args[-1], depth - 1)
+        if isinstance(func, ast.Call) or name in _TYPINGS or name.lower().endswith("dtype") \
+                or name.startswith(("float", "bfloat")):
+            return _infinite(e.args[0], depth - 1)
+    return False
 
 
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
@@ -113,7 +140,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
     if not (c.tests or c.finite):
         return
     if any(_infinite(b) for b, _ in branches):
-        return  # `where(c > 1, rate / (c - 1), inf)`: the result is meant to be inf there, not a silent NaN
+        return  # `where(c > 1, rate / (c - 1), inf)`, `dtype(np.nan)`: non-finite on purpose, not a silent NaN
     for branch, kept_when_true in branches:
         for s in singulars(ctx, branch):
             inp = s.input
