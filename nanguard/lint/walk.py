@@ -42,6 +42,8 @@ class Walk:
         # Nodes whose value leaves autograd right away (`(...).item()`, `tf.stop_gradient(...)`).
         self.detached_results: set[int] = set()
         self.mutation_index: dict[int, ast.AST] = {}
+        # id(function, lambda or class node) -> its Scope.
+        self.scope_of: dict[int, Scope] = {}
         self._ops: dict[int, OpCall | None] = {}
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
@@ -155,6 +157,7 @@ class Walk:
             for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:  # type: ignore
                 push((expr, scope, nograd))
             inner_scope = Scope(node, scope)
+            self.scope_of[id(node)] = inner_scope
             for stmt in reversed(node.body):  # type: ignore[attr-defined]
                 push((stmt, inner_scope, nograd))
             return True
@@ -181,6 +184,7 @@ class Walk:
         for default in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
             push((default, scope, nograd))
         inner_scope = Scope(node, scope)
+        self.scope_of[id(node)] = inner_scope
         for arg in args.posonlyargs + args.args + args.kwonlyargs:
             inner_scope.bind(arg.arg, None)
         for arg in (args.vararg, args.kwarg):

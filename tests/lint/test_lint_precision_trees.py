@@ -43,6 +43,142 @@ NEGATIVES = [
             return tf.where(conc < 0.5, g2, tf.fill(tf.shape(conc), tf.constant(np.inf, self.dtype)))
     """),
     ("NG501", "y = torch.where(c > 1, s / (c - 1), torch.full_like(c, float('nan')))\n"),
+    # tensorflow-probability: the body and the gradient function of a @tf.custom_gradient are
+    # not differentiated (autodiff calls grad_fn instead of tracing the body).
+    ("NG501", """\
+        @tf.custom_gradient
+        def _stable_grad_softplus(x):
+            cutoff = -9
+            y = tf.where(x < cutoff, tf.math.log1p(tf.exp(x)), tf.nn.softplus(x))
+
+            def grad_fn(dy):
+                return dy * tf.where(x < cutoff, tf.exp(x), tf.nn.sigmoid(x))
+
+            return y, grad_fn
+    """),
+    # tensorflow-probability's Bessel functions: private helpers reached only from the primal,
+    # the fwd and the jvp rule of a custom gradient.
+    ("NG501", """\
+        def _temme_series(v, z):
+            return tf.where(tf.math.equal(v, 0.), 1., tf.math.sin(np.pi * v) / (np.pi * v))
+
+        def _bessel_ive_naive(v, z):
+            return _temme_series(v, z) * z
+
+        def _bessel_ive_fwd(v, z):
+            return _bessel_ive_naive(v, z), (v, z)
+
+        def _bessel_ive_bwd(aux, g):
+            v, z = aux
+            return None, g * tf.where(tf.equal(z, 0.), 1., tf.math.sinh(z) / z)
+
+        @tfp_custom_gradient.custom_gradient(vjp_fwd=_bessel_ive_fwd, vjp_bwd=_bessel_ive_bwd)
+        def _bessel_ive_custom_gradient(v, z):
+            return _bessel_ive_naive(v, z)
+
+        def bessel_ive(v, z):
+            return _bessel_ive_custom_gradient(v, z)
+    """),
+    # jax.experimental.ode: a step-size heuristic used only inside a jax.custom_vjp primal,
+    # whose reverse mode is the adjoint method.
+    ("NG501", """\
+        from functools import partial
+
+        def initial_step_size(fun, y0, f0):
+            d0 = jnp.linalg.norm(y0)
+            d1 = jnp.linalg.norm(f0)
+            return jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
+
+        @partial(jax.custom_vjp, nondiff_argnums=(0,))
+        def _odeint(func, y0, ts):
+            return initial_step_size(func, y0, func(y0))
+
+        def _odeint_rev(func, res, g):
+            d = res[0]
+            return (jnp.where(d > 0, g / d, 0.0),)
+
+        _odeint.defvjp(lambda func, y0, ts: (_odeint(func, y0, ts), (y0,)), _odeint_rev)
+    """),
+    # timm's LAMB: the trust ratio is computed only inside the @torch.no_grad() step (through
+    # the functional `lamb`, which picks an implementation by name).
+    ("NG501", """\
+        class Lamb(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self, closure=None):
+                lamb(self.params, trust_clip=False)
+
+        def lamb(params, trust_clip):
+            func = _multi_tensor_lamb if len(params) > 1 else _single_tensor_lamb
+            func(params, trust_clip)
+
+        def _lamb_trust_ratio(w_norm, g_norm, trust_clip):
+            trust_ratio = w_norm / g_norm
+            return torch.where(w_norm > 0, torch.where(g_norm > 0, trust_ratio, 1.0), 1.0)
+
+        def _single_tensor_lamb(params, trust_clip):
+            for p in params:
+                p.mul_(_lamb_trust_ratio(p.norm(2.0), p.grad.norm(2.0), trust_clip))
+
+        def _multi_tensor_lamb(params, trust_clip):
+            return list(map(lambda w, g: _lamb_trust_ratio(w, g, trust_clip), params, params))
+    """),
+    # tensorflow-addons' LAMB: a Keras optimizer's update hook runs on gradients, outside a tape.
+    ("NG501", """\
+        class LAMB(KerasLegacyOptimizer):
+            def _resource_apply_dense(self, grad, var, apply_state=None):
+                w_norm = tf.norm(var, ord=2)
+                g_norm = tf.norm(grad, ord=2)
+                ratio = tf.where(tf.greater(w_norm, 0), tf.where(tf.greater(g_norm, 0), w_norm / g_norm, 1.0), 1.0)
+                return var.assign_sub(ratio * grad)
+    """),
+    # torch.distributions.VonMises: a lazy property read only in the @torch.no_grad() sampler.
+    ("NG501", """\
+        class VonMises(Distribution):
+            @lazy_property
+            def _proposal_r(self):
+                kappa = self._concentration
+                rho = (kappa - (2 * kappa).sqrt()) / (2 * kappa)
+                return torch.where(kappa < 1e-5, 1 / kappa + kappa, (1 + rho ** 2) / (2 * rho))
+
+            @torch.no_grad()
+            def sample(self, sample_shape=torch.Size()):
+                return _rejection_sample(self._loc, self._concentration, self._proposal_r)
+    """),
+    # A torch.autograd.Function's forward runs under no-grad.
+    ("NG501", """\
+        class SafeLog(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.where(x > 0, torch.log(x), torch.zeros_like(x))
+    """),
+    # diffusers' LTX-2 vocoder: a filter kernel built from a Python float and an arange.
+    ("NG501", """\
+        def kaiser_sinc_filter1d(cutoff: float, kernel_size: int):
+            time = torch.arange(kernel_size) - kernel_size // 2
+            time = 2 * cutoff * time
+            return torch.where(time == 0, torch.ones_like(time), torch.sin(math.pi * time) / math.pi / time)
+    """),
+    # diffusers' MMAudio mel filterbank: a nested helper only ever called on a fresh tensor.
+    ("NG501", """\
+        def mel_filterbank(sample_rate: int, f_min: float, f_max: float):
+            def hz_to_mel(freq: torch.Tensor) -> torch.Tensor:
+                min_log_hz = 1000.0
+                return torch.where(freq >= min_log_hz, 15.0 + torch.log(freq / min_log_hz) / 0.068, freq / 66.7)
+
+            return hz_to_mel(torch.tensor([f_min, f_max], dtype=torch.float32))
+    """),
+    # fairseq's resampler: sinc only builds kernels from a linspace.
+    ("NG501", """\
+        def sinc(t):
+            return torch.where(t == 0, torch.tensor(1., device=t.device, dtype=t.dtype), torch.sin(t) / t)
+
+        def kernel_upsample2(zeros=56):
+            win = torch.hann_window(4 * zeros + 1, periodic=False)
+            t = torch.linspace(-zeros + 0.5, zeros - 0.5, 2 * zeros)
+            t *= math.pi
+            return (sinc(t) * win[1::2]).view(1, 1, -1)
+    """),
 ]
 
 POSITIVES = [
@@ -53,6 +189,45 @@ POSITIVES = [
             return tf.where(concentration > 1., mean, dtype_util.as_numpy_dtype(self.dtype)(0.))
     """),
     ("NG501", "y = torch.where(c > 1, s / (c - 1), torch.full_like(c, 0.0))\n"),
+    # A public helper the module never calls may be differentiated by anyone: still reported.
+    ("NG501", "def sinc(t):\n    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"),
+    # ... and so is one that the module also calls in differentiated code.
+    ("NG501", """\
+        def sinc(t):
+            return torch.where(t == 0, 1.0, torch.sin(t) / t)
+
+        def kernel(n):
+            with torch.no_grad():
+                k = sinc(torch.linspace(-n, n, 2 * n))
+            return k
+
+        class Layer(nn.Module):
+            def forward(self, x):
+                return sinc(self.scale * x)
+    """),
+    # A nested helper called on the function's own (differentiable) argument.
+    ("NG501", """\
+        def mel(x):
+            def hz_to_mel(freq):
+                return torch.where(freq >= 1000.0, torch.log(freq / 1000.0), freq / 66.7)
+            return hz_to_mel(x)
+    """),
+    # The custom-gradient function's caller is differentiated as usual.
+    ("NG501", """\
+        @tf.custom_gradient
+        def clip_grad(x):
+            return tf.identity(x), lambda dy: tf.clip_by_norm(dy, 1.0)
+
+        def loss(x):
+            return tf.where(x > 0, tf.math.log(clip_grad(x)), 0.0)
+    """),
+    # forward of a module (not an autograd.Function), and a float-annotated parameter that is
+    # not the singular input.
+    ("NG501", """\
+        class Net(nn.Module):
+            def forward(self, x, cutoff: float):
+                return torch.where(x > cutoff, x, torch.log1p(torch.exp(x)))
+    """),
 ]
 
 
