@@ -179,6 +179,42 @@ NEGATIVES = [
             t *= math.pi
             return (sinc(t) * win[1::2]).view(1, 1, -1)
     """),
+    # tensorflow-probability's GEV bijector: a where between two comparisons is a bool; no
+    # gradient flows through it.
+    ("NG501", """\
+        def _maybe_assert_valid_x(self, x, loc, scale, concentration):
+            boundary = loc - (1.0 / concentration) * scale
+            is_in_bounds = tf.where(concentration > 0., x >= boundary, x <= boundary)
+            return is_in_bounds | tf.math.equal(concentration, 0.)
+    """),
+    # tensorflow-probability's t_power: the same value on both sides, nothing discarded.
+    ("NG501", """\
+        def t_power(logu, t, self_normalized=False):
+            fu = tf.math.expm1(t * logu)
+            if self_normalized:
+                fu = fu - t * tf.math.expm1(logu)
+            return tf.where((0 < t) & (t < 1), -fu, fu)
+    """),
+    # tensorflow-probability's dual averaging: the `step` compared is a later binding than the
+    # one the exponent was computed from.
+    ("NG501", """\
+        def _one_step(self, results, smoothing, target, error_sum, step_size):
+            step = tf.cast(results.step, smoothing.dtype) + 1.
+            soft_t = smoothing + step
+            new_log_step = target - (error_sum * tf.math.sqrt(step)) / (soft_t * results.shrinkage)
+            num_adaptation_steps = results.num_adaptation_steps
+            step = results.step + 1
+            return tf.where(step < num_adaptation_steps, tf.math.exp(new_log_step), step_size)
+    """),
+    # tensorflow-probability's log1mexp: x = |x| just before, so exp(-x) <= 1.
+    ("NG501", """\
+        def log1mexp(x):
+            x = tf.convert_to_tensor(x, name='x')
+            x = tf.math.abs(x)
+            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """),
+    # keras-hub's Gemma 3n: softplus(0) written out on a constant.
+    ("NG104", "r_softplus_0 = 1.0 / np.log(1 + np.exp(0.0))\n"),
 ]
 
 POSITIVES = [
@@ -228,6 +264,35 @@ POSITIVES = [
             def forward(self, x, cutoff: float):
                 return torch.where(x > cutoff, x, torch.log1p(torch.exp(x)))
     """),
+    ("NG501", """\
+        def in_bounds(x, loc, scale, concentration):
+            return tf.where(concentration > 0., x / concentration, x)
+    """),
+    ("NG501", """\
+        def t_power(logu, t):
+            fu = tf.math.expm1(t * logu)
+            return tf.where((0 < t) & (t < 1), -fu, 2. * logu)
+    """),
+    ("NG501", """\
+        def _one_step(self, results, smoothing, target, error_sum, step_size):
+            step = tf.cast(results.step, smoothing.dtype) + 1.
+            new_log_step = target + error_sum * step
+            return tf.where(step < results.num_adaptation_steps, tf.math.exp(new_log_step), step_size)
+    """),
+    ("NG501", """\
+        def log1mexp(x):
+            x = tf.convert_to_tensor(x, name='x')
+            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """),
+    ("NG501", """\
+        def cumulative_variance(x, fix):
+            excl_counts = tf.range(tf.shape(x)[0], dtype=x.dtype)
+            discrepancies = (tf.cumsum(x, exclusive=True) / excl_counts - x)**2
+            if fix:
+                discrepancies = tf.where(excl_counts == 0, x**2, discrepancies)
+            return tf.where(~tf.equal(excl_counts, 0), discrepancies, 0)
+    """),
+    ("NG104", "r = 1.0 / np.log(1 + np.exp(x))\n"),
 ]
 
 
@@ -239,3 +304,21 @@ def test_harmless_in_context_is_not_a_finding(code, body):
 @pytest.mark.parametrize("code,body", POSITIVES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(POSITIVES)])
 def test_the_risk_kept_is_still_a_default_finding(code, body):
     assert code in _codes(body), f"{code} should fire on:\n{body}"
+
+
+def test_a_name_overwritten_before_the_where_is_read_as_its_last_value():
+    # tensorflow-probability's cumulative_variance: the first where is the real 0/0 at index 0;
+    # by the second, `discrepancies` holds the fixed value, not the division it replaced.
+    body = textwrap.dedent("""\
+        def cumulative_variance(x, sample_axis=0):
+            excl_counts = tf.range(tf.shape(x)[0], dtype=x.dtype)
+            incl_counts = excl_counts + 1
+            excl_sums = tf.cumsum(x, axis=sample_axis, exclusive=True)
+            discrepancies = (excl_sums / excl_counts - x)**2
+            discrepancies = tf.where(excl_counts == 0, x**2, discrepancies)
+            adjustments = excl_counts / incl_counts
+            adjusted = tf.where(~tf.equal(excl_counts, 0), adjustments * discrepancies, 0)
+            return tf.cumsum(adjusted, axis=sample_axis)
+    """)
+    lines = [f.line - HEADER.count("\n") for f in lint_source(HEADER + body) if f.code == "NG501"]
+    assert lines == [6]

@@ -128,7 +128,12 @@ def _op_through_name(ctx: Analysis, expr: ast.expr | None):
 
 def _exp_can_overflow(ctx: Analysis, exp: OpCall) -> bool:
     x = exp.input
-    return x is not None and not nonpositive_by_construction(ctx, x)
+    if x is None:
+        return False
+    v = const_value(x)
+    if v is not None:
+        return v > 88.0  # `np.log(1 + np.exp(0.0))`: a constant below float32's overflow point is a number
+    return not nonpositive_by_construction(ctx, x)
 
 
 def _guarded_by_where(ctx: Analysis, node: ast.AST, exp: OpCall) -> bool:

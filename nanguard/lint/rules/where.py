@@ -15,8 +15,8 @@ from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import (
     guarded_positive,
-    names_in,
     nonpositive_by_construction,
+    tagged_names,
 )
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import condition_names, discards, sign
@@ -141,19 +141,25 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
         return
     if any(_infinite(b) for b, _ in branches):
         return  # `where(c > 1, rate / (c - 1), inf)`, `dtype(np.nan)`: non-finite on purpose, not a silent NaN
-    for branch, kept_when_true in branches:
-        for s in singulars(ctx, branch):
+    found = [(kept, list(singulars(ctx, branch))) for branch, kept in branches]
+    # `where(c, -fu, fu)`: an op evaluated for both branches is kept on one side or the other.
+    both = set.intersection(*({id(s.node) for s in ss} for _, ss in found)) if len(found) > 1 else set()
+    for kept_when_true, ss in found:
+        for s in ss:
+            if id(s.node) in both:
+                continue
             inp = s.input
             if inp is None:
                 continue
-            inp_names = names_in(ctx, inp) | s.extra_names
+            inp_names = tagged_names(ctx, inp) | s.extra_names
             # Is the op's singular point in the discarded region? 0 for log/sqrt/1/x/pow,
             # ±1 for acos/asin/atanh, +inf (overflow) for exp.
             if s.label == "exp":
                 if nonpositive_by_construction(ctx, inp):
                     continue
                 # `isinf(exp)` on the branch's own exp: the author expects it to overflow.
-                finite = c.finite.get(s.via) if s.via is not None else None
+                finite = next((v for k, v in c.finite.items() if k.split("@", 1)[0] == s.via), None) \
+                    if s.via is not None else None
                 by_result = finite is not None and (finite[0] != finite[1]) != kept_when_true
                 point = float("inf") * sign(inp)  # exp(-x) overflows as x -> -inf
                 if not (by_result or discards(c, inp_names, (point,), kept_when_true)):

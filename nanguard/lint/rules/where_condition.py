@@ -11,7 +11,7 @@ import ast
 import math
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.patterns import names_in
+from nanguard.lint.patterns import tagged_names
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import const_value, is_eps_like, is_neg_inf, is_pos_inf
@@ -111,7 +111,7 @@ class Condition:
 
 
 def _direct_names(ctx: Analysis, expr: ast.expr) -> set[str]:
-    return names_in(ctx, expr, expand=False)
+    return tagged_names(ctx, expr, expand=False)
 
 
 def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool = False,
