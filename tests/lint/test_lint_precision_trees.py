@@ -215,6 +215,15 @@ NEGATIVES = [
     """),
     # keras-hub's Gemma 3n: softplus(0) written out on a constant.
     ("NG104", "r_softplus_0 = 1.0 / np.log(1 + np.exp(0.0))\n"),
+    # torch._refs.logsumexp: the branch taken only for an empty tensor, where log(sum(exp(x)))
+    # is log 0 = -inf, the exact log-sum-exp of nothing.
+    ("NG105", """\
+        def logsumexp(self, dim, keepdim=False):
+            if self.numel() == 0:
+                return torch.sum(torch.exp(self), dim, keepdim).log()
+            maxes = torch.amax(self, dim, keepdim=True)
+            return maxes + torch.sum(torch.exp(self - maxes), dim, keepdim).log()
+    """),
 ]
 
 POSITIVES = [
@@ -293,6 +302,20 @@ POSITIVES = [
             return tf.where(~tf.equal(excl_counts, 0), discrepancies, 0)
     """),
     ("NG104", "r = 1.0 / np.log(1 + np.exp(x))\n"),
+    # a Gram matrix in NumPy: the diagonal rounds negative for ordinary data
+    ("NG301", "d = np.sqrt(sq[:, None] + sq[None, :] - 2 * x @ x.T)\n"),
+    ("NG105", """\
+        def logsumexp(self, dim):
+            if self.numel() == 0:
+                return self.sum(dim)
+            return torch.sum(torch.exp(self), dim).log()
+    """),
+    ("NG105", """\
+        def logsumexp(self, other, dim):
+            if other.numel() == 0:
+                return torch.sum(torch.exp(self), dim).log()
+            return self.sum(dim)
+    """),
 ]
 
 
@@ -322,3 +345,21 @@ def test_a_name_overwritten_before_the_where_is_read_as_its_last_value():
     """)
     lines = [f.line - HEADER.count("\n") for f in lint_source(HEADER + body) if f.code == "NG501"]
     assert lines == [6]
+
+
+# Findings whose risk depends on the data: reported with --confidence all, not by default.
+POSSIBLE_ONLY = [
+    # transformers' openfold residue constants: the law of cosines on a table of bond lengths
+    # and angles. Elementwise, a² + b² - 2ab·cos g is exactly 0 at a == b, g == 0 and rounds
+    # negative only for nearly equal inputs.
+    ("NG301", """\
+        def make_bond_length(bond1, bond2, gamma):
+            return np.sqrt(bond1.length**2 + bond2.length**2 - 2 * bond1.length * bond2.length * np.cos(gamma))
+    """),
+]
+
+
+@pytest.mark.parametrize("code,body", POSSIBLE_ONLY, ids=[f"{c}-{i}" for i, (c, _) in enumerate(POSSIBLE_ONLY)])
+def test_data_dependent_risks_are_possible_not_certain(code, body):
+    assert code in _codes(body, "all")
+    assert code not in _codes(body), f"{code} should not be in the default set:\n{body}"

@@ -11,6 +11,7 @@ import ast
 from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import guarded_positive, tagged_names
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value
@@ -129,67 +130,9 @@ def prior_values(ctx: Analysis, name: ast.AST, at: ast.AST) -> list[ast.expr]:
     scope, values = ctx.lookup(key)
     line = at.lineno  # type: ignore[attr-defined]
     prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
-    if len(prior) > 1 and scope is not None and _dominates(ctx, scope.node, prior[-1].lineno, line):
+    if len(prior) > 1 and scope is not None and dominates(ctx, scope.node, prior[-1].lineno, line):
         return prior[-1:]
     return prior
-
-
-_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _statements(root: ast.AST) -> list[tuple[int, int, int, int, int]]:
-    """Every statement of a scope body, nested blocks included (not nested functions or classes):
-    (first line, last line, block id, index in the block, position of the parent statement)."""
-    out: list[tuple[int, int, int, int, int]] = []
-    stack: list[tuple[list, int]] = [(root.body, -1)]  # type: ignore[attr-defined]
-    while stack:
-        block, parent = stack.pop()
-        for i, stmt in enumerate(block):
-            pos = len(out)
-            out.append((stmt.lineno, stmt.end_lineno or stmt.lineno, id(block), i, parent))
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for field in _BLOCK_FIELDS:
-                inner = getattr(stmt, field, None)
-                if not inner:
-                    continue
-                if field in ("handlers", "cases"):
-                    for h in inner:
-                        stack.append((h.body, pos))
-                else:
-                    stack.append((inner, pos))
-    return out
-
-
-def _innermost(table: list[tuple[int, int, int, int, int]], line: int) -> int:
-    best, span = -1, None
-    for pos, (first, last, _, _, _) in enumerate(table):
-        if first <= line <= last and (span is None or last - first <= span):
-            best, span = pos, last - first
-    return best
-
-
-def _dominates(ctx: Analysis, root: ast.AST, assigned: int, used: int) -> bool:
-    """Does the statement at line `assigned` run, in straight-line order, before every execution
-    of line `used` in the body of `root` (same block or one around it, earlier)?"""
-    tables = ctx.__dict__.setdefault("_statement_tables", {})
-    table = tables.get(id(root))
-    if table is None:
-        table = tables[id(root)] = _statements(root) if hasattr(root, "body") and isinstance(
-            getattr(root, "body"), list) else []
-    a = _innermost(table, assigned)
-    u = _innermost(table, used)
-    if a < 0 or u < 0:
-        return False
-    _, a_last, a_block, a_index, _ = table[a]
-    if a_last >= used:
-        return False
-    while u >= 0:
-        _, _, block, index, parent = table[u]
-        if block == a_block and index > a_index:
-            return True
-        u = parent
-    return False
 
 
 def has_inner_guard(ctx: Analysis, expr: ast.expr) -> bool:
