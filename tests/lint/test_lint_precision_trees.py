@@ -215,6 +215,30 @@ NEGATIVES = [
     """),
     # keras-hub's Gemma 3n: softplus(0) written out on a constant.
     ("NG104", "r_softplus_0 = 1.0 / np.log(1 + np.exp(0.0))\n"),
+    # tensorflow/examples' EfficientDet IoU: where the intersection is 0 the union is the sum of
+    # the two areas, not 0; comparing one term of a sum says nothing about the sum's zero.
+    ("NG501", """\
+        def iou(boxlist1, boxlist2):
+            intersections = intersection(boxlist1, boxlist2)
+            areas1 = area(boxlist1)
+            areas2 = area(boxlist2)
+            unions = (tf.expand_dims(areas1, 1) + tf.expand_dims(areas2, 0) - intersections)
+            return tf.where(tf.equal(intersections, 0.0), tf.zeros_like(intersections),
+                            tf.truediv(intersections, unions))
+    """),
+    # tensorflow-probability's rational-quadratic spline: at rely == 0 the denominator is
+    # -b - |b|, which the comparison of rely does not make 0.
+    ("NG501", """\
+        def _inverse(self, y):
+            d = self._compute_shared(y=y)
+            rely = tf.where(d.out_of_bounds, tf.zeros([], dtype=y.dtype), y - d.y_k)
+            term2 = rely * (d.d_kp1 + d.d_k - 2 * d.s_k)
+            a = d.h_k * (d.s_k - d.d_k) + term2
+            b = d.h_k * d.d_k - term2
+            c = -d.s_k * rely
+            relx = tf.where(tf.equal(rely, 0), tf.zeros([], dtype=a.dtype), (2 * c) / (-b - tf.sqrt(b**2 - 4 * a * c)))
+            return relx
+    """),
     # torch._refs.logsumexp: the branch taken only for an empty tensor, where log(sum(exp(x)))
     # is log 0 = -inf, the exact log-sum-exp of nothing.
     ("NG105", """\
@@ -302,6 +326,13 @@ POSITIVES = [
             return tf.where(~tf.equal(excl_counts, 0), discrepancies, 0)
     """),
     ("NG104", "r = 1.0 / np.log(1 + np.exp(x))\n"),
+    # the compared value is the denominator, or a factor of every term of it
+    ("NG501", "def iou(inter, union):\n    return tf.where(tf.equal(union, 0.0), 0.0, tf.truediv(inter, union))\n"),
+    ("NG501", """\
+        def iou(inter, a, b):
+            union = a * inter + b * inter
+            return tf.where(tf.equal(inter, 0.0), tf.zeros_like(inter), tf.truediv(a, union))
+    """),
     # a Gram matrix in NumPy: the diagonal rounds negative for ordinary data
     ("NG301", "d = np.sqrt(sq[:, None] + sq[None, :] - 2 * x @ x.T)\n"),
     ("NG105", """\

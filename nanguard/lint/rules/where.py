@@ -19,7 +19,7 @@ from nanguard.lint.patterns import (
     tagged_names,
 )
 from nanguard.lint.rules.base import checks
-from nanguard.lint.rules.where_condition import condition_names, discards, sign
+from nanguard.lint.rules.where_condition import additive_names, condition_names, discards, sign
 from nanguard.lint.rules.where_singular import has_inner_guard, prior_values, singulars
 from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
@@ -165,9 +165,9 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                 if not (by_result or discards(c, inp_names, (point,), kept_when_true)):
                     continue
             elif s.label in ("acos", "asin", "atanh"):
-                if not discards(c, inp_names, (1.0, -1.0), kept_when_true):
+                if not discards(c, inp_names, (1.0, -1.0), kept_when_true, additive_names(ctx, inp)):
                     continue
-            elif not discards(c, inp_names, (0.0,), kept_when_true):
+            elif not discards(c, inp_names, (0.0,), kept_when_true, additive_names(ctx, inp)):
                 continue
             if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp):
                 continue
