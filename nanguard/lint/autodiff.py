@@ -69,6 +69,24 @@ def _callee(call: ast.Call) -> str:
     return name
 
 
+def _mark_escape(value: ast.expr | None, roles: dict) -> None:
+    """Names and lambdas returned or stored (`return init, update`, `self.fn = partial(f, k)`):
+    they run later, wherever the caller takes them."""
+    stack = [value] if value is not None else []
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (ast.Name, ast.Attribute, ast.Lambda)):
+            roles[id(e)] = ("escape", None)
+        elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+            stack.extend(e.elts)
+        elif isinstance(e, ast.IfExp):
+            stack.extend((e.body, e.orelse))
+        elif isinstance(e, ast.Dict):
+            stack.extend(v for v in e.values if v is not None)
+        elif isinstance(e, ast.Call) and _last_identifier(e.func) == "partial" and e.args:
+            stack.append(e.args[0])
+
+
 def _decorator_name(deco: ast.expr) -> str:
     if isinstance(deco, ast.Call):
         return _callee(deco)
@@ -76,13 +94,16 @@ def _decorator_name(deco: ast.expr) -> str:
 
 
 class _Ref:
-    """One use of a name: where (the enclosing functions, innermost last), whether that spot is
-    syntactically no-grad, and how it is used ('call' with the call, 'rule', or 'value')."""
+    """One use of a name: the enclosing functions and lambdas (innermost last), how sure the spot
+    itself is outside autodiff (`level`: 2 under a no-grad context or in a custom rule, 1 in an
+    `__init__`, which runs once but whose closures run later, 0 otherwise), and how it is used:
+    'call' (with the call), 'rule', 'value' (kept or passed along here) or 'escape' (returned
+    or stored, to run later who knows where)."""
 
-    __slots__ = ("call", "chain", "nograd", "role")
+    __slots__ = ("call", "chain", "level", "role")
 
-    def __init__(self, chain: tuple, nograd: bool, role: str, call: ast.Call | None) -> None:
-        self.chain, self.nograd, self.role, self.call = chain, nograd, role, call
+    def __init__(self, chain: tuple, level: int, role: str, call: ast.Call | None) -> None:
+        self.chain, self.level, self.role, self.call = chain, level, role, call
 
 
 class Autodiff:
@@ -93,114 +114,146 @@ class Autodiff:
         self._built = False
         self.names: dict[str, list[_Ref]] = {}       # Name loads by identifier
         self.attrs: dict[str, list[_Ref]] = {}       # attribute loads by attribute name
-        self.rule_lambdas: set[int] = set()          # lambdas passed as derivative rules
+        self.lambdas: dict[int, tuple[str, int]] = {}  # id(lambda) -> (role, level where it is made)
         self.owner: dict[int, tuple[str, ast.AST | None]] = {}  # id(def) -> ('module'|'class'|'nested', owner)
-        self._memo: dict[int, bool] = {}
+        self._memo: dict[int, int] = {}
         self._param_memo: dict[tuple[int, str], bool] = {}
 
     # -- the index -----------------------------------------------------------------------------
 
+    def _function_level(self, node: ast.AST) -> int:
+        """2 when the walk's syntax says the body is outside autodiff at run time (no-grad
+        decorator, `backward(ctx)`), 1 for `__init__` (not differentiated, but what it builds is
+        used later), 0 otherwise."""
+        if not self.ctx._nograd_function(node):
+            return 0
+        if node.name == "__init__" and not any(  # type: ignore[attr-defined]
+                self.ctx._nograd_decorator(d) for d in node.decorator_list):  # type: ignore[attr-defined]
+            return 1
+        return 2
+
     def _build(self) -> None:
         self._built = True
         walk = self.ctx
-        stack: list[tuple[ast.AST, tuple, bool, str]] = [(walk.tree, (), False, "module")]
+        stack: list[tuple[ast.AST, tuple, int, str]] = [(walk.tree, (), 0, "module")]
         roles: dict[int, tuple[str, ast.Call | None]] = {}
         while stack:
-            node, chain, nograd, where = stack.pop()
+            node, chain, level, where = stack.pop()
             kind = node.__class__
             if kind is ast.Name:
                 if isinstance(node.ctx, ast.Load):
                     role, call = roles.get(id(node), ("value", None))
-                    self.names.setdefault(node.id, []).append(_Ref(chain, nograd, role, call))
+                    self.names.setdefault(node.id, []).append(_Ref(chain, level, role, call))
                 continue
             if kind is ast.Attribute and isinstance(node.ctx, ast.Load):
                 role, call = roles.get(id(node), ("value", None))
-                self.attrs.setdefault(node.attr, []).append(_Ref(chain, nograd, role, call))
+                self.attrs.setdefault(node.attr, []).append(_Ref(chain, level, role, call))
             if kind is ast.Call:
-                roles[id(node.func)] = ("call", node)
-                if _callee(node) in _RULE_CALLS:
-                    for arg in list(node.args) + [k.value for k in node.keywords]:
-                        if isinstance(arg, ast.Lambda):
-                            self.rule_lambdas.add(id(arg))
+                rule = _callee(node) in _RULE_CALLS
+                for arg in list(node.args) + [k.value for k in node.keywords]:
+                    if rule:
                         roles[id(arg)] = ("rule", node)
+                    elif isinstance(arg, ast.Lambda) and id(arg) not in roles:
+                        roles[id(arg)] = ("arg", node)
+                roles[id(node.func)] = ("call", node)
+            elif kind is ast.Return or kind is ast.Yield or kind is ast.YieldFrom:
+                _mark_escape(node.value, roles)  # type: ignore[attr-defined]
+            elif kind is ast.Assign or kind is ast.AnnAssign:
+                targets = node.targets if kind is ast.Assign else [node.target]  # type: ignore[attr-defined]
+                if any(not isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets):
+                    _mark_escape(node.value, roles)  # type: ignore[attr-defined]
             if kind in _FUNCS:
                 self.owner[id(node)] = (where, chain[-1] if where == "nested" and chain else None)
                 for deco in node.decorator_list:
-                    stack.append((deco, chain, nograd, where))
+                    stack.append((deco, chain, level, where))
                 for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
-                    stack.append((default, chain, nograd, where))
-                inner = nograd or walk._nograd_function(node)
+                    stack.append((default, chain, level, where))
+                inner = self._function_level(node)
                 for stmt in node.body:
                     stack.append((stmt, chain + (node,), inner, "nested"))
                 continue
             if kind is ast.Lambda:
+                role = roles.get(id(node), ("escape", None))[0]
+                self.lambdas[id(node)] = (role, level)
                 for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
-                    stack.append((default, chain, nograd, where))
-                stack.append((node.body, chain + (node,), nograd, "nested"))
+                    stack.append((default, chain, level, where))
+                stack.append((node.body, chain + (node,), 0, "nested"))
                 continue
             if kind is ast.ClassDef:
                 for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:
-                    stack.append((expr, chain, nograd, where))
+                    stack.append((expr, chain, level, where))
                 for stmt in node.body:
-                    stack.append((stmt, chain, nograd, "class"))
+                    stack.append((stmt, chain, 0, "class"))
                 continue
             if kind is ast.With or kind is ast.AsyncWith:
-                inner = nograd or any(walk._disables_grad(item.context_expr) for item in node.items)
+                inner = 2 if any(walk._disables_grad(item.context_expr) for item in node.items) else level
                 for item in node.items:
-                    stack.append((item.context_expr, chain, nograd, where))
+                    stack.append((item.context_expr, chain, level, where))
                     if item.optional_vars is not None:
-                        stack.append((item.optional_vars, chain, nograd, where))
+                        stack.append((item.optional_vars, chain, level, where))
                 for stmt in node.body:
                     stack.append((stmt, chain, inner, where))
                 continue
             for child in ast.iter_child_nodes(node):
-                stack.append((child, chain, nograd, where))
+                stack.append((child, chain, level, where))
 
     # -- questions -----------------------------------------------------------------------------
 
     def scope_not_differentiated(self, scope: Scope | None) -> bool:
-        """Is code in `scope` (or a function around it) never differentiated?"""
+        """Is code in `scope` never differentiated: in a function (or a lambda passed as a rule)
+        that autodiff does not trace, or that runs only from such code?"""
         s = scope
         while s is not None:
             node = s.node
-            if isinstance(node, _FUNCS) and self.function_not_differentiated(node):
-                return True
-            if isinstance(node, ast.Lambda) and self._rule_lambda(node):
-                return True
+            if isinstance(node, _FUNCS):
+                return self._status(node) > 0
+            if isinstance(node, ast.Lambda):
+                if not self._built:
+                    self._build()
+                role, level = self.lambdas.get(id(node), ("escape", 0))
+                if role == "rule" or level == 2:
+                    return True
+                if role != "arg":
+                    return False
             s = s.parent
         return False
 
-    def _rule_lambda(self, node: ast.Lambda) -> bool:
-        if not self._built:
-            self._build()
-        return id(node) in self.rule_lambdas
-
     def function_not_differentiated(self, fn: ast.AST) -> bool:
+        return self._status(fn) > 0
+
+    def _status(self, fn: ast.AST) -> int:
+        """2: never differentiated, and neither is what it builds; 1: only called from
+        `__init__`-like code (its body is not differentiated, closures it makes may be);
+        0: may be differentiated."""
         key = id(fn)
         if key in self._memo:
             return self._memo[key]
-        self._memo[key] = False  # a cycle (recursion) proves nothing
+        self._memo[key] = 0  # a cycle (recursion) proves nothing
         result = self._by_definition(fn) or self._by_uses(fn)
         self._memo[key] = result
         return result
 
-    def _by_definition(self, fn: ast.AST) -> bool:
-        if self.ctx._nograd_function(fn):
-            return True
+    def _by_definition(self, fn: ast.AST) -> int:
+        level = self._function_level(fn)
+        if level:
+            return level
         if any(_decorator_name(d) in _CUSTOM_DERIVATIVE for d in fn.decorator_list):  # type: ignore[attr-defined]
-            return True
+            return 2
         if not self._built:
             self._build()
-        where, _ = self.owner.get(id(fn), ("module", None))
+        where, owner = self.owner.get(id(fn), ("module", None))
+        if where == "nested" and isinstance(owner, _FUNCS) and any(
+                _decorator_name(d) in _CUSTOM_DERIVATIVE for d in owner.decorator_list):
+            return 2  # the `grad_fn` a @tf.custom_gradient returns is its rule
         if where == "class":
             cls = self._class_of(fn)
             bases = {_last_identifier(b) for b in cls.bases} if cls is not None else set()
             name = fn.name  # type: ignore[attr-defined]
             if name in _FUNCTION_METHODS and bases & _FUNCTION_BASES:
-                return True
+                return 2
             if name in _OPTIMIZER_HOOKS and any("Optimizer" in b for b in bases):
-                return True
-        return False
+                return 2
+        return 0
 
     def _class_of(self, fn: ast.AST) -> ast.ClassDef | None:
         s = self.ctx.scope_of.get(id(fn))
@@ -221,19 +274,38 @@ class Autodiff:
             refs = self.names.get(name, [])
         return [r for r in refs if fn not in r.chain]
 
-    def _site_not_differentiated(self, ref: _Ref) -> bool:
-        if ref.nograd or ref.role == "rule":
-            return True
+    def _site(self, ref: _Ref) -> int:
+        """How sure the use `ref` is outside autodiff: 2, 1 (a call from `__init__`-like code) or 0.
+        A value passed along or kept counts only where the code around it is surely outside (2);
+        so does anything inside a lambda that is passed to a call."""
+        if ref.role == "rule":
+            return 2
+        if ref.role == "escape":
+            return 0
+        need = 2 if ref.role != "call" else 1
+        if ref.level >= need:
+            return ref.level
         for f in reversed(ref.chain):
-            if isinstance(f, _FUNCS) and self.function_not_differentiated(f):
-                return True
-            if isinstance(f, ast.Lambda) and id(f) in self.rule_lambdas:
-                return True
-        return False
+            if isinstance(f, ast.Lambda):
+                role, level = self.lambdas.get(id(f), ("escape", 0))
+                if role == "rule" or level == 2:
+                    return 2
+                if role != "arg":
+                    return 0
+                need = 2  # run by the call it is passed to, in the extent of the code around it
+                continue
+            status = self._status(f)
+            return status if status >= need else 0
+        return 0
 
-    def _by_uses(self, fn: ast.AST) -> bool:
+    def _by_uses(self, fn: ast.AST) -> int:
         refs = self._uses(fn)
-        return bool(refs) and all(self._site_not_differentiated(r) for r in refs)
+        if not refs:
+            return 0
+        return min(self._site(r) for r in refs)
+
+    def _site_not_differentiated(self, ref: _Ref) -> bool:
+        return self._site(ref) > 0
 
     def parameter_gradient_free(self, fn: ast.AST, param: str) -> bool:
         """Can parameter `param` of function `fn` never carry a gradient?"""

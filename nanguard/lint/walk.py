@@ -244,12 +244,15 @@ class Walk:
         # a function-local import; module-level imports come first in practice.
         return self.imports.qualname(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
 
+    def _nograd_decorator(self, deco: ast.expr) -> bool:
+        """`@torch.no_grad()`, `@torch.inference_mode()`."""
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        qual = self._qual(target)
+        return qual is not None and QUALNAME_TO_OP.get(qual) == "no_grad"
+
     def _nograd_function(self, node: ast.AST) -> bool:
-        for deco in node.decorator_list:  # type: ignore[attr-defined]
-            target = deco.func if isinstance(deco, ast.Call) else deco
-            qual = self._qual(target)
-            if qual is not None and QUALNAME_TO_OP.get(qual) == "no_grad":
-                return True
+        if any(self._nograd_decorator(d) for d in node.decorator_list):  # type: ignore[attr-defined]
+            return True
         args = node.args.posonlyargs + node.args.args  # type: ignore[attr-defined]
         name = node.name  # type: ignore[attr-defined]
         # `def backward(ctx, grad)` of an autograd.Function, and `*_backward` functions

@@ -326,6 +326,39 @@ POSITIVES = [
             return tf.where(~tf.equal(excl_counts, 0), discrepancies, 0)
     """),
     ("NG104", "r = 1.0 / np.log(1 + np.exp(x))\n"),
+    # tensorflow-addons' monotonic attention: the probability function is bound with
+    # functools.partial in __init__ and called by the layer later, differentiated.
+    ("NG501", """\
+        def _monotonic_probability_fn(score, previous_alignments):
+            return tf.where(score > 0, tf.math.log(score), 0.0)
+
+        class BahdanauMonotonicAttention(AttentionMechanism):
+            def __init__(self, units, mode="parallel"):
+                wrapped_probability_fn = functools.partial(_monotonic_probability_fn)
+                super().__init__(probability_fn=wrapped_probability_fn)
+    """),
+    # a closure made in __init__ runs in forward
+    ("NG501", """\
+        def softplus(x):
+            return torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+
+        class Act(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.f = lambda x: softplus(x)
+    """),
+    # a helper a no-grad builder returns is called later, anywhere
+    ("NG501", """\
+        def make():
+            def act(x):
+                return torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+            return act
+
+        class Net(nn.Module):
+            @torch.no_grad()
+            def build(self):
+                self.act = make()
+    """),
     # the compared value is the denominator, or a factor of every term of it
     ("NG501", "def iou(inter, union):\n    return tf.where(tf.equal(union, 0.0), 0.0, tf.truediv(inter, union))\n"),
     ("NG501", """\

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from nanguard.lint.analysis import Analysis
+from nanguard.lint.analysis import _NO_GRAD_FACTORIES, Analysis
 from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import guarded_positive, tagged_names
 from nanguard.lint.scope import name_key
@@ -80,6 +80,9 @@ def singulars(ctx: Analysis, branch: ast.expr) -> Iterator[Singular]:
                 continue  # an inner where/masked_fill is a guard, not part of this hazard
             if oc is not None and oc.op in ("compare", "isfinite"):
                 continue  # `tf.greater(x, b)`, `isnan(x)`: bools
+            func = node.func
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _NO_GRAD_FACTORIES:
+                continue  # `zeros_like(y)`: only y's shape and dtype are read, no gradient reaches y
             if oc is None and isinstance(node.func, ast.Name):
                 for found in _lambdasingulars(ctx, node):
                     found.via = via
