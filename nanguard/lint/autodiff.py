@@ -386,7 +386,7 @@ def _scalar_annotation(ann: ast.expr | None) -> bool:
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
         try:
             ann = ast.parse(ann.value, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return False
     if isinstance(ann, ast.Name):
         return ann.id in _SCALAR_TYPES

@@ -427,3 +427,13 @@ POSSIBLE_ONLY = [
 def test_data_dependent_risks_are_possible_not_certain(code, body):
     assert code in _codes(body, "all")
     assert code not in _codes(body), f"{code} should not be in the default set:\n{body}"
+
+
+def test_string_annotations_are_read_and_bad_ones_ignored():
+    # `cutoff: "float"` is a Python number; an annotation that does not parse is no evidence.
+    good = "def k(cutoff: 'float', n: int):\n    t = cutoff * torch.arange(n)\n" \
+           "    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"
+    bad = "def k(cutoff: 'float[', n: int):\n    t = cutoff * torch.arange(n)\n" \
+          "    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"
+    assert "NG501" not in _codes(good, "all")
+    assert "NG501" in _codes(bad)
