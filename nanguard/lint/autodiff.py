@@ -17,10 +17,11 @@ module adds what a reader sees from the module as a whole:
   outside any tape;
 * a function whose every use in the module is in such code (`_temme_series` reached only
   from a custom-gradient Bessel function, `_lamb_trust_ratio` only from a `@torch.no_grad()`
-  step, a lazy property read only in a no-grad `sample`). A function the module never uses
-  may be called from anywhere and keeps its findings;
+  step, a lazy property read only in a no-grad `sample`). A function the module never uses,
+  and a public one (another module may call it with a differentiated tensor), keeps its
+  findings;
 * a parameter that cannot carry a gradient: annotated as a Python number (`cutoff: float`),
-  or bound at every call in the module to a value without one (`hz_to_mel(torch.tensor(...))`,
+  or, in a private function, bound at every call in the module to a value without one (`hz_to_mel(torch.tensor(...))`,
   `sinc(t)` with `t = torch.linspace(...)`).
 
 The index is built lazily, on the first question, by one walk of the module; files without a
@@ -298,7 +299,26 @@ class Autodiff:
             return status if status >= need else 0
         return 0
 
+    def _public(self, fn: ast.AST) -> bool:
+        """A public module-level function, or a public method of a public class: another
+        module may call it with anything, a differentiated tensor included, so how this
+        module happens to use it proves nothing."""
+        if not self._built:
+            self._build()
+        where, _ = self.owner.get(id(fn), ("module", None))
+        if where == "nested":
+            return False
+        name = fn.name  # type: ignore[attr-defined]
+        if name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
+            return False
+        if where == "class":
+            cls = self._class_of(fn)
+            return cls is None or not cls.name.startswith("_")
+        return True
+
     def _by_uses(self, fn: ast.AST) -> int:
+        if self._public(fn):
+            return 0
         refs = self._uses(fn)
         if not refs:
             return 0
@@ -326,7 +346,7 @@ class Autodiff:
             return False  # *args, **kwargs
         if _scalar_annotation(arg.annotation):
             return True
-        if isinstance(fn, ast.Lambda) or not isinstance(fn, _FUNCS):
+        if isinstance(fn, ast.Lambda) or not isinstance(fn, _FUNCS) or self._public(fn):
             return False
         refs = self._uses(fn)
         if not refs:

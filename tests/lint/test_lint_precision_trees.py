@@ -84,14 +84,14 @@ NEGATIVES = [
     ("NG501", """\
         from functools import partial
 
-        def initial_step_size(fun, y0, f0):
+        def _initial_step_size(fun, y0, f0):
             d0 = jnp.linalg.norm(y0)
             d1 = jnp.linalg.norm(f0)
             return jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
 
         @partial(jax.custom_vjp, nondiff_argnums=(0,))
         def _odeint(func, y0, ts):
-            return initial_step_size(func, y0, func(y0))
+            return _initial_step_size(func, y0, func(y0))
 
         def _odeint_rev(func, res, g):
             d = res[0]
@@ -105,9 +105,9 @@ NEGATIVES = [
         class Lamb(torch.optim.Optimizer):
             @torch.no_grad()
             def step(self, closure=None):
-                lamb(self.params, trust_clip=False)
+                _lamb(self.params, trust_clip=False)
 
-        def lamb(params, trust_clip):
+        def _lamb(params, trust_clip):
             func = _multi_tensor_lamb if len(params) > 1 else _single_tensor_lamb
             func(params, trust_clip)
 
@@ -170,14 +170,14 @@ NEGATIVES = [
     """),
     # fairseq's resampler: sinc only builds kernels from a linspace.
     ("NG501", """\
-        def sinc(t):
+        def _sinc(t):
             return torch.where(t == 0, torch.tensor(1., device=t.device, dtype=t.dtype), torch.sin(t) / t)
 
         def kernel_upsample2(zeros=56):
             win = torch.hann_window(4 * zeros + 1, periodic=False)
             t = torch.linspace(-zeros + 0.5, zeros - 0.5, 2 * zeros)
             t *= math.pi
-            return (sinc(t) * win[1::2]).view(1, 1, -1)
+            return (_sinc(t) * win[1::2]).view(1, 1, -1)
     """),
     # tensorflow-probability's GEV bijector: a where between two comparisons is a bool; no
     # gradient flows through it.
@@ -437,3 +437,36 @@ def test_string_annotations_are_read_and_bad_ones_ignored():
           "    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"
     assert "NG501" not in _codes(good, "all")
     assert "NG501" in _codes(bad)
+
+
+PUBLIC_HELPERS = [
+    # the same shapes with public names: another module may call them with a differentiated
+    # tensor (meta-learning through an optimizer's functional update, a public sinc), so how
+    # this module happens to call them proves nothing
+    textwrap.dedent("""\
+        import torch
+
+        def sinc(t):
+            return torch.where(t == 0, torch.tensor(1., device=t.device, dtype=t.dtype), torch.sin(t) / t)
+
+        def kernel_upsample2(zeros=56):
+            t = torch.linspace(-zeros + 0.5, zeros - 0.5, 2 * zeros)
+            return sinc(t)
+    """),
+    textwrap.dedent("""\
+        import torch
+
+        class Lamb(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self, closure=None):
+                trust_ratio(self.w, self.g)
+
+        def trust_ratio(w_norm, g_norm):
+            return torch.where(g_norm > 0, w_norm / g_norm, 1.0)
+    """),
+]
+
+
+@pytest.mark.parametrize("body", PUBLIC_HELPERS, ids=["sinc", "trust_ratio"])
+def test_a_public_function_keeps_its_finding_whoever_calls_it_here(body):
+    assert [f.code for f in lint_source(body)] == ["NG501"]
