@@ -12,6 +12,7 @@ from typing import Any
 
 from nanguard.core.hazards import HAZARDS, lint_message
 from nanguard.lint import fix_safety
+from nanguard.lint.autodiff import Autodiff
 from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op
 from nanguard.lint.scope import (
@@ -38,8 +39,24 @@ _NO_GRAD_FACTORIES = frozenset({
 _NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
 
 
+def _module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
+    root = node.value
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in ctx.imports.aliases
+
+
 class Analysis(Walk):
     """The walked module plus the helpers every rule uses (op recognition, name lookup)."""
+
+    _autodiff: Autodiff | None = None
+
+    @property
+    def autodiff(self) -> Autodiff:
+        """Which functions and parameters of the module autodiff never differentiates (lazy)."""
+        if self._autodiff is None:
+            self._autodiff = Autodiff(self)
+        return self._autodiff
 
     def op(self, expr: ast.AST | None) -> OpCall | None:
         """The recognised op of a call expression (memoised), else None."""
@@ -165,6 +182,8 @@ class Analysis(Walk):
                 continue
             if isinstance(n, ast.Attribute) and n.attr in _NO_GRAD_ATTRIBUTES:
                 continue
+            if isinstance(n, ast.Attribute) and _module_attribute(self, n):
+                continue  # `math.pi`, `np.e`, `torch.float32`: a constant of an imported module
             if is_detach_chain(n):
                 continue
             if isinstance(n, ast.Call):
@@ -193,8 +212,11 @@ class Analysis(Walk):
             key = name_key(n)
             if key is None or line is None:
                 return False
-            _, values = self.lookup(key)
+            s, values = self.lookup(key)
             prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+            if not prior and s is not None and isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and self.autodiff.parameter_gradient_free(s.node, key):
+                continue  # `cutoff: float`, or bound to gradient-free values at every call in the module
             if not prior or not self.gradient_free(prior[-1], depth + 1):
                 return False
         return True
@@ -233,8 +255,9 @@ class Analysis(Walk):
         framework = self.framework_at(node)
         if (hazard or rule.hazard) == GRADIENT and (
                 self.nograd or framework == NUMPY or id(node) in self.detached_results
-                or self.detached(subject or node)):
-            return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it
+                or self.detached(subject or node) or self.autodiff.scope_not_differentiated(self.scope)):
+            return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it; custom-gradient
+            # bodies and rules, and functions used only there or under no_grad, are not differentiated
         seen = (rule.code, id(node))
         if seen in self._reported:
             return

@@ -191,8 +191,11 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
             p = const_value(oc.operand(1, "exponent", "y"))
             return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
         return 0
-    value = ctx.value_of(expr) if name_key(expr) is not None else None
-    return sign_of(ctx, value, depth - 1) if value is not None else 0
+    if name_key(expr) is None:
+        return 0
+    # A name reassigned before this use (`x = tf.math.abs(x)` then `exp(-x)`): its last value.
+    value = ctx.value_of(expr) or ctx.last_value(expr)
+    return sign_of(ctx, value, depth - 1) if value is not None and value is not expr else 0
 
 
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
@@ -249,3 +252,28 @@ def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:
             if value is not None:
                 out |= names_in(ctx, value, expand=False)
     return out
+
+
+def tagged_names(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set[str]:
+    """`names_in`, each name tagged with the binding it reads (`step@451`): the condition and
+    the singular input speak of the same value only when they read the same binding, not a
+    name reassigned in between (`step = ... + 1.` used in the exp's input, then `step = k + 1`
+    compared in the condition)."""
+    out = set()
+    for node in _bounded_walk(expr, 200):
+        key = name_key(node)
+        if key is None or key in ctx.imports.aliases or key in ("self", "True", "False", "None"):
+            continue
+        out.add(_tag(ctx, key, node))
+        if expand:
+            value = ctx.value_of(node)
+            if value is not None:
+                out |= tagged_names(ctx, value, expand=False)
+    return out
+
+
+def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
+    _, values = ctx.lookup(key)
+    line = node.lineno  # type: ignore[attr-defined]
+    prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+    return f"{key}@{prior[-1].lineno if prior else 0}"  # type: ignore[attr-defined]

@@ -42,6 +42,8 @@ class Walk:
         # Nodes whose value leaves autograd right away (`(...).item()`, `tf.stop_gradient(...)`).
         self.detached_results: set[int] = set()
         self.mutation_index: dict[int, ast.AST] = {}
+        # id(function, lambda or class node) -> its Scope.
+        self.scope_of: dict[int, Scope] = {}
         self._ops: dict[int, OpCall | None] = {}
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
@@ -155,6 +157,7 @@ class Walk:
             for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:  # type: ignore
                 push((expr, scope, nograd))
             inner_scope = Scope(node, scope)
+            self.scope_of[id(node)] = inner_scope
             for stmt in reversed(node.body):  # type: ignore[attr-defined]
                 push((stmt, inner_scope, nograd))
             return True
@@ -181,6 +184,7 @@ class Walk:
         for default in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
             push((default, scope, nograd))
         inner_scope = Scope(node, scope)
+        self.scope_of[id(node)] = inner_scope
         for arg in args.posonlyargs + args.args + args.kwonlyargs:
             inner_scope.bind(arg.arg, None)
         for arg in (args.vararg, args.kwarg):
@@ -240,12 +244,15 @@ class Walk:
         # a function-local import; module-level imports come first in practice.
         return self.imports.qualname(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
 
+    def _nograd_decorator(self, deco: ast.expr) -> bool:
+        """`@torch.no_grad()`, `@torch.inference_mode()`."""
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        qual = self._qual(target)
+        return qual is not None and QUALNAME_TO_OP.get(qual) == "no_grad"
+
     def _nograd_function(self, node: ast.AST) -> bool:
-        for deco in node.decorator_list:  # type: ignore[attr-defined]
-            target = deco.func if isinstance(deco, ast.Call) else deco
-            qual = self._qual(target)
-            if qual is not None and QUALNAME_TO_OP.get(qual) == "no_grad":
-                return True
+        if any(self._nograd_decorator(d) for d in node.decorator_list):  # type: ignore[attr-defined]
+            return True
         args = node.args.posonlyargs + node.args.args  # type: ignore[attr-defined]
         name = node.name  # type: ignore[attr-defined]
         # `def backward(ctx, grad)` of an autograd.Function, and `*_backward` functions

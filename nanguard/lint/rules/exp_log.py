@@ -11,10 +11,12 @@ import ast
 
 from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import conditions_at
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import is_max_like, names_in, nonpositive_by_construction, tensor_literal
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, const_value
 
 LOG_SOFTMAX = Rule(
@@ -128,7 +130,48 @@ def _op_through_name(ctx: Analysis, expr: ast.expr | None):
 
 def _exp_can_overflow(ctx: Analysis, exp: OpCall) -> bool:
     x = exp.input
-    return x is not None and not nonpositive_by_construction(ctx, x)
+    if x is None:
+        return False
+    v = const_value(x)
+    if v is not None:
+        return v > 88.0  # `np.log(1 + np.exp(0.0))`: a constant below float32's overflow point is a number
+    return not nonpositive_by_construction(ctx, x)
+
+
+_SIZE_METHODS = frozenset({"numel", "nelement"})
+
+
+def _known_empty(ctx: Analysis, x: ast.expr | None, node: ast.AST) -> bool:
+    """Is `node` under `if x.numel() == 0:` (`x.size == 0`, `len(x) == 0`, `not x.numel()`)? Then
+    no entry of x can overflow, and log(sum(exp(x))) = log 0 = -inf is the exact log-sum-exp of
+    nothing (torch._refs.logsumexp's empty case)."""
+    key = name_key(x) if x is not None else None
+    root = ctx.scope.node
+    if key is None or not hasattr(root, "body"):
+        return False
+    for test, holds in conditions_at(ctx, root, node.lineno):  # type: ignore[attr-defined]
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        if negated:
+            test, holds = test.operand, not holds  # type: ignore[attr-defined]
+            if holds is False and _size_of(test) == key:
+                return True  # `if not x.numel():`
+            continue
+        if holds and isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+                and const_value(test.comparators[0]) == 0 and _size_of(test.left) == key:
+            return True
+    return False
+
+
+def _size_of(expr: ast.expr) -> str | None:
+    """The name whose element count `expr` is: `x.numel()`, `x.nelement()`, `x.size`, `len(x)`."""
+    if isinstance(expr, ast.Call) and not expr.args and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in _SIZE_METHODS:
+        return name_key(expr.func.value)
+    if isinstance(expr, ast.Attribute) and expr.attr == "size":
+        return name_key(expr.value)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len" and len(expr.args) == 1:
+        return name_key(expr.args[0])
+    return None
 
 
 def _guarded_by_where(ctx: Analysis, node: ast.AST, exp: OpCall) -> bool:
@@ -205,7 +248,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         if inner.op in ("sum", "mean") and inner.input is not None:
             exp, exp_value = _op_through_name(ctx, inner.input)
             if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
-                    and not _guarded_by_where(ctx, oc.node, exp):
+                    and not _guarded_by_where(ctx, oc.node, exp) and not _known_empty(ctx, exp.input, oc.node):
                 fix = None
                 if direct and exp_value is None and inner.op == "sum":
                     fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.spell, o, t, e))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
@@ -181,8 +182,13 @@ def check_root(ctx: Analysis, target) -> None:
             ctx.report(SQRT_GRAM, node, f"`{what}` of a clamped Gram-expansion distance (the clamp removes the "
                        "NaN value, not the inf gradient at 0)", "distance_matrix", hazard=GRADIENT, subject=base)
         else:
+            # A cross term summed over a dimension (`x @ y.T`, `mm`, a Gram matrix) rounds apart from
+            # the squared norms, so the diagonal of a distance matrix goes negative for ordinary
+            # data; an elementwise `2 * a * b (* cos g)` is exactly 0 at a == b and only rounds
+            # below it for nearly equal inputs: that depends on the data.
+            confidence = None if _reduces_over_a_dimension(ctx, inner) else POSSIBLE
             ctx.report(SQRT_GRAM, node, f"`{what}` of `a² + b² - 2ab`", "distance_matrix", hazard=VALUE,
-                       subject=base)
+                       subject=base, confidence=confidence)
         return
     if sum_of_squares(ctx, inner):
         ctx.report(SQRT_SUM_SQUARES, node, f"`{what}` of a sum of squares", "norm_zero", hazard=hazard, subject=base)
@@ -195,6 +201,43 @@ def check_root(ctx: Analysis, target) -> None:
     # count depends on the data.
     confidence = CERTAIN if reason.startswith("`relu`") else POSSIBLE
     ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base, confidence=confidence)
+
+
+_GRAM_PREFIXES = ("gram", "dot", "inner", "prod", "cross", "sim")
+_GRAM_TOKENS = frozenset({"xy", "xtx", "ata", "mm", "xx", "yy"})
+
+
+def _gram_name(ident: str) -> bool:
+    """`gram_matrix`, `xy`, `dot_prod`, `sim`: a name made of a word that says inner product
+    (whole words: `gamma` is not `mm`)."""
+    tokens = [t for t in re.split(r"[_\d]+", ident.lower()) if t]
+    return any(t in _GRAM_TOKENS or t.startswith(_GRAM_PREFIXES) for t in tokens)
+
+
+def _reduces_over_a_dimension(ctx: Analysis, expr: ast.expr) -> bool:
+    """Is some term of `expr` (or of a name it uses) a product summed over a dimension: `@`,
+    matmul/mm/einsum/dot, addmm, a reduction, or a name that says Gram matrix (`xy`, `gram`)?"""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    todo = [e]
+    for node in bounded_walk(e, 120):
+        key = name_key(node)
+        if key is not None:
+            value = ctx.value_of(node)
+            if value is not None:
+                todo.append(value)
+    for root in todo:
+        for node in bounded_walk(root, 120):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                return True
+            if isinstance(node, ast.Call):
+                oc = ctx.op(node)
+                if oc is not None and oc.op in ("matmul", "addmm", "sum", "mean"):
+                    return True
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                ident = node.id if isinstance(node, ast.Name) else node.attr
+                if _gram_name(ident):
+                    return True
+    return False
 
 
 def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool:

@@ -15,11 +15,11 @@ from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import (
     guarded_positive,
-    names_in,
     nonpositive_by_construction,
+    tagged_names,
 )
 from nanguard.lint.rules.base import checks
-from nanguard.lint.rules.where_condition import condition_names, discards, sign
+from nanguard.lint.rules.where_condition import additive_names, condition_names, discards, sign
 from nanguard.lint.rules.where_singular import has_inner_guard, prior_values, singulars
 from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
@@ -65,10 +65,37 @@ def _inside_unit_interval(ctx: Analysis, expr: ast.expr) -> bool:
     return lv is not None and hv is not None and -1 < lv and hv < 1
 
 
-def _infinite(expr: ast.expr) -> bool:
-    """`torch.inf`, `-math.inf`, `float("inf")`, a bare `inf` (`from math import inf`)."""
+_NAN_MODULES = frozenset({"math", "np", "numpy", "torch", "jnp", "tf"})
+# Calls whose value is their argument's, only typed or shaped: `dtype(np.nan)`,
+# `tf.constant(np.inf, dtype)`, `tf.cast(np.nan, dtype)`, `torch.tensor(float("nan"))`;
+# and fills, whose value is their last argument: `tf.fill(shape, inf)`, `torch.full_like(x, nan)`.
+_FILLS = frozenset({"fill", "full", "full_like"})
+_TYPINGS = frozenset({"constant", "cast", "tensor", "as_tensor", "array", "asarray", "convert_to_tensor",
+                      "broadcast_to"})
+
+
+def _infinite(expr: ast.expr, depth: int = 3) -> bool:
+    """A non-finite constant: `torch.inf`, `-math.inf`, `float("inf")`, a bare `inf`, NaN
+    (`np.nan`, `float("nan")`), also typed or broadcast (`dtype(np.nan)`, `tf.cast(np.nan, dt)`,
+    `tf.constant(np.inf, dt)`, `tf.fill(shape, inf)`, `torch.full_like(x, float("nan"))`)."""
     e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) else expr
-    return is_pos_inf(expr) or is_neg_inf(expr) or (isinstance(e, ast.Name) and e.id == "inf")
+    if is_pos_inf(expr) or is_neg_inf(expr) or (isinstance(e, ast.Name) and e.id in ("inf", "nan")):
+        return True
+    if isinstance(e, ast.Attribute) and e.attr in ("nan", "NaN", "NAN") and isinstance(e.value, ast.Name) \
+            and e.value.id in _NAN_MODULES:
+        return True
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "float" and len(e.args) == 1 \
+            and isinstance(e.args[0], ast.Constant) and str(e.args[0].value).strip().lower().lstrip("+-") == "nan":
+        return True
+    if isinstance(e, ast.Call) and e.args and depth > 0:
+        func = e.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _FILLS:
+            return _infinite(e.args[-1], depth - 1)
+        if isinstance(func, ast.Call) or name in _TYPINGS or name.lower().endswith("dtype") \
+                or name.startswith(("float", "bfloat")):
+            return _infinite(e.args[0], depth - 1)
+    return False
 
 
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
@@ -113,28 +140,34 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
     if not (c.tests or c.finite):
         return
     if any(_infinite(b) for b, _ in branches):
-        return  # `where(c > 1, rate / (c - 1), inf)`: the result is meant to be inf there, not a silent NaN
-    for branch, kept_when_true in branches:
-        for s in singulars(ctx, branch):
+        return  # `where(c > 1, rate / (c - 1), inf)`, `dtype(np.nan)`: non-finite on purpose, not a silent NaN
+    found = [(kept, list(singulars(ctx, branch))) for branch, kept in branches]
+    # `where(c, -fu, fu)`: an op evaluated for both branches is kept on one side or the other.
+    both = set.intersection(*({id(s.node) for s in ss} for _, ss in found)) if len(found) > 1 else set()
+    for kept_when_true, ss in found:
+        for s in ss:
+            if id(s.node) in both:
+                continue
             inp = s.input
             if inp is None:
                 continue
-            inp_names = names_in(ctx, inp) | s.extra_names
+            inp_names = tagged_names(ctx, inp) | s.extra_names
             # Is the op's singular point in the discarded region? 0 for log/sqrt/1/x/pow,
             # ±1 for acos/asin/atanh, +inf (overflow) for exp.
             if s.label == "exp":
                 if nonpositive_by_construction(ctx, inp):
                     continue
                 # `isinf(exp)` on the branch's own exp: the author expects it to overflow.
-                finite = c.finite.get(s.via) if s.via is not None else None
+                finite = next((v for k, v in c.finite.items() if k.split("@", 1)[0] == s.via), None) \
+                    if s.via is not None else None
                 by_result = finite is not None and (finite[0] != finite[1]) != kept_when_true
                 point = float("inf") * sign(inp)  # exp(-x) overflows as x -> -inf
                 if not (by_result or discards(c, inp_names, (point,), kept_when_true)):
                     continue
             elif s.label in ("acos", "asin", "atanh"):
-                if not discards(c, inp_names, (1.0, -1.0), kept_when_true):
+                if not discards(c, inp_names, (1.0, -1.0), kept_when_true, additive_names(ctx, inp)):
                     continue
-            elif not discards(c, inp_names, (0.0,), kept_when_true):
+            elif not discards(c, inp_names, (0.0,), kept_when_true, additive_names(ctx, inp)):
                 continue
             if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp):
                 continue

@@ -11,10 +11,10 @@ import ast
 import math
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.patterns import names_in
+from nanguard.lint.patterns import tagged_names
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import const_value, is_eps_like, is_neg_inf, is_pos_inf
+from nanguard.lint.syntax import additive_terms, const_value, is_eps_like, is_neg_inf, is_pos_inf
 
 
 _MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
@@ -111,7 +111,7 @@ class Condition:
 
 
 def _direct_names(ctx: Analysis, expr: ast.expr) -> set[str]:
-    return names_in(ctx, expr, expand=False)
+    return tagged_names(ctx, expr, expand=False)
 
 
 def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool = False,
@@ -183,13 +183,35 @@ def sign(expr: ast.expr) -> float:
     return sign
 
 
-def discards(cond: Condition, names: set[str], points: tuple[float, ...], kept_when_true: bool) -> bool:
-    """Does some comparison of `names` put one of `points` in the region the where discards?"""
+def discards(cond: Condition, names: set[str], points: tuple[float, ...], kept_when_true: bool,
+             terms: list[set[str]] | None = None) -> bool:
+    """Does some comparison of `names` put one of `points` in the region the where discards?
+
+    `terms` are the tagged names of each additive term of the singular input (`a1 + a2 - inter`
+    -> [{a1}, {a2}, {inter}]): at a finite point the input equals that point only when every
+    term moves with the compared variable; `inter == 0` says nothing about `a1 + a2 - inter`
+    being 0 (an IoU's union)."""
     for test in cond.tests:
         if not test.names & names:
             continue
         for point in points:
+            if terms and abs(point) != float("inf") and any(t and not t & test.names for t in terms):
+                continue
             truth = test.at(point)
             if truth is not None and truth != kept_when_true:
                 return True
     return False
+
+
+def additive_names(ctx: Analysis, expr: ast.expr) -> list[set[str]]:
+    """Tagged names of each non-constant additive term of `expr`, or of the value of the name it
+    is (one assignment deep); [] when it is a single term."""
+    e = expr
+    if name_key(e) is not None:
+        value = ctx.value_of(e)
+        if value is not None:
+            e = value
+    terms = [t for _, t in additive_terms(e) if const_value(t) is None]
+    if len(terms) < 2:
+        return []
+    return [tagged_names(ctx, t) for t in terms]

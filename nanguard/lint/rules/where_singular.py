@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from nanguard.lint.analysis import Analysis
-from nanguard.lint.patterns import guarded_positive, names_in
+from nanguard.lint.analysis import _NO_GRAD_FACTORIES, Analysis
+from nanguard.lint.blocks import dominates
+from nanguard.lint.patterns import guarded_positive, tagged_names
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value
 
@@ -71,12 +72,17 @@ def singulars(ctx: Analysis, branch: ast.expr) -> Iterator[Singular]:
     while stack and seen < 300:
         node, via = stack.pop()
         seen += 1
-        if isinstance(node, ast.Lambda):
-            continue
+        if isinstance(node, (ast.Lambda, ast.Compare)):
+            continue  # a comparison is a bool: no gradient flows back through it
         if isinstance(node, ast.Call):
             oc = ctx.op(node)
             if oc is not None and oc.op in _GUARDS:
                 continue  # an inner where/masked_fill is a guard, not part of this hazard
+            if oc is not None and oc.op in ("compare", "isfinite"):
+                continue  # `tf.greater(x, b)`, `isnan(x)`: bools
+            func = node.func
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _NO_GRAD_FACTORIES:
+                continue  # `zeros_like(y)`: only y's shape and dtype are read, no gradient reaches y
             if oc is None and isinstance(node.func, ast.Name):
                 for found in _lambdasingulars(ctx, node):
                     found.via = via
@@ -113,18 +119,23 @@ def _lambdasingulars(ctx: Analysis, call: ast.Call) -> Iterator[Singular]:
             found.input = binding[found.input.id]
             yield found
         else:
-            extra = frozenset().union(*(names_in(ctx, a) for a in args))
+            extra = frozenset().union(*(tagged_names(ctx, a) for a in args))
             yield Singular(found.label, found.node, found.input, extra)
 
 
 def prior_values(ctx: Analysis, name: ast.AST, at: ast.AST) -> list[ast.expr]:
-    """Values assigned to `name` (a Name or `self.x`) before the line of `at`."""
+    """Values assigned to `name` (a Name or `self.x`) before the line of `at` that can reach it:
+    all of them, unless the last one is a plain statement of a block that `at` is in, further
+    down (`d = a / n` then `d = where(n == 0, 0, d)`): that one overwrote the others."""
     key = name_key(name)
     if key is None:
         return []
-    _, values = ctx.lookup(key)
+    scope, values = ctx.lookup(key)
     line = at.lineno  # type: ignore[attr-defined]
-    return [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+    prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+    if len(prior) > 1 and scope is not None and dominates(ctx, scope.node, prior[-1].lineno, line):
+        return prior[-1:]
+    return prior
 
 
 def has_inner_guard(ctx: Analysis, expr: ast.expr) -> bool:

@@ -1,0 +1,422 @@
+"""Which functions autograd never differentiates, read from how the module uses them.
+
+A gradient-only hazard (a discarded 0·inf in a `where`, an infinite derivative at 0) cannot
+happen in code that no autodiff system differentiates. The walk already knows the syntactic
+cases (`with torch.no_grad()`, `@torch.no_grad()`, `backward(ctx, ...)`, `__init__`); this
+module adds what a reader sees from the module as a whole:
+
+* a custom-gradient primal and its rules: the body of a function decorated with
+  `tf.custom_gradient`, `jax.custom_jvp`/`custom_vjp` (also through `functools.partial`),
+  `torch.library.custom_op`, `RegisterGradient`; every function passed to a
+  `custom_gradient(vjp_fwd=..., vjp_bwd=..., jvp_fn=...)` call, to `.defvjp(fwd, bwd)` or
+  `.defjvp(jvp)`: autodiff uses the rule, not the ops of the body, and the rules compute
+  gradients rather than being differentiated (as for `backward`, higher orders aside);
+* the methods of an `autograd.Function` (`forward` runs under no-grad, `backward`/`jvp`
+  compute derivatives) and an optimizer's update hooks (`_resource_apply_dense`,
+  `update_step`, ... of a class deriving from an `...Optimizer`), which run on gradients
+  outside any tape;
+* a function whose every use in the module is in such code (`_temme_series` reached only
+  from a custom-gradient Bessel function, `_lamb_trust_ratio` only from a `@torch.no_grad()`
+  step, a lazy property read only in a no-grad `sample`). A function the module never uses,
+  and a public one (another module may call it with a differentiated tensor), keeps its
+  findings;
+* a parameter that cannot carry a gradient: annotated as a Python number (`cutoff: float`),
+  or, in a private function, bound at every call in the module to a value without one (`hz_to_mel(torch.tensor(...))`,
+  `sinc(t)` with `t = torch.linspace(...)`).
+
+The index is built lazily, on the first question, by one walk of the module; files without a
+candidate gradient finding never pay for it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nanguard.lint.analysis import Analysis
+    from nanguard.lint.scope import Scope
+
+# Decorators (last identifier) whose function body autodiff replaces by a rule.
+_CUSTOM_DERIVATIVE = frozenset({"custom_gradient", "custom_jvp", "custom_vjp", "custom_op", "RegisterGradient"})
+# Calls (last identifier) whose function arguments are derivative rules or custom-derivative primals.
+_RULE_CALLS = _CUSTOM_DERIVATIVE | {"defvjp", "defjvp", "defjvps", "register_autograd"}
+# Methods of a torch.autograd.Function: forward runs under no-grad, the others compute derivatives.
+_FUNCTION_BASES = frozenset({"Function", "InplaceFunction", "NestedIOFunction"})
+_FUNCTION_METHODS = frozenset({"forward", "backward", "jvp", "vjp", "setup_context", "vmap"})
+# Update hooks an optimizer framework calls with the gradients, outside any tape.
+_OPTIMIZER_HOOKS = frozenset({"_resource_apply_dense", "_resource_apply_sparse",
+                              "_resource_apply_sparse_duplicate_indices", "_apply_dense", "_apply_sparse",
+                              "update_step", "_update_step", "_update_step_xla", "_apply_weight_decay"})
+# Python number annotations: such a parameter holds no tensor, so no gradient.
+_SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _last_identifier(expr: ast.AST) -> str:
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return ""
+
+
+def _callee(call: ast.Call) -> str:
+    """`partial(jax.custom_vjp, ...)` -> 'custom_vjp'; `tf.custom_gradient` -> 'custom_gradient'."""
+    name = _last_identifier(call.func)
+    if name == "partial" and call.args:
+        return _last_identifier(call.args[0])
+    return name
+
+
+def _mark_escape(value: ast.expr | None, roles: dict) -> None:
+    """Names and lambdas returned or stored (`return init, update`, `self.fn = partial(f, k)`):
+    they run later, wherever the caller takes them."""
+    stack = [value] if value is not None else []
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (ast.Name, ast.Attribute, ast.Lambda)):
+            roles[id(e)] = ("escape", None)
+        elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+            stack.extend(e.elts)
+        elif isinstance(e, ast.IfExp):
+            stack.extend((e.body, e.orelse))
+        elif isinstance(e, ast.Dict):
+            stack.extend(v for v in e.values if v is not None)
+        elif isinstance(e, ast.Call) and _last_identifier(e.func) == "partial" and e.args:
+            stack.append(e.args[0])
+
+
+def _decorator_name(deco: ast.expr) -> str:
+    if isinstance(deco, ast.Call):
+        return _callee(deco)
+    return _last_identifier(deco)
+
+
+class _Ref:
+    """One use of a name: the enclosing functions and lambdas (innermost last), how sure the spot
+    itself is outside autodiff (`level`: 2 under a no-grad context or in a custom rule, 1 in an
+    `__init__`, which runs once but whose closures run later, 0 otherwise), and how it is used:
+    'call' (with the call), 'rule', 'value' (kept or passed along here) or 'escape' (returned
+    or stored, to run later who knows where)."""
+
+    __slots__ = ("call", "chain", "level", "role")
+
+    def __init__(self, chain: tuple, level: int, role: str, call: ast.Call | None) -> None:
+        self.chain, self.level, self.role, self.call = chain, level, role, call
+
+
+class Autodiff:
+    """Answers "is this code ever differentiated?" for one analysed module."""
+
+    def __init__(self, ctx: Analysis) -> None:
+        self.ctx = ctx
+        self._built = False
+        self.names: dict[str, list[_Ref]] = {}       # Name loads by identifier
+        self.attrs: dict[str, list[_Ref]] = {}       # attribute loads by attribute name
+        self.lambdas: dict[int, tuple[str, int]] = {}  # id(lambda) -> (role, level where it is made)
+        self.owner: dict[int, tuple[str, ast.AST | None]] = {}  # id(def) -> ('module'|'class'|'nested', owner)
+        self._memo: dict[int, int] = {}
+        self._param_memo: dict[tuple[int, str], bool] = {}
+
+    # -- the index -----------------------------------------------------------------------------
+
+    def _function_level(self, node: ast.AST) -> int:
+        """2 when the walk's syntax says the body is outside autodiff at run time (no-grad
+        decorator, `backward(ctx)`), 1 for `__init__` (not differentiated, but what it builds is
+        used later), 0 otherwise."""
+        if not self.ctx._nograd_function(node):
+            return 0
+        if node.name == "__init__" and not any(  # type: ignore[attr-defined]
+                self.ctx._nograd_decorator(d) for d in node.decorator_list):  # type: ignore[attr-defined]
+            return 1
+        return 2
+
+    def _build(self) -> None:
+        self._built = True
+        walk = self.ctx
+        stack: list[tuple[ast.AST, tuple, int, str]] = [(walk.tree, (), 0, "module")]
+        roles: dict[int, tuple[str, ast.Call | None]] = {}
+        while stack:
+            node, chain, level, where = stack.pop()
+            kind = node.__class__
+            if kind is ast.Name:
+                if isinstance(node.ctx, ast.Load):
+                    role, call = roles.get(id(node), ("value", None))
+                    self.names.setdefault(node.id, []).append(_Ref(chain, level, role, call))
+                continue
+            if kind is ast.Attribute and isinstance(node.ctx, ast.Load):
+                role, call = roles.get(id(node), ("value", None))
+                self.attrs.setdefault(node.attr, []).append(_Ref(chain, level, role, call))
+            if kind is ast.Call:
+                rule = _callee(node) in _RULE_CALLS
+                for arg in list(node.args) + [k.value for k in node.keywords]:
+                    if rule:
+                        roles[id(arg)] = ("rule", node)
+                    elif isinstance(arg, ast.Lambda) and id(arg) not in roles:
+                        roles[id(arg)] = ("arg", node)
+                roles[id(node.func)] = ("call", node)
+            elif kind is ast.Return or kind is ast.Yield or kind is ast.YieldFrom:
+                _mark_escape(node.value, roles)  # type: ignore[attr-defined]
+            elif kind is ast.Assign or kind is ast.AnnAssign:
+                targets = node.targets if kind is ast.Assign else [node.target]  # type: ignore[attr-defined]
+                if any(not isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets):
+                    _mark_escape(node.value, roles)  # type: ignore[attr-defined]
+            if kind in _FUNCS:
+                self.owner[id(node)] = (where, chain[-1] if where == "nested" and chain else None)
+                for deco in node.decorator_list:
+                    stack.append((deco, chain, level, where))
+                for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
+                    stack.append((default, chain, level, where))
+                inner = self._function_level(node)
+                for stmt in node.body:
+                    stack.append((stmt, chain + (node,), inner, "nested"))
+                continue
+            if kind is ast.Lambda:
+                role = roles.get(id(node), ("escape", None))[0]
+                self.lambdas[id(node)] = (role, level)
+                for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
+                    stack.append((default, chain, level, where))
+                stack.append((node.body, chain + (node,), 0, "nested"))
+                continue
+            if kind is ast.ClassDef:
+                for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+                    stack.append((expr, chain, level, where))
+                for stmt in node.body:
+                    stack.append((stmt, chain, 0, "class"))
+                continue
+            if kind is ast.With or kind is ast.AsyncWith:
+                inner = 2 if any(walk._disables_grad(item.context_expr) for item in node.items) else level
+                for item in node.items:
+                    stack.append((item.context_expr, chain, level, where))
+                    if item.optional_vars is not None:
+                        stack.append((item.optional_vars, chain, level, where))
+                for stmt in node.body:
+                    stack.append((stmt, chain, inner, where))
+                continue
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, chain, level, where))
+
+    # -- questions -----------------------------------------------------------------------------
+
+    def scope_not_differentiated(self, scope: Scope | None) -> bool:
+        """Is code in `scope` never differentiated: in a function (or a lambda passed as a rule)
+        that autodiff does not trace, or that runs only from such code?"""
+        s = scope
+        while s is not None:
+            node = s.node
+            if isinstance(node, _FUNCS):
+                return self._status(node) > 0
+            if isinstance(node, ast.Lambda):
+                if not self._built:
+                    self._build()
+                role, level = self.lambdas.get(id(node), ("escape", 0))
+                if role == "rule" or level == 2:
+                    return True
+                if role != "arg":
+                    return False
+            s = s.parent
+        return False
+
+    def function_not_differentiated(self, fn: ast.AST) -> bool:
+        return self._status(fn) > 0
+
+    def _status(self, fn: ast.AST) -> int:
+        """2: never differentiated, and neither is what it builds; 1: only called from
+        `__init__`-like code (its body is not differentiated, closures it makes may be);
+        0: may be differentiated."""
+        key = id(fn)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = 0  # a cycle (recursion) proves nothing
+        result = self._by_definition(fn) or self._by_uses(fn)
+        self._memo[key] = result
+        return result
+
+    def _by_definition(self, fn: ast.AST) -> int:
+        level = self._function_level(fn)
+        if level:
+            return level
+        if any(_decorator_name(d) in _CUSTOM_DERIVATIVE for d in fn.decorator_list):  # type: ignore[attr-defined]
+            return 2
+        if not self._built:
+            self._build()
+        where, owner = self.owner.get(id(fn), ("module", None))
+        if where == "nested" and isinstance(owner, _FUNCS) and any(
+                _decorator_name(d) in _CUSTOM_DERIVATIVE for d in owner.decorator_list):
+            return 2  # the `grad_fn` a @tf.custom_gradient returns is its rule
+        if where == "class":
+            cls = self._class_of(fn)
+            bases = {_last_identifier(b) for b in cls.bases} if cls is not None else set()
+            name = fn.name  # type: ignore[attr-defined]
+            if name in _FUNCTION_METHODS and bases & _FUNCTION_BASES:
+                return 2
+            if name in _OPTIMIZER_HOOKS and any("Optimizer" in b for b in bases):
+                return 2
+        return 0
+
+    def _class_of(self, fn: ast.AST) -> ast.ClassDef | None:
+        s = self.ctx.scope_of.get(id(fn))
+        parent = s.parent if s is not None else None
+        return parent.node if parent is not None and isinstance(parent.node, ast.ClassDef) else None
+
+    def _uses(self, fn: ast.AST) -> list[_Ref]:
+        """Every use of `fn` in the module, recursion into itself left out."""
+        if not self._built:
+            self._build()
+        where, owner = self.owner.get(id(fn), ("module", None))
+        name = fn.name  # type: ignore[attr-defined]
+        if where == "class":
+            refs = self.attrs.get(name, []) + self.names.get(name, [])
+        elif where == "nested":
+            refs = [r for r in self.names.get(name, []) if owner in r.chain]
+        else:
+            refs = self.names.get(name, [])
+        return [r for r in refs if fn not in r.chain]
+
+    def _site(self, ref: _Ref) -> int:
+        """How sure the use `ref` is outside autodiff: 2, 1 (a call from `__init__`-like code) or 0.
+        A value passed along or kept counts only where the code around it is surely outside (2);
+        so does anything inside a lambda that is passed to a call."""
+        if ref.role == "rule":
+            return 2
+        if ref.role == "escape":
+            return 0
+        need = 2 if ref.role != "call" else 1
+        if ref.level >= need:
+            return ref.level
+        for f in reversed(ref.chain):
+            if isinstance(f, ast.Lambda):
+                role, level = self.lambdas.get(id(f), ("escape", 0))
+                if role == "rule" or level == 2:
+                    return 2
+                if role != "arg":
+                    return 0
+                need = 2  # run by the call it is passed to, in the extent of the code around it
+                continue
+            status = self._status(f)
+            return status if status >= need else 0
+        return 0
+
+    def _public(self, fn: ast.AST) -> bool:
+        """A public module-level function, or a public method of a public class: another
+        module may call it with anything, a differentiated tensor included, so how this
+        module happens to use it proves nothing."""
+        if not self._built:
+            self._build()
+        where, _ = self.owner.get(id(fn), ("module", None))
+        if where == "nested":
+            return False
+        name = fn.name  # type: ignore[attr-defined]
+        if name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
+            return False
+        if where == "class":
+            cls = self._class_of(fn)
+            return cls is None or not cls.name.startswith("_")
+        return True
+
+    def _by_uses(self, fn: ast.AST) -> int:
+        if self._public(fn):
+            return 0
+        refs = self._uses(fn)
+        if not refs:
+            return 0
+        return min(self._site(r) for r in refs)
+
+    def _site_not_differentiated(self, ref: _Ref) -> bool:
+        return self._site(ref) > 0
+
+    def parameter_gradient_free(self, fn: ast.AST, param: str) -> bool:
+        """Can parameter `param` of function `fn` never carry a gradient?"""
+        key = (id(fn), param)
+        if key in self._param_memo:
+            return self._param_memo[key]
+        self._param_memo[key] = False
+        result = self._parameter_gradient_free(fn, param)
+        self._param_memo[key] = result
+        return result
+
+    def _parameter_gradient_free(self, fn: ast.AST, param: str) -> bool:
+        args = fn.args  # type: ignore[attr-defined]
+        positional = args.posonlyargs + args.args
+        every = positional + args.kwonlyargs
+        arg = next((a for a in every if a.arg == param), None)
+        if arg is None:
+            return False  # *args, **kwargs
+        if _scalar_annotation(arg.annotation):
+            return True
+        if isinstance(fn, ast.Lambda) or not isinstance(fn, _FUNCS) or self._public(fn):
+            return False
+        refs = self._uses(fn)
+        if not refs:
+            return False
+        where, _ = self.owner.get(id(fn), ("module", None))
+        index = next((i for i, a in enumerate(positional) if a.arg == param), None)
+        n_defaults = len(args.defaults)
+        default = None
+        if index is not None and index >= len(positional) - n_defaults:
+            default = args.defaults[index - (len(positional) - n_defaults)]
+        elif index is None:
+            k = [a.arg for a in args.kwonlyargs].index(param)
+            default = args.kw_defaults[k]
+        for ref in refs:
+            if self._site_not_differentiated(ref):
+                continue
+            call = ref.call
+            if ref.role != "call" or call is None:
+                return False
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return False
+            bound = None
+            kw = next((k.value for k in call.keywords if k.arg == param), None)
+            if kw is not None:
+                bound = kw
+            elif index is not None:
+                i = index - (1 if where == "class" and isinstance(call.func, ast.Attribute) else 0)
+                if 0 <= i < len(call.args):
+                    bound = call.args[i]
+            if bound is None:
+                bound = default
+            if bound is None or not self._gradient_free_at(bound, ref):
+                return False
+        return True
+
+    def _gradient_free_at(self, expr: ast.expr, ref: _Ref) -> bool:
+        """`ctx.gradient_free(expr)` as seen from the scope of the call site."""
+        ctx = self.ctx
+        scope = ctx.module_scope
+        for f in reversed(ref.chain):
+            s = ctx.scope_of.get(id(f))
+            if s is not None:
+                scope = s
+                break
+        saved = ctx.scope
+        ctx.scope = scope
+        try:
+            return ctx.gradient_free(expr)
+        finally:
+            ctx.scope = saved
+
+
+def _scalar_annotation(ann: ast.expr | None) -> bool:
+    """`int`, `float`, `Optional[float]`, `float | None`, `Union[int, float]`."""
+    if ann is None:
+        return False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+    if isinstance(ann, ast.Name):
+        return ann.id in _SCALAR_TYPES
+    if isinstance(ann, ast.Constant) and ann.value is None:
+        return True
+    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        return _scalar_annotation(ann.left) and _scalar_annotation(ann.right)
+    if isinstance(ann, ast.Subscript) and _last_identifier(ann.value) in ("Optional", "Union"):
+        inner = ann.slice
+        elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        return all(_scalar_annotation(e) for e in elts)
+    return False
+

@@ -1,0 +1,472 @@
+"""Precision on 20 real trees (issue 12): shapes that were default-set findings and are not risks.
+
+Each negative is cut down from a finding read in context on transformers, diffusers, timm,
+torch, jax, keras, tensorflow-probability, tensorflow-addons, tensorflow/examples, keras-hub
+or fairseq, and judged harmless (the hazard cannot happen for the inputs the code accepts,
+or the code is never differentiated) or false (the rule misread the code). Each positive
+keeps the risk, so that a negative is not silent by accident.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from nanguard.lint import lint_source
+
+HEADER = ("import math\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
+          "import torch.nn.functional as F\nimport tensorflow as tf\nimport jax\nimport jax.numpy as jnp\n")
+
+
+def _codes(body: str, confidence: str = "certain") -> list[str]:
+    return [f.code for f in lint_source(HEADER + textwrap.dedent(body), confidence=confidence)]
+
+
+NEGATIVES = [
+    # tensorflow-probability: statistics undefined on part of the domain return NaN/inf there by
+    # design, so the where's result is non-finite exactly where it discards the singular branch.
+    ("NG501", """\
+        def _mean(self):
+            concentration = tf.convert_to_tensor(self.concentration)
+            mean = self.scale / (concentration - 1.)
+            return tf.where(concentration > 1., mean, dtype_util.as_numpy_dtype(self.dtype)(np.nan))
+    """),
+    ("NG501", """\
+        def _variance(self):
+            c = tf.convert_to_tensor(self.concentration)
+            return tf.where(c > 2., self.scale ** 2 * c / ((c - 1.) ** 2 * (c - 2.)), numpy_dtype(np.inf))
+    """),
+    ("NG501", """\
+        def _stddev(self, conc):
+            g2 = tf.exp(tf.math.lgamma(1. - 2. * conc))
+            return tf.where(conc < 0.5, g2, tf.fill(tf.shape(conc), tf.constant(np.inf, self.dtype)))
+    """),
+    ("NG501", "y = torch.where(c > 1, s / (c - 1), torch.full_like(c, float('nan')))\n"),
+    # tensorflow-probability: the body and the gradient function of a @tf.custom_gradient are
+    # not differentiated (autodiff calls grad_fn instead of tracing the body).
+    ("NG501", """\
+        @tf.custom_gradient
+        def _stable_grad_softplus(x):
+            cutoff = -9
+            y = tf.where(x < cutoff, tf.math.log1p(tf.exp(x)), tf.nn.softplus(x))
+
+            def grad_fn(dy):
+                return dy * tf.where(x < cutoff, tf.exp(x), tf.nn.sigmoid(x))
+
+            return y, grad_fn
+    """),
+    # tensorflow-probability's Bessel functions: private helpers reached only from the primal,
+    # the fwd and the jvp rule of a custom gradient.
+    ("NG501", """\
+        def _temme_series(v, z):
+            return tf.where(tf.math.equal(v, 0.), 1., tf.math.sin(np.pi * v) / (np.pi * v))
+
+        def _bessel_ive_naive(v, z):
+            return _temme_series(v, z) * z
+
+        def _bessel_ive_fwd(v, z):
+            return _bessel_ive_naive(v, z), (v, z)
+
+        def _bessel_ive_bwd(aux, g):
+            v, z = aux
+            return None, g * tf.where(tf.equal(z, 0.), 1., tf.math.sinh(z) / z)
+
+        @tfp_custom_gradient.custom_gradient(vjp_fwd=_bessel_ive_fwd, vjp_bwd=_bessel_ive_bwd)
+        def _bessel_ive_custom_gradient(v, z):
+            return _bessel_ive_naive(v, z)
+
+        def bessel_ive(v, z):
+            return _bessel_ive_custom_gradient(v, z)
+    """),
+    # jax.experimental.ode: a step-size heuristic used only inside a jax.custom_vjp primal,
+    # whose reverse mode is the adjoint method.
+    ("NG501", """\
+        from functools import partial
+
+        def _initial_step_size(fun, y0, f0):
+            d0 = jnp.linalg.norm(y0)
+            d1 = jnp.linalg.norm(f0)
+            return jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
+
+        @partial(jax.custom_vjp, nondiff_argnums=(0,))
+        def _odeint(func, y0, ts):
+            return _initial_step_size(func, y0, func(y0))
+
+        def _odeint_rev(func, res, g):
+            d = res[0]
+            return (jnp.where(d > 0, g / d, 0.0),)
+
+        _odeint.defvjp(lambda func, y0, ts: (_odeint(func, y0, ts), (y0,)), _odeint_rev)
+    """),
+    # timm's LAMB: the trust ratio is computed only inside the @torch.no_grad() step (through
+    # the functional `lamb`, which picks an implementation by name).
+    ("NG501", """\
+        class Lamb(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self, closure=None):
+                _lamb(self.params, trust_clip=False)
+
+        def _lamb(params, trust_clip):
+            func = _multi_tensor_lamb if len(params) > 1 else _single_tensor_lamb
+            func(params, trust_clip)
+
+        def _lamb_trust_ratio(w_norm, g_norm, trust_clip):
+            trust_ratio = w_norm / g_norm
+            return torch.where(w_norm > 0, torch.where(g_norm > 0, trust_ratio, 1.0), 1.0)
+
+        def _single_tensor_lamb(params, trust_clip):
+            for p in params:
+                p.mul_(_lamb_trust_ratio(p.norm(2.0), p.grad.norm(2.0), trust_clip))
+
+        def _multi_tensor_lamb(params, trust_clip):
+            return list(map(lambda w, g: _lamb_trust_ratio(w, g, trust_clip), params, params))
+    """),
+    # tensorflow-addons' LAMB: a Keras optimizer's update hook runs on gradients, outside a tape.
+    ("NG501", """\
+        class LAMB(KerasLegacyOptimizer):
+            def _resource_apply_dense(self, grad, var, apply_state=None):
+                w_norm = tf.norm(var, ord=2)
+                g_norm = tf.norm(grad, ord=2)
+                ratio = tf.where(tf.greater(w_norm, 0), tf.where(tf.greater(g_norm, 0), w_norm / g_norm, 1.0), 1.0)
+                return var.assign_sub(ratio * grad)
+    """),
+    # torch.distributions.VonMises: a lazy property read only in the @torch.no_grad() sampler.
+    ("NG501", """\
+        class VonMises(Distribution):
+            @lazy_property
+            def _proposal_r(self):
+                kappa = self._concentration
+                rho = (kappa - (2 * kappa).sqrt()) / (2 * kappa)
+                return torch.where(kappa < 1e-5, 1 / kappa + kappa, (1 + rho ** 2) / (2 * rho))
+
+            @torch.no_grad()
+            def sample(self, sample_shape=torch.Size()):
+                return _rejection_sample(self._loc, self._concentration, self._proposal_r)
+    """),
+    # A torch.autograd.Function's forward runs under no-grad.
+    ("NG501", """\
+        class SafeLog(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.where(x > 0, torch.log(x), torch.zeros_like(x))
+    """),
+    # diffusers' LTX-2 vocoder: a filter kernel built from a Python float and an arange.
+    ("NG501", """\
+        def kaiser_sinc_filter1d(cutoff: float, kernel_size: int):
+            time = torch.arange(kernel_size) - kernel_size // 2
+            time = 2 * cutoff * time
+            return torch.where(time == 0, torch.ones_like(time), torch.sin(math.pi * time) / math.pi / time)
+    """),
+    # diffusers' MMAudio mel filterbank: a nested helper only ever called on a fresh tensor.
+    ("NG501", """\
+        def mel_filterbank(sample_rate: int, f_min: float, f_max: float):
+            def hz_to_mel(freq: torch.Tensor) -> torch.Tensor:
+                min_log_hz = 1000.0
+                return torch.where(freq >= min_log_hz, 15.0 + torch.log(freq / min_log_hz) / 0.068, freq / 66.7)
+
+            return hz_to_mel(torch.tensor([f_min, f_max], dtype=torch.float32))
+    """),
+    # fairseq's resampler: sinc only builds kernels from a linspace.
+    ("NG501", """\
+        def _sinc(t):
+            return torch.where(t == 0, torch.tensor(1., device=t.device, dtype=t.dtype), torch.sin(t) / t)
+
+        def kernel_upsample2(zeros=56):
+            win = torch.hann_window(4 * zeros + 1, periodic=False)
+            t = torch.linspace(-zeros + 0.5, zeros - 0.5, 2 * zeros)
+            t *= math.pi
+            return (_sinc(t) * win[1::2]).view(1, 1, -1)
+    """),
+    # tensorflow-probability's GEV bijector: a where between two comparisons is a bool; no
+    # gradient flows through it.
+    ("NG501", """\
+        def _maybe_assert_valid_x(self, x, loc, scale, concentration):
+            boundary = loc - (1.0 / concentration) * scale
+            is_in_bounds = tf.where(concentration > 0., x >= boundary, x <= boundary)
+            return is_in_bounds | tf.math.equal(concentration, 0.)
+    """),
+    # tensorflow-probability's t_power: the same value on both sides, nothing discarded.
+    ("NG501", """\
+        def t_power(logu, t, self_normalized=False):
+            fu = tf.math.expm1(t * logu)
+            if self_normalized:
+                fu = fu - t * tf.math.expm1(logu)
+            return tf.where((0 < t) & (t < 1), -fu, fu)
+    """),
+    # tensorflow-probability's dual averaging: the `step` compared is a later binding than the
+    # one the exponent was computed from.
+    ("NG501", """\
+        def _one_step(self, results, smoothing, target, error_sum, step_size):
+            step = tf.cast(results.step, smoothing.dtype) + 1.
+            soft_t = smoothing + step
+            new_log_step = target - (error_sum * tf.math.sqrt(step)) / (soft_t * results.shrinkage)
+            num_adaptation_steps = results.num_adaptation_steps
+            step = results.step + 1
+            return tf.where(step < num_adaptation_steps, tf.math.exp(new_log_step), step_size)
+    """),
+    # tensorflow-probability's log1mexp: x = |x| just before, so exp(-x) <= 1.
+    ("NG501", """\
+        def log1mexp(x):
+            x = tf.convert_to_tensor(x, name='x')
+            x = tf.math.abs(x)
+            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """),
+    # keras-hub's Gemma 3n: softplus(0) written out on a constant.
+    ("NG104", "r_softplus_0 = 1.0 / np.log(1 + np.exp(0.0))\n"),
+    # tensorflow/examples' EfficientDet IoU: where the intersection is 0 the union is the sum of
+    # the two areas, not 0; comparing one term of a sum says nothing about the sum's zero.
+    ("NG501", """\
+        def iou(boxlist1, boxlist2):
+            intersections = intersection(boxlist1, boxlist2)
+            areas1 = area(boxlist1)
+            areas2 = area(boxlist2)
+            unions = (tf.expand_dims(areas1, 1) + tf.expand_dims(areas2, 0) - intersections)
+            return tf.where(tf.equal(intersections, 0.0), tf.zeros_like(intersections),
+                            tf.truediv(intersections, unions))
+    """),
+    # tensorflow-probability's rational-quadratic spline: at rely == 0 the denominator is
+    # -b - |b|, which the comparison of rely does not make 0.
+    ("NG501", """\
+        def _inverse(self, y):
+            d = self._compute_shared(y=y)
+            rely = tf.where(d.out_of_bounds, tf.zeros([], dtype=y.dtype), y - d.y_k)
+            term2 = rely * (d.d_kp1 + d.d_k - 2 * d.s_k)
+            a = d.h_k * (d.s_k - d.d_k) + term2
+            b = d.h_k * d.d_k - term2
+            c = -d.s_k * rely
+            relx = tf.where(tf.equal(rely, 0), tf.zeros([], dtype=a.dtype), (2 * c) / (-b - tf.sqrt(b**2 - 4 * a * c)))
+            return relx
+    """),
+    # torch._refs.logsumexp: the branch taken only for an empty tensor, where log(sum(exp(x)))
+    # is log 0 = -inf, the exact log-sum-exp of nothing.
+    ("NG105", """\
+        def logsumexp(self, dim, keepdim=False):
+            if self.numel() == 0:
+                return torch.sum(torch.exp(self), dim, keepdim).log()
+            maxes = torch.amax(self, dim, keepdim=True)
+            return maxes + torch.sum(torch.exp(self - maxes), dim, keepdim).log()
+    """),
+]
+
+POSITIVES = [
+    ("NG501", """\
+        def _mean(self):
+            concentration = tf.convert_to_tensor(self.concentration)
+            mean = self.scale / (concentration - 1.)
+            return tf.where(concentration > 1., mean, dtype_util.as_numpy_dtype(self.dtype)(0.))
+    """),
+    ("NG501", "y = torch.where(c > 1, s / (c - 1), torch.full_like(c, 0.0))\n"),
+    # A public helper the module never calls may be differentiated by anyone: still reported.
+    ("NG501", "def sinc(t):\n    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"),
+    # ... and so is one that the module also calls in differentiated code.
+    ("NG501", """\
+        def sinc(t):
+            return torch.where(t == 0, 1.0, torch.sin(t) / t)
+
+        def kernel(n):
+            with torch.no_grad():
+                k = sinc(torch.linspace(-n, n, 2 * n))
+            return k
+
+        class Layer(nn.Module):
+            def forward(self, x):
+                return sinc(self.scale * x)
+    """),
+    # A nested helper called on the function's own (differentiable) argument.
+    ("NG501", """\
+        def mel(x):
+            def hz_to_mel(freq):
+                return torch.where(freq >= 1000.0, torch.log(freq / 1000.0), freq / 66.7)
+            return hz_to_mel(x)
+    """),
+    # The custom-gradient function's caller is differentiated as usual.
+    ("NG501", """\
+        @tf.custom_gradient
+        def clip_grad(x):
+            return tf.identity(x), lambda dy: tf.clip_by_norm(dy, 1.0)
+
+        def loss(x):
+            return tf.where(x > 0, tf.math.log(clip_grad(x)), 0.0)
+    """),
+    # forward of a module (not an autograd.Function), and a float-annotated parameter that is
+    # not the singular input.
+    ("NG501", """\
+        class Net(nn.Module):
+            def forward(self, x, cutoff: float):
+                return torch.where(x > cutoff, x, torch.log1p(torch.exp(x)))
+    """),
+    ("NG501", """\
+        def in_bounds(x, loc, scale, concentration):
+            return tf.where(concentration > 0., x / concentration, x)
+    """),
+    ("NG501", """\
+        def t_power(logu, t):
+            fu = tf.math.expm1(t * logu)
+            return tf.where((0 < t) & (t < 1), -fu, 2. * logu)
+    """),
+    ("NG501", """\
+        def _one_step(self, results, smoothing, target, error_sum, step_size):
+            step = tf.cast(results.step, smoothing.dtype) + 1.
+            new_log_step = target + error_sum * step
+            return tf.where(step < results.num_adaptation_steps, tf.math.exp(new_log_step), step_size)
+    """),
+    ("NG501", """\
+        def log1mexp(x):
+            x = tf.convert_to_tensor(x, name='x')
+            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """),
+    ("NG501", """\
+        def cumulative_variance(x, fix):
+            excl_counts = tf.range(tf.shape(x)[0], dtype=x.dtype)
+            discrepancies = (tf.cumsum(x, exclusive=True) / excl_counts - x)**2
+            if fix:
+                discrepancies = tf.where(excl_counts == 0, x**2, discrepancies)
+            return tf.where(~tf.equal(excl_counts, 0), discrepancies, 0)
+    """),
+    ("NG104", "r = 1.0 / np.log(1 + np.exp(x))\n"),
+    # tensorflow-addons' monotonic attention: the probability function is bound with
+    # functools.partial in __init__ and called by the layer later, differentiated.
+    ("NG501", """\
+        def _monotonic_probability_fn(score, previous_alignments):
+            return tf.where(score > 0, tf.math.log(score), 0.0)
+
+        class BahdanauMonotonicAttention(AttentionMechanism):
+            def __init__(self, units, mode="parallel"):
+                wrapped_probability_fn = functools.partial(_monotonic_probability_fn)
+                super().__init__(probability_fn=wrapped_probability_fn)
+    """),
+    # a closure made in __init__ runs in forward
+    ("NG501", """\
+        def softplus(x):
+            return torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+
+        class Act(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.f = lambda x: softplus(x)
+    """),
+    # a helper a no-grad builder returns is called later, anywhere
+    ("NG501", """\
+        def make():
+            def act(x):
+                return torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+            return act
+
+        class Net(nn.Module):
+            @torch.no_grad()
+            def build(self):
+                self.act = make()
+    """),
+    # the compared value is the denominator, or a factor of every term of it
+    ("NG501", "def iou(inter, union):\n    return tf.where(tf.equal(union, 0.0), 0.0, tf.truediv(inter, union))\n"),
+    ("NG501", """\
+        def iou(inter, a, b):
+            union = a * inter + b * inter
+            return tf.where(tf.equal(inter, 0.0), tf.zeros_like(inter), tf.truediv(a, union))
+    """),
+    # a Gram matrix in NumPy: the diagonal rounds negative for ordinary data
+    ("NG301", "d = np.sqrt(sq[:, None] + sq[None, :] - 2 * x @ x.T)\n"),
+    ("NG105", """\
+        def logsumexp(self, dim):
+            if self.numel() == 0:
+                return self.sum(dim)
+            return torch.sum(torch.exp(self), dim).log()
+    """),
+    ("NG105", """\
+        def logsumexp(self, other, dim):
+            if other.numel() == 0:
+                return torch.sum(torch.exp(self), dim).log()
+            return self.sum(dim)
+    """),
+]
+
+
+@pytest.mark.parametrize("code,body", NEGATIVES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(NEGATIVES)])
+def test_harmless_in_context_is_not_a_finding(code, body):
+    assert code not in _codes(body, "all"), f"{code} should not fire on:\n{body}"
+
+
+@pytest.mark.parametrize("code,body", POSITIVES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(POSITIVES)])
+def test_the_risk_kept_is_still_a_default_finding(code, body):
+    assert code in _codes(body), f"{code} should fire on:\n{body}"
+
+
+def test_a_name_overwritten_before_the_where_is_read_as_its_last_value():
+    # tensorflow-probability's cumulative_variance: the first where is the real 0/0 at index 0;
+    # by the second, `discrepancies` holds the fixed value, not the division it replaced.
+    body = textwrap.dedent("""\
+        def cumulative_variance(x, sample_axis=0):
+            excl_counts = tf.range(tf.shape(x)[0], dtype=x.dtype)
+            incl_counts = excl_counts + 1
+            excl_sums = tf.cumsum(x, axis=sample_axis, exclusive=True)
+            discrepancies = (excl_sums / excl_counts - x)**2
+            discrepancies = tf.where(excl_counts == 0, x**2, discrepancies)
+            adjustments = excl_counts / incl_counts
+            adjusted = tf.where(~tf.equal(excl_counts, 0), adjustments * discrepancies, 0)
+            return tf.cumsum(adjusted, axis=sample_axis)
+    """)
+    lines = [f.line - HEADER.count("\n") for f in lint_source(HEADER + body) if f.code == "NG501"]
+    assert lines == [6]
+
+
+# Findings whose risk depends on the data: reported with --confidence all, not by default.
+POSSIBLE_ONLY = [
+    # transformers' openfold residue constants: the law of cosines on a table of bond lengths
+    # and angles. Elementwise, a² + b² - 2ab·cos g is exactly 0 at a == b, g == 0 and rounds
+    # negative only for nearly equal inputs.
+    ("NG301", """\
+        def make_bond_length(bond1, bond2, gamma):
+            return np.sqrt(bond1.length**2 + bond2.length**2 - 2 * bond1.length * bond2.length * np.cos(gamma))
+    """),
+]
+
+
+@pytest.mark.parametrize("code,body", POSSIBLE_ONLY, ids=[f"{c}-{i}" for i, (c, _) in enumerate(POSSIBLE_ONLY)])
+def test_data_dependent_risks_are_possible_not_certain(code, body):
+    assert code in _codes(body, "all")
+    assert code not in _codes(body), f"{code} should not be in the default set:\n{body}"
+
+
+def test_string_annotations_are_read_and_bad_ones_ignored():
+    # `cutoff: "float"` is a Python number; an annotation that does not parse is no evidence.
+    good = "def k(cutoff: 'float', n: int):\n    t = cutoff * torch.arange(n)\n" \
+           "    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"
+    bad = "def k(cutoff: 'float[', n: int):\n    t = cutoff * torch.arange(n)\n" \
+          "    return torch.where(t == 0, 1.0, torch.sin(t) / t)\n"
+    assert "NG501" not in _codes(good, "all")
+    assert "NG501" in _codes(bad)
+
+
+PUBLIC_HELPERS = [
+    # the same shapes with public names: another module may call them with a differentiated
+    # tensor (meta-learning through an optimizer's functional update, a public sinc), so how
+    # this module happens to call them proves nothing
+    textwrap.dedent("""\
+        import torch
+
+        def sinc(t):
+            return torch.where(t == 0, torch.tensor(1., device=t.device, dtype=t.dtype), torch.sin(t) / t)
+
+        def kernel_upsample2(zeros=56):
+            t = torch.linspace(-zeros + 0.5, zeros - 0.5, 2 * zeros)
+            return sinc(t)
+    """),
+    textwrap.dedent("""\
+        import torch
+
+        class Lamb(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self, closure=None):
+                trust_ratio(self.w, self.g)
+
+        def trust_ratio(w_norm, g_norm):
+            return torch.where(g_norm > 0, w_norm / g_norm, 1.0)
+    """),
+]
+
+
+@pytest.mark.parametrize("body", PUBLIC_HELPERS, ids=["sinc", "trust_ratio"])
+def test_a_public_function_keeps_its_finding_whoever_calls_it_here(body):
+    assert [f.code for f in lint_source(body)] == ["NG501"]
