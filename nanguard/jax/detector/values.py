@@ -19,15 +19,25 @@ from nanguard.core.summary import TensorSummary
 NAN, INF = "nan", "inf"
 
 
+_INEXACT: dict = {}   # dtype -> floating or complex (every output leaf asks, every call)
+
+
 def is_float(x: Any) -> bool:
     """A JAX or NumPy array (or scalar) of a floating or complex dtype."""
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         return isinstance(x, float)
-    try:
-        return bool(jnp.issubdtype(dtype, jnp.inexact))
-    except TypeError:  # float0 and other exotic dtypes
-        return False
+    known = _INEXACT.get(dtype)
+    if known is None:
+        try:
+            known = bool(jnp.issubdtype(dtype, jnp.inexact))
+        except TypeError:  # float0 and other exotic dtypes
+            known = False
+        try:
+            _INEXACT[dtype] = known
+        except TypeError:  # an unhashable dtype-like
+            pass
+    return known
 
 
 def float_leaves(tree: Any) -> List[Any]:
