@@ -8,12 +8,12 @@ import torch
 
 from nanguard.torch._checks import broadcast_pair, check_dim, check_floating, check_mask, check_number, check_real
 from nanguard.torch.ops._core import (
-    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
     compute_dtype,
     fill_at,
+    public_op,
     sum_to,
     zero_positions,
 )

@@ -8,7 +8,6 @@ import torch
 
 from nanguard.torch._checks import as_floating, broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
-    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
@@ -16,6 +15,7 @@ from nanguard.torch.ops._core import (
     lowest,
     nonpositive_is_singular,
     pow2_scale,
+    public_op,
     sum_to,
     zero_indicator,
     zero_over_zero_to_zero,

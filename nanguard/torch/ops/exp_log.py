@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import math
 
-from typing import Tuple, Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
 from nanguard.torch.ops._core import (
-    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
     compute_dtype,
     lowest,
     may_hold_nan,
+    public_op,
     sum_to,
     unsqueeze_dims,
 )

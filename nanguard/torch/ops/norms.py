@@ -8,12 +8,12 @@ import torch
 
 from nanguard.torch._checks import broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
-    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
     compute_dtype,
     pow2_scale,
+    public_op,
     unsqueeze_dims,
 )
 

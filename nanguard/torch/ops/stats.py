@@ -8,13 +8,13 @@ import torch
 
 from nanguard.torch._checks import check_dim, check_floating
 from nanguard.torch.ops._core import (
-    public_op,
     SafeFunction,
     apply_op,
     can_branch_on_data,
     compute_dtype,
     numel_over,
     pow2_scale,
+    public_op,
     unsqueeze_dims,
 )
 
