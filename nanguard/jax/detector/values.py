@@ -56,11 +56,16 @@ def _has_data(x: Any) -> bool:
 
 @jax.jit
 def _any_special(leaves: Sequence[jax.Array]) -> jax.Array:
-    # one add-reduction per leaf: x * 0 is 0 for a finite x and NaN for NaN or ±Inf (XLA does
-    # not fold x * 0 for floats), so the sum is NaN exactly when the leaf holds one. Measured
-    # on 7 M float32 (a transformer's parameters and Adam moments): 1.6 ms against 3.6-4.7 ms
-    # for the two isnan/isinf reductions.
-    return jnp.stack([jnp.isnan(jnp.sum(x * 0)) for x in leaves])
+    # one add-reduction per leaf: the sum of a leaf holding NaN or ±Inf is not finite. A finite
+    # sum that overflows is a false alarm, settled by `_special_flags` on that leaf alone (half
+    # precision is summed in float32, so its sums do not overflow). Measured on the 1.6 M
+    # float32 outputs of a transformer's optax step: 0.38 ms, against 0.50-0.53 ms for
+    # isnan(sum(x * 0)) and 3.6-4.7 ms per 7 M floats for isnan/isinf reductions.
+    return jnp.stack([~jnp.isfinite(jnp.sum(x, dtype=_accumulator(x.dtype))) for x in leaves])
+
+
+def _accumulator(dtype: Any) -> Any:
+    return jnp.float32 if jnp.dtype(dtype).itemsize == 2 and not jnp.issubdtype(dtype, jnp.complexfloating) else None
 
 
 @jax.jit

@@ -37,3 +37,10 @@ def test_a_leaf_with_both_and_only_the_hit_leaves_among_many():
     assert flags[7].tolist() == [True, True] and flags[13].tolist() == [False, True]
     assert not np.delete(flags, [7, 13], axis=0).any()
     assert special_flags([]).shape == (0, 2)
+
+
+@pytest.mark.parametrize("dtype,value", [(jnp.float32, 3e38), (jnp.float16, 60000.0), (jnp.bfloat16, 3e38)])
+def test_finite_leaves_whose_sum_overflows_are_finite(dtype, value):
+    # the cheap check sums each leaf: an overflowing sum is settled leaf by leaf, not reported
+    leaves = [jnp.full((5000,), value, dtype), jnp.full((5000,), -value, dtype).at[7].set(jnp.inf)]
+    np.testing.assert_array_equal(special_flags(leaves), [[False, False], [False, True]])
