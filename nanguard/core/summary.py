@@ -43,24 +43,32 @@ class TensorSummary:
     negative: int = 0
     first_bad: Optional[Tuple[int, ...]] = None
     role: str = "input"
+    # False when only shape and dtype are known: the values were not read (under XLA, reading
+    # them inside the compiled step would change how XLA rounds it)
+    counted: bool = True
 
     @property
     def finite(self) -> bool:
         return self.nan == 0 and self.posinf == 0 and self.neginf == 0
 
     def to_dict(self) -> dict:
+        known = self.counted
         return {
             "name": self.name, "role": self.role, "shape": list(self.shape), "dtype": self.dtype,
             "device": self.device, "numel": self.numel, "min": self.min, "max": self.max,
-            "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf, "zeros": self.zeros,
-            "negative": self.negative,
+            "nan": self.nan if known else None, "posinf": self.posinf if known else None,
+            "neginf": self.neginf if known else None, "zeros": self.zeros if known else None,
+            "negative": self.negative if known else None,
             "first_bad_index": list(self.first_bad) if self.first_bad is not None else None,
+            "counted": known,
         }
 
     def type_str(self) -> str:
         return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
 
     def line(self) -> str:
+        if not self.counted:
+            return f"{self.type_str()}  (values not recorded)"
         parts = [self.type_str()]
         if self.min is not None:
             parts.append(f"min {format_number(self.min)}")

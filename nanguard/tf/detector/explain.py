@@ -156,8 +156,8 @@ def _softmax(ev: Evidence) -> Optional[Said]:
     x = _first(ev)
     if x is None or not x.neginf:
         return None
-    fn = "nanguard.tf.log_softmax" if ev.op == "LogSoftmax" else "nanguard.tf.softmax"
-    return Said("softmax_masked_row", "neginf", {"neginf": x.neginf, "op": ev.op, "fn": fn})
+    name = "log_softmax" if ev.op == "LogSoftmax" else "softmax"
+    return Said("softmax_masked_row", "neginf", {"neginf": x.neginf, "op": name, "fn": f"nanguard.tf.{name}"})
 
 
 @rule("Acos", "Asin")
@@ -213,13 +213,56 @@ def _overflow(ev: Evidence) -> Optional[Said]:
     return Said("overflow_low_precision" if dtype in ("float16", "bfloat16") else "overflow", "peak", fields)
 
 
-def diagnose(ev: Evidence) -> Said:
-    """The hazard behind a finding, with its facts; ``unexplained`` when no rule applies."""
+def _static(ev: Evidence) -> Optional[Said]:
+    """The hazard an op's type, phase and producer point to when its values were not read
+    (a check compiled by XLA stores no statistics): the most common cause, no counts quoted."""
+    op, backward, nan = ev.op, ev.phase == "backward", ev.kind == "nan"
+    if op == "Sqrt":
+        if backward:
+            if ev.inputs and _square(ev.inputs[0]):   # shapes are known: a square matrix of distances
+                return Said("distance_matrix")
+            return Said("norm_zero" if ev.producer in ("Sum", "SquaredDifference") else "sqrt_zero")
+        return Said("sqrt_negative") if nan else None
+    if op == "Rsqrt":
+        return Said("negative_power_zero")
+    if op == "Log1p":
+        return Said("log1p_domain")
+    if op == "Log":
+        if nan and not backward:
+            return Said("log_negative")
+        return Said({"Softmax": "log_softmax", "Sigmoid": "log_sigmoid"}.get(ev.producer or "", "log_zero"))
+    if op in ("Exp", "Expm1"):
+        return Said("exp_overflow") if not nan or backward else None
+    if op in ("RealDiv", "Div", "Reciprocal", "Inv", "DivNoNan", "FloorDiv", "Xdivy"):
+        if nan and not backward and ev.producer in ("Sum", "Cast", "Count", "Size", "Maximum"):
+            return Said("mean_empty")
+        return Said("div_zero")
+    if op == "Mean":
+        return Said("mean_empty") if nan else None
+    if op in ("Softmax", "LogSoftmax"):
+        name = "log_softmax" if op == "LogSoftmax" else "softmax"
+        return Said("softmax_masked_row", "", {"op": name, "fn": f"nanguard.tf.{name}"}) if nan else None
+    if op in ("Acos", "Asin"):
+        return Said(f"{op.lower()}_domain")
+    if op == "Pow":
+        return Said("fractional_power_zero")
+    if op == "Mul" and nan:
+        return Said("zero_times_inf")
+    if op in ("AddV2", "Add", "Sub") and nan:
+        return Said("inf_minus_inf")
+    if op == "Xlogy":
+        return Said("xlogy_zero")
+    return None
+
+
+def diagnose(ev: Evidence, counted: bool = True) -> Said:
+    """The hazard behind a finding, with its facts; ``unexplained`` when no rule applies.
+    ``counted=False``: the values were not read, the op's type and producer decide."""
     said = None
     try:
-        found = RULES.get(ev.op)
+        found = RULES.get(ev.op) if counted else _static
         said = found(ev) if found is not None else None
-        if said is None and ev.phase == "forward":
+        if said is None and ev.phase == "forward" and counted:
             said = _overflow(ev)
     except Exception:  # noqa: BLE001  (an explanation must never hide the finding itself)
         said = None
@@ -237,8 +280,8 @@ def words(said: Said) -> Tuple[str, str]:
     return explanation(hazard, facts, **said.fields), suggestion(hazard, "tf", **said.fields)
 
 
-def explain(ev: Evidence) -> Tuple[str, str]:
-    return words(diagnose(ev))
+def explain(ev: Evidence, counted: bool = True) -> Tuple[str, str]:
+    return words(diagnose(ev, counted))
 
 
 def update_words(name: str, optimizer: Any, kind: str) -> Tuple[str, str]:

@@ -6,11 +6,12 @@ applies the same rule as in eager mode (NaN from inputs without NaN, Inf from fi
 and, for the first op that breaks it, stores the op's id and the statistics of its tensors in
 three small variables. Nothing is added to the op's outputs, so values are unchanged; only
 variable assignments are added, which XLA compiles (``check_numerics`` does not). Under XLA
-the extra consumers change how XLA compiles the computation itself (which ops it fuses and
-contracts): its results may differ from the plain compiled run's in the last bit (measured: a
-Keras ``fit`` under ``jit_compile=True``, weights within 1 ulp after four steps); an
-optimization barrier in front of the checks does not prevent it. Eager and graph mode
-without XLA are bitwise unchanged. When the
+any value a check *stores* changes how XLA compiles the computation itself (which ops it fuses
+and contracts), even in a branch that never runs and behind an optimization barrier: a Keras
+``fit`` under ``jit_compile=True`` came out 1 ulp off in a few weights. So inside XLA the rare
+branch stores only the op's id and its tensors' shapes, not their statistics (the finiteness
+tests that decide the branch do not change XLA's output), and the report says the values were
+not recorded; eager, graph and XLA runs are bitwise those of the plain program. When the
 compiled function returns, `poll` reads the id once and builds the report from what was
 recorded at trace time: the op, the user's line from the op's creation traceback, the layer,
 and for a gradient op the forward op, its line and where ``tape.gradient`` was called.
@@ -32,6 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import record
+from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
 from nanguard.core.report import Report
@@ -39,7 +41,7 @@ from nanguard.tf.detector.build import input_names, message, producer_of, update
 from nanguard.tf.detector.explain import Evidence, explain
 from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
 from nanguard.tf.detector.state import LOCAL, Backward, Session
-from nanguard.tf.detector.values import summary_from_stats
+from nanguard.tf.detector.values import summary_from_stats, summary_of_shape
 
 # The ops that turn finite inputs into NaN/Inf at a singular point (and the gradient kernels of
 # such ops); an op outside this set only passes NaN/Inf on, or overflows (found at the boundary).
@@ -97,6 +99,7 @@ class TracedOp:
     stack: List[Frame] = field(default_factory=list)
     optimizer: Any = None          # a weak reference to the optimizer, for an update's check
     variable: Any = None           # a weak reference to the variable it wrote
+    xla: bool = False              # compiled by XLA: shapes recorded, not statistics
 
 
 REGISTRY: Dict[int, TracedOp] = {}
@@ -149,14 +152,21 @@ def _any(tensors: Sequence[tf.Tensor], test: Any) -> tf.Tensor:
     return result
 
 
-def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor]) -> None:
+def _in_xla() -> bool:
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor], xla: bool) -> None:
     store = flags()
     rows = (ins[:_ROWS - 1] + outs[:1])
 
     def record_first() -> tf.Tensor:
-        stats = tf.stack([_stats(t) for t in rows] + [tf.zeros([_STATS], tf.float64)] * (_ROWS - len(rows)))
         shapes = tf.stack([_shape(t) for t in rows] + [tf.fill([_DIMS], tf.constant(-1, tf.int64))] * (_ROWS - len(rows)))
-        with tf.control_dependencies([store.stats.assign(stats), store.shapes.assign(shapes)]):
+        writes = [store.shapes.assign(shapes)]
+        if not xla:  # see the module docstring: stored statistics change XLA's rounding
+            stats = tf.stack([_stats(t) for t in rows] + [tf.zeros([_STATS], tf.float64)] * (_ROWS - len(rows)))
+            writes.append(store.stats.assign(stats))
+        with tf.control_dependencies(writes):
             return tf.identity(tf.constant(True))
 
     def judge() -> tf.Tensor:
@@ -222,9 +232,10 @@ def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seq
     names = [(n, "input", t.dtype.name) for n, t in zip(input_names(op_type, len(ins)), ins[:_ROWS - 1])]
     names.append(("out", "output", outs[0].dtype.name))
     op_id = next(_IDS)
-    REGISTRY[op_id] = TracedOp(op_type, frame, layer, names, backward, producer_of(ins[0]))
+    xla = _in_xla()
+    REGISTRY[op_id] = TracedOp(op_type, frame, layer, names, backward, producer_of(ins[0]), xla=xla)
     with record.stop_recording():
-        _insert(session.check, op_id, ins, outs)
+        _insert(session.check, op_id, ins, outs, xla)
 
 
 def trace_update(session: Session, optimizer: Any, grads: Sequence[Any], variables: Sequence[Any]) -> None:
@@ -304,13 +315,15 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
     summaries = []
     for row, (name, role, dtype) in enumerate(traced.names):
         shape = tuple(int(d) for d in shapes[row] if d >= 0)
-        summaries.append(summary_from_stats(name, role, dtype, shape, stats[row]))
+        summaries.append(summary_of_shape(name, role, dtype, shape) if traced.xla
+                         else summary_from_stats(name, role, dtype, shape, stats[row]))
     ins = [s for s in summaries if s.role == "input"]
     outs = [s for s in summaries if s.role == "output"]
     back = traced.backward
     ev = Evidence(op=back.op if back else traced.op, phase="backward" if back else "forward", kind=kind,
                   inputs=ins, outputs=outs, producer=traced.producer)
-    why, fix = explain(ev)
+    # without counts (XLA) the op's type, phase and producer name the hazard
+    why, fix = explain(ev, counted=not traced.xla)
     frame = back.frame if back else traced.frame
     report = Report(phase=ev.phase, kind=kind, op=traced.op, module=(back.layer if back else traced.layer),
                     inputs=ins, outputs=outs, explanation=why, suggestion=fix)
@@ -319,6 +332,10 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
     where = f"{frame.short_file}:{frame.line}" if frame else "an unknown line"
     report.message = message(ev.phase, kind, ev.op, where)
     report.how = "graph"
+    if traced.xla:
+        report.notes.append("compiled by XLA (jit_compile=True): the tensors' values were not recorded, since "
+                            "reading them inside the compiled step changes how XLA rounds it; run the step "
+                            "without jit_compile to see them")
     if back is not None:
         report.node, report.forward_op = f"{back.op} gradient", back.op
         if frame is not None:

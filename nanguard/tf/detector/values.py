@@ -112,5 +112,11 @@ def summary_from_stats(name: str, role: str, dtype: str, shape: Tuple[int, ...],
     return summary
 
 
+def summary_of_shape(name: str, role: str, dtype: str, shape: Tuple[int, ...]) -> TensorSummary:
+    """A summary of a tensor whose values were not read (a check compiled by XLA)."""
+    return TensorSummary(name=name, shape=shape, dtype=dtype, device="", numel=int(np.prod(shape)) if shape else 1,
+                         role=role, counted=False)
+
+
 __all__ = ["INF", "NAN", "Verdict", "all_finite", "as_array", "float_tensors", "has_inf", "has_nan", "is_float",
-           "judge", "summarize", "summary_from_stats"]
+           "judge", "summarize", "summary_from_stats", "summary_of_shape"]

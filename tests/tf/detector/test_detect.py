@@ -114,3 +114,30 @@ def test_eager_ops_named_in_bytes_by_tensorflow_are_checked():
         zeros = tf.fill([2], 0.0)
         tf.math.log(zeros); line = inspect.currentframe().f_lineno  # noqa: E702
     assert (det.report.op, det.report.kind, det.report.line) == ("Log", "inf", line)
+
+
+def test_under_xla_the_values_are_not_read_and_the_report_says_so():
+    # storing a tensor's statistics inside an XLA computation changes how XLA rounds it, so
+    # an XLA finding has shapes and the hazard of its op, not counts it could not read
+    case = next(c for c in CASES if c.name == "xent")
+    v = tf.Variable(case.value)
+    with ngt.detect(check=case.check, mode="record") as det:
+        _step(case.bug, "xla")(v)
+    report = det.report
+    assert report is not None and report.line == line_of("xent")
+    assert all(not s.counted for s in report.inputs + report.outputs)
+    assert report.inputs[0].shape == tuple(case.value.shape)
+    assert "values not recorded" in report.format(color=False)
+    assert any("jit_compile" in note for note in report.notes)
+    assert report.to_dict()["inputs"][0]["nan"] is None
+    assert "tf.nn.log_softmax" in report.suggestion          # the producer (Softmax) still says it
+
+
+def test_a_masked_softmax_fix_names_the_function_that_exists():
+    from nanguard.core.summary import TensorSummary
+    from nanguard.tf.detector.explain import Evidence, explain
+    row = TensorSummary("x", (2, 3), "float32", "", 6, neginf=6)
+    for op, name in (("Softmax", "softmax"), ("LogSoftmax", "log_softmax")):
+        for counted in (True, False):
+            _, fix = explain(Evidence(op, "forward", "nan", [row]), counted=counted)
+            assert fix.startswith(f"nanguard.tf.{name}(") and hasattr(ngt, name)
