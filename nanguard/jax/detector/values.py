@@ -65,7 +65,7 @@ def _any_special(leaves: Sequence[jax.Array]) -> jax.Array:
 
 
 def _accumulator(dtype: Any) -> Any:
-    return jnp.float32 if jnp.dtype(dtype).itemsize == 2 and not jnp.issubdtype(dtype, jnp.complexfloating) else None
+    return jnp.float32 if jnp.dtype(dtype).itemsize == 2 else None  # float16, bfloat16
 
 
 @jax.jit

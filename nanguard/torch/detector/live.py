@@ -21,7 +21,7 @@ from nanguard.torch.detector.aten import (
 )
 from nanguard.torch.detector.build import make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import torch_api, user_frame, user_stack
-from nanguard.torch.detector.safe_ops import judge_backward, judge_op
+from nanguard.torch.detector.safe_ops import WatchesSafeOps, judge_backward, judge_op
 from nanguard.torch.detector.tape import Entry
 from nanguard.torch.detector.values import CHECKED, PLAIN_TYPES, checkable, fast_finite, judge
 
@@ -33,7 +33,7 @@ _strided = torch.strided
 _current_node = torch._C._current_autograd_node
 
 
-class LiveMode(TorchDispatchMode):
+class LiveMode(WatchesSafeOps, TorchDispatchMode):
     """The op-level check that runs as the program runs.
 
     Default mode: active only in top-level code (suspended inside module calls, backward
@@ -182,12 +182,8 @@ class LiveMode(TorchDispatchMode):
         """A safe op: its repaired intermediates are not findings, its result may be."""
         if self.idle or self.opaque:
             return fn(*args, **kwargs)
-        self.opaque += 1
-        try:
-            out = fn(*args, **kwargs)
-            finding = judge_op(fn, args, kwargs, out, self.act.check, reports_inf)
-        finally:
-            self.opaque -= 1
+        out, finding = self.run_judged(lambda: fn(*args, **kwargs),
+                                       lambda o: judge_op(fn, args, kwargs, o, self.act.check, reports_inf))
         if finding is not None:
             self._found_safe(finding, f"nanguard.{fn.__name__}")
         return out
@@ -196,12 +192,8 @@ class LiveMode(TorchDispatchMode):
         """One safe Function's backward, judged by what it was given and what it returns."""
         if self.idle or self.opaque:
             return backward(ctx, *grads)
-        self.opaque += 1
-        try:
-            out = backward(ctx, *grads)
-            finding = judge_backward(function, ctx, grads, out, self.act.check)
-        finally:
-            self.opaque -= 1
+        out, finding = self.run_judged(lambda: backward(ctx, *grads),
+                                       lambda o: judge_backward(function, ctx, grads, o, self.act.check))
         if finding is not None:
             self._found_safe(finding, None)
         return out

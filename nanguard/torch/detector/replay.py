@@ -32,7 +32,7 @@ from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call,
 from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
-from nanguard.torch.detector.safe_ops import judge_backward, judge_op
+from nanguard.torch.detector.safe_ops import WatchesSafeOps, judge_backward, judge_op
 from nanguard.torch.detector.outcome import NotReplayable, NotReproduced, ReplayFailed, ReplayResult, Reproduced
 from nanguard.core.report import Report
 from nanguard.torch.detector.tape import Entry, key_of
@@ -53,7 +53,7 @@ class Found(BaseException):
         self.report = report
 
 
-class _ReplayMode(TorchDispatchMode):
+class _ReplayMode(WatchesSafeOps, TorchDispatchMode):
     def __init__(self, replay: "Replay") -> None:
         super().__init__()
         self.replay = replay
@@ -88,18 +88,13 @@ class _ReplayMode(TorchDispatchMode):
             r.pending = (outs, func, args, kwargs, sys._getframe(1))
         return out
 
-
     def watch_safe_op(self, fn, args, kwargs, reports_inf: bool):
         if self.opaque:
             return fn(*args, **kwargs)
         r = self.replay
         r.flush()
-        self.opaque += 1
-        try:
-            out = fn(*args, **kwargs)
-            finding = judge_op(fn, args, kwargs, out, r.check, reports_inf)
-        finally:
-            self.opaque -= 1
+        out, finding = self.run_judged(lambda: fn(*args, **kwargs),
+                                       lambda o: judge_op(fn, args, kwargs, o, r.check, reports_inf))
         frame = sys._getframe(2)
         if finding is not None:
             raise Found(r.capture_values(finding.op, finding.verdict, finding.inputs, finding.scalars,
@@ -116,12 +111,8 @@ class _ReplayMode(TorchDispatchMode):
             return backward(ctx, *grads)
         r = self.replay
         r.flush()
-        self.opaque += 1
-        try:
-            out = backward(ctx, *grads)
-            finding = judge_backward(function, ctx, grads, out, r.check)
-        finally:
-            self.opaque -= 1
+        out, finding = self.run_judged(lambda: backward(ctx, *grads),
+                                       lambda o: judge_backward(function, ctx, grads, o, r.check))
         if finding is not None:
             raise Found(r.capture_values(finding.op, finding.verdict, finding.inputs, finding.scalars,
                                          finding.dim, finding.outputs, sys._getframe(2), None))

@@ -55,6 +55,22 @@ def _judged(op: str, pairs: List[Tuple[str, Any]], outputs: List[Tuple[str, torc
     return SafeOpFinding(op, verdict, tensors, scalars, dim, outputs)
 
 
+class WatchesSafeOps:
+    """For a dispatch mode: run a safe op (or a safe Function's backward) with the mode's
+    op-level check off (``opaque``), then judge it as one op."""
+
+    opaque = 0
+
+    def run_judged(self, run: Callable[[], Any], judge_out: Callable[[Any], Optional[SafeOpFinding]]):
+        """(what ``run`` returned, its finding or None)."""
+        self.opaque += 1
+        try:
+            out = run()
+            return out, judge_out(out)
+        finally:
+            self.opaque -= 1
+
+
 def judge_op(fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[str, Any], out: Any,
              check: frozenset, reports_inf: bool) -> Optional[SafeOpFinding]:
     """The finding of one safe-op call, judged by its arguments and its result."""

@@ -75,13 +75,17 @@ def _underflows(squares: torch.Tensor, parts: torch.Tensor) -> bool:
     return bool(small.any()) and bool((small & (parts != 0).any(-1)).any())
 
 
+def _centre(x: torch.Tensor, y: torch.Tensor) -> Optional[torch.Tensor]:
+    """The mean of all rows of x and y (per batch, keepdim), or None if it is not finite."""
+    centre = torch.cat([x, y], dim=-2).mean(dim=-2, keepdim=True)
+    return centre if bool(torch.isfinite(centre).all()) else None
+
+
 def _centred(x: torch.Tensor, y: torch.Tensor):
     """x and y minus the mean of all their rows (per batch): distances do not change, and the
     norms the Gram expansion subtracts become as small as they can be. None if not finite."""
-    centre = torch.cat([x, y], dim=-2).mean(dim=-2, keepdim=True)
-    if not bool(torch.isfinite(centre).all()):
-        return None
-    return x - centre, y - centre
+    centre = _centre(x, y)
+    return None if centre is None else (x - centre, y - centre)
 
 
 def _same_rows(x: torch.Tensor, y: torch.Tensor) -> bool:
@@ -244,15 +248,15 @@ def _graph_backward(grad: torch.Tensor, x: torch.Tensor, y: torch.Tensor, dist: 
     if not _matmuls_are_safe(x, y):
         return None
     with torch.no_grad():
-        centre = torch.cat([x, y], dim=-2).mean(dim=-2, keepdim=True)
-        if not bool(torch.isfinite(centre).all()):
-            return None
-        xc, yc = x - centre, y - centre
+        centre = _centre(x, y)
+    if centre is None:
+        return None
+    xc, yc = x - centre, y - centre
+    with torch.no_grad():
         squared = dist * dist
         if _same_rows(x, y):
             _diagonal(squared).fill_(float("inf"))  # weight 0 there: nothing to add
         index = _near_pairs(squared, (xc * xc).sum(-1), (yc * yc).sum(-1))
-    xc, yc = x - centre, y - centre
     positive = nonpositive_is_singular(dist)
     weight = torch.where(positive, grad / torch.where(positive, dist, torch.ones_like(dist)),
                          torch.zeros_like(grad))

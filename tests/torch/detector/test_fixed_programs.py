@@ -7,6 +7,8 @@ finite (the fix is real, not a silenced detector).
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -35,7 +37,7 @@ def test_every_catalogued_bug_has_a_fixed_twin():
 def test_fixed_program_is_quiet_and_finite(name, exhaustive):
     with nanguard.detect(exhaustive=exhaustive, mode="record") as d:
         result = FIXED[name]()
-    assert d.report is None, d.report.render() if hasattr(d.report, "render") else d.report
+    assert d.report is None, d.report.format(color=False)
     values = list(_tensors(result)) or [torch.tensor(result)]
     for t in values:
         finite = torch.isfinite(t.detach().float()) | (t.detach() == float("-inf"))
@@ -45,7 +47,6 @@ def test_fixed_program_is_quiet_and_finite(name, exhaustive):
 # A safe op is one op to the detector: its repaired intermediates are not findings, but what
 # it returns is judged like any op's result.
 def _line_of(fn, text):
-    import inspect
     lines, start = inspect.getsourcelines(fn)
     return start + next(i for i, line in enumerate(lines) if text in line)
 
