@@ -435,3 +435,13 @@ def test_softplus_with_a_rounded_beta_keeps_its_limits_and_derivatives():
     z = torch.linspace(-300, 20, 17, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda v: ng.softplus(v, beta=0.3), (z,))
     assert torch.autograd.gradgradcheck(lambda v: ng.softplus(v, beta=0.3), (z,))
+
+
+@pytest.mark.parametrize("dtype,offset", [(torch.float32, 4096.0), (torch.float64, 2.0 ** 32)])
+def test_logsumexp_gradient_does_not_carry_the_rounding_of_a_large_result(dtype, offset):
+    # exp(x - lse) carries lse's rounding, |lse| / 2 ulps: float32 at 4096 was 1.2e-4 off
+    x = torch.tensor([[0.0, 0.0, -5.0, 0.0], [-1.0, -2.0, 0.0, -3.0]], dtype=torch.float64) + offset
+    leaf = x.to(dtype).requires_grad_()
+    (grad,) = torch.autograd.grad(ng.logsumexp(leaf, dim=1).sum(), leaf)
+    exact = torch.softmax(leaf.detach().double() - leaf.detach().double().amax(1, keepdim=True), 1)
+    assert ((grad.double() - exact).abs() <= 4 * torch.finfo(dtype).eps * exact).all()
