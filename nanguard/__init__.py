@@ -1,6 +1,6 @@
 """nanguard: NaN and Inf in autodiff programs, solved.
 
-Five pillars: prevent (safe ops), detect & locate, explain, recover (guard the step), lint.
+Six pillars: prevent (safe ops), detect & locate, explain, recover (guard the step), audit, lint.
 
 The package itself depends on no framework. ``nanguard.core`` (the op contract, the hazard
 catalogue, the report) and ``nanguard.lint`` import none; the framework pillars live in
@@ -24,6 +24,7 @@ _BACKEND_NAMES = (
     "softmax", "softplus", "sqrt", "std", "var", "xlogy",
     "detect", "Report", "TensorSummary", "NonFiniteWarning",
     "GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert",
+    "audit", "audit_script",
 )
 
 __all__ = [*_BACKEND_NAMES, *_NEUTRAL]
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from nanguard.errors import NonFiniteError  # noqa: F401
     from nanguard.torch import (  # noqa: F401
         GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert, NonFiniteWarning, Report, TensorSummary,
-        acos, asin, cosine_similarity, cross_entropy_probs, detect, distance_matrix, div, entropy, log_softmax,
+        acos, audit, audit_script, asin, cosine_similarity, cross_entropy_probs, detect, distance_matrix, div, entropy, log_softmax,
         logaddexp, logsumexp, masked_mean, norm, normalize, pow, safe_where, softmax, softplus, sqrt, std, var,
         xlogy,
     )

@@ -1,4 +1,4 @@
-"""The `nanguard` command: `nanguard demo | run | lint`.
+"""The `nanguard` command: `nanguard demo | run | lint | audit`.
 
 Each pillar owns its subcommand: COMMANDS maps a name to ("module:register", one-line help),
 where `register(subparsers)` adds an argparse sub-parser whose `func(args) -> int` runs it.
@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("nanguard.demo:register", "replay the seed NaN stories and their fixes"),
     "run": ("nanguard.run.cli:register", "run a Python program under NaN/Inf detection"),
     "lint": ("nanguard.lint.cli:register", "find NaN anti-patterns in source code"),
+    "audit": ("nanguard.audit_cli:register", "find the ops that can produce NaN/Inf before a run"),
 }
 
 

@@ -5,7 +5,7 @@
 without it the error names the extra to install.
 
 Subpackages, one pillar each: ``ops`` (prevent), ``detector`` (detect, locate, explain),
-``guard`` (recover).
+``guard`` (recover), ``audit`` (the ops that can produce NaN/Inf, before a run).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
     ) from error
 
 from nanguard.errors import NonFiniteError
+from nanguard.torch.audit import audit, audit_script
 from nanguard.torch.detector import NonFiniteWarning, Report, TensorSummary, detect
 from nanguard.torch.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert
 from nanguard.torch.ops import (
@@ -33,5 +34,6 @@ __all__ = [
     "softmax", "softplus", "sqrt", "std", "var", "xlogy",
     "detect", "Report", "TensorSummary", "NonFiniteWarning",
     "GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert",
+    "audit", "audit_script",
     "NonFiniteError",
 ]

@@ -1,0 +1,456 @@
+"""The interval analysis over a trace: a box for every value, then the singular sets each op
+can reach.
+
+Sources get their boxes from the mode: in ``structural`` mode parameters and data are
+unbounded (any finite value), random factories stay inside their support, exact values keep
+their observed value; in ``bounded`` mode the ranges the user states replace the unbounded
+boxes of the sources they name. Each op's rule (`nanguard.torch.audit.rules`) gives its
+output boxes, rounded to the output's dtype; `checks.hits` says which singular sets its
+arguments can reach. Gradient-only singularities (``sqrt``'s gradient at 0) count only on
+the gradient path: ops that depend on a parameter and reach what the first ``backward()``
+differentiated.
+
+Precision rules that real programs need, each removing a measured false finding:
+``x - max(x) ≤ 0`` and ``x - logsumexp(x) ≤ 0`` (also through ``detach``/``keepdim``);
+``x * x ≥ 0``; ``where(x > 0, x, 1)`` refines ``x`` inside its branch (the double where);
+a value an op makes non-finite and a ``where`` then discards is a finding only on the
+gradient path (where it becomes the NaN gradient of the double-where story); a non-finite
+value made from exact values only (T5's ``log`` of relative positions, cast to integers and
+discarded) is a finding only if it reaches data-dependent code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import torch
+
+from nanguard.torch.audit import checks
+from nanguard.torch.audit.interval import F64, INF, Box, dtype_tiny
+from nanguard.torch.audit.replay import apply_chain, functional, view_scatter
+from nanguard.torch.audit.rules import RULES, Ctx
+from nanguard.torch.audit.safe_ops import safe_op_rule
+from nanguard.torch.audit.trace import DATA, EXACT, PARAM, RANDOM, Node, OpRecord, Ref, Trace
+
+Ranges = Dict[str, Tuple[float, float]]
+# ops whose output is the same value as their input (for x * x and x - max(x))
+_IDENTITY = frozenset({"detach", "alias", "clone", "contiguous", "lift_fresh", "lift_fresh_copy", "_to_copy"})
+# ops that only reshape: a max taken with keepdim=False and unsqueezed is still the row max
+_RESHAPE = frozenset({"unsqueeze", "view", "_unsafe_view", "reshape", "expand", "squeeze"})
+_MAXIMA = frozenset({"amax", "max", "logsumexp"})
+# no gradient flows through these (integer or boolean results, comparisons, detach)
+_NO_GRAD_OPS = frozenset({"detach", "gt", "ge", "lt", "le", "eq", "ne", "argmax", "argmin", "isnan", "isinf",
+                          "isfinite", "sign", "floor", "ceil", "round", "trunc", "logical_not", "logical_and",
+                          "logical_or", "bitwise_and", "bitwise_or", "bitwise_not"})
+_CMP = frozenset({"gt", "ge", "lt", "le", "ne", "eq"})
+_NEGATE = {"gt": "le", "ge": "lt", "lt": "ge", "le": "gt", "eq": "ne", "ne": "eq"}
+_FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
+
+
+@dataclass
+class AnalysisResult:
+    hits: List[checks.Hit]
+    observed: List[OpRecord]            # ops that made a NaN/Inf in the traced run and no hit explains
+    unsupported: Counter = field(default_factory=Counter)
+    discarded: Set[int] = field(default_factory=set)     # hit ids whose value a where discards
+
+
+class Analysis:
+    """Boxes for every node of ``trace`` (see the module docstring)."""
+
+    def __init__(self, trace: Trace, mode: str = "structural", ranges: Optional[Ranges] = None) -> None:
+        if mode not in ("structural", "bounded"):
+            raise ValueError(f"mode must be 'structural' or 'bounded', got {mode!r}")
+        self.trace = trace
+        self.mode = mode
+        self.ranges = dict(ranges or {})
+        self.boxes: Dict[int, Box] = {}
+        self._requires: Dict[int, bool] = {}
+        self.unsupported: Counter = Counter()
+        self.reaches_root: Set[int] = set()
+        self.consumers: Dict[int, List[OpRecord]] = {}
+        self._ctx_cache: Dict[int, Ctx] = {}
+
+    # ------------------------------------------------------------------ sources
+    def _range_for(self, node: Node) -> Optional[Tuple[float, float]]:
+        if not self.ranges:
+            return None
+        names = [node.name or ""]
+        if node.kind == PARAM:
+            names += ["params", "parameters"]
+        elif node.kind == DATA:
+            names += ["data", "inputs"]
+        elif node.kind == RANDOM:
+            names += ["random"]
+        for pattern, rng in self.ranges.items():
+            for name in names:
+                if not name:
+                    continue
+                if name == pattern or fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern + "."):
+                    return rng
+        return None
+
+    def box_of(self, node: Node) -> Box:
+        b = self.boxes.get(node.id)
+        if b is not None:
+            return b
+        if node.kind == EXACT and node.value is not None:
+            b = Box.of_value(node.value)
+        elif node.kind in (PARAM, DATA, RANDOM):
+            rng = self._range_for(node)
+            if rng is not None and node.is_float:
+                b = Box.of(rng[0], rng[1], node.shape, node.dtype)
+            elif node.kind == RANDOM and node.support is not None:
+                b = Box.of(node.support[0], node.support[1], node.shape, node.dtype)
+            elif node.value is not None and not node.is_float:
+                b = Box.of_value(node.value)
+            else:
+                b = Box.top(node.shape, node.dtype)
+        else:
+            b = Box.top(node.shape, node.dtype)
+        self.boxes[node.id] = b
+        return b
+
+    def ctx(self, rec: OpRecord) -> Ctx:
+        return Ctx(rec, self.box_of, self)
+
+    functional = staticmethod(functional)
+
+    # ------------------------------------------------------------------ gradient path
+    def requires(self, node: Node) -> bool:
+        """Whether a gradient can flow from a parameter into ``node``."""
+        hit = self._requires.get(node.id)
+        if hit is not None:
+            return hit
+        if node.kind == PARAM:
+            hit = True
+        elif node.producer is None or node.kind == EXACT or not node.is_float or not node.grad_enabled:
+            hit = False
+        else:
+            rec = node.producer
+            hit = rec.grad_enabled and rec.base not in _NO_GRAD_OPS and any(
+                self.requires(n) for n in rec.input_nodes())
+        self._requires[node.id] = hit
+        return hit
+
+    def on_gradient_path(self, rec: OpRecord) -> bool:
+        return rec.index in self.reaches_root and any(self.requires(n) for n in rec.outputs if n is not None)
+
+    def _mark_reaching(self, roots: Sequence[Node]) -> None:
+        stack = [r for r in roots]
+        seen: Set[int] = set()
+        while stack:
+            node = stack.pop()
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            rec = node.producer
+            if rec is None or rec.index in self.reaches_root:
+                continue
+            self.reaches_root.add(rec.index)
+            stack.extend(rec.input_nodes())
+
+    # ------------------------------------------------------------------ identities
+    def canon(self, node: Node, through: frozenset = _IDENTITY) -> Node:
+        seen = 0
+        while node.producer is not None and node.producer.base in through and seen < 64:
+            rec = node.producer
+            if rec.base == "_to_copy" and rec.args and isinstance(rec.args[0], Ref) \
+                    and rec.args[0].node.dtype != node.dtype:
+                break
+            first = rec.args[0] if rec.args else None
+            if not isinstance(first, Ref):
+                break
+            node = first.node
+            seen += 1
+        return node
+
+    def same_value(self, a: Any, b: Any) -> bool:
+        return isinstance(a, Ref) and isinstance(b, Ref) and self.canon(a.node) is self.canon(b.node)
+
+    def max_subtracted(self, rec: OpRecord) -> bool:
+        """``rec`` is ``x - max(x)`` (or ``x - logsumexp(x)``) along some dims: every entry ≤ 0."""
+        if len(rec.args) < 2 or not isinstance(rec.args[0], Ref) or not isinstance(rec.args[1], Ref):
+            return False
+        alpha = rec.args[2] if len(rec.args) > 2 else rec.kwargs.get("alpha", 1)
+        if alpha != 1:
+            return False
+        x = self.canon(rec.args[0].node)
+        m = self.canon(rec.args[1].node, _IDENTITY | _RESHAPE)
+        prod = m.producer
+        if prod is None or prod.base not in _MAXIMA or not prod.args or not isinstance(prod.args[0], Ref):
+            return False
+        if prod.base == "max" and prod.outputs and prod.outputs[0] is not m:
+            return False
+        return self.canon(prod.args[0].node) is x
+
+    def refined(self, rec: OpRecord, arg_index: int, box: Box, cond_index: int, branch: bool) -> Box:
+        """``box`` of a where/masked_fill branch, narrowed by what the condition says there."""
+        cond = rec.args[cond_index] if cond_index < len(rec.args) else None
+        value = rec.args[arg_index] if arg_index < len(rec.args) else None
+        if not isinstance(cond, Ref) or not isinstance(value, Ref):
+            return box
+        fact = self.comparison(cond.node)
+        if fact is None:
+            return box
+        subject, op, c = fact
+        if self.canon(value.node) is not subject:
+            return box
+        if not branch:
+            op = _NEGATE[op]
+        return narrow(box, op, c)
+
+    def comparison(self, cond: Node) -> Optional[Tuple[Node, str, float]]:
+        """(x, op, c) when ``cond`` is ``x op c`` for a constant ``c`` (``~(x == c)`` too)."""
+        rec = cond.producer
+        negate = False
+        while rec is not None and rec.base in ("logical_not", "bitwise_not") and isinstance(rec.args[0], Ref):
+            negate = not negate
+            rec = rec.args[0].node.producer
+        if rec is None or rec.base not in _CMP or len(rec.args) < 2:
+            return None
+        a, b = rec.args[0], rec.args[1]
+        op = rec.base
+        if isinstance(a, Ref) and not isinstance(b, Ref):
+            subject, c = a.node, b
+        elif isinstance(a, Ref) and isinstance(b, Ref) and b.node.kind == EXACT and b.node.value is not None \
+                and b.node.value.numel() == 1:
+            subject, c = a.node, float(b.node.value.reshape(-1)[0])
+        elif isinstance(b, Ref) and isinstance(a, Ref) and a.node.kind == EXACT and a.node.value is not None \
+                and a.node.value.numel() == 1:
+            subject, c, op = b.node, float(a.node.value.reshape(-1)[0]), _FLIP[op]
+        else:
+            return None
+        if not isinstance(c, (int, float)):
+            return None
+        if negate:
+            op = _NEGATE[op]
+        return self.canon(subject), op, float(c)
+
+    # ------------------------------------------------------------------ the analysis
+    def run(self) -> AnalysisResult:
+        ops = self.trace.ops
+        self._mark_reaching(self.trace.roots)
+        for rec in ops:
+            for n in rec.input_nodes():
+                self.consumers.setdefault(n.id, []).append(rec)
+        last_use: Dict[int, int] = {}
+        for rec in ops:
+            for n in rec.input_nodes():
+                last_use[n.id] = rec.index
+        keep = {n.id for n in self.trace.roots}
+        hits: List[checks.Hit] = []
+        observed: List[OpRecord] = []
+        for rec in ops:
+            outs = [n for n in rec.outputs if n is not None]
+            if outs and all(n.kind == EXACT for n in outs) and all(n.kind == EXACT for n in rec.input_nodes()):
+                if rec.made_nonfinite and self._escapes(rec):
+                    observed.append(rec)
+                continue
+            self._transfer(rec)
+            found = checks.hits(rec, self)
+            found = [h for h in found if h.phase == "value" or self._gradient_counts(h)]
+            if not found:
+                h = checks.overflow_hit(rec, self)
+                if h is not None:
+                    found = [h]
+            if found:
+                hits.extend(found)
+            elif rec.made_nonfinite:
+                observed.append(rec)
+            # free what no later op reads
+            for n in rec.input_nodes():
+                if last_use.get(n.id) == rec.index and n.id not in keep and n.kind != PARAM:
+                    self.boxes.pop(n.id, None)
+        result = AnalysisResult(hits=hits, observed=observed, unsupported=self.unsupported)
+        result.discarded = {id(h) for h in hits if h.phase == "value" and self.discarded_by_where(h)}
+        return result
+
+    def _gradient_counts(self, h: checks.Hit) -> bool:
+        if not self.on_gradient_path(h.rec):
+            return False
+        if h.node is not None and not self.requires(h.node):
+            return False
+        if h.condition == "zero" and h.node is not None and _relu_zeros(h.node):
+            return False   # relu's zeros come with a zero gradient (selected, not multiplied)
+        return True
+
+    def _transfer(self, rec: OpRecord) -> None:
+        outs: Sequence[Optional[Box]]
+        try:
+            if rec.func in ("view_scatter", "view_replay"):
+                outs = [self._view_op(rec)]
+            elif all(n is None or n.kind == RANDOM for n in rec.outputs):
+                outs = []   # random samples: their support (box_of)
+            elif rec.base.startswith("nanguard."):
+                outs = _as_list(safe_op_rule(self.ctx(rec)))
+            else:
+                rule = RULES.get(rec.base)
+                if rule is None:
+                    if any(n is not None and n.is_float for n in rec.outputs):
+                        self.unsupported[rec.name] += 1
+                    outs = []
+                else:
+                    outs = _as_list(rule(self.ctx(rec)))
+        except Exception:   # a rule that cannot handle this call: sound fallback, and say so
+            self.unsupported[rec.name] += 1
+            outs = []
+        for k, node in enumerate(rec.outputs):
+            if node is None:
+                continue
+            box = outs[k] if k < len(outs) else None
+            if node.kind == EXACT and node.value is not None:
+                box = Box.of_value(node.value)
+            elif node.kind == RANDOM:
+                box = None   # its support (box_of)
+            elif box is None:
+                box = Box.top(node.shape, node.dtype)
+            if box is not None:
+                if tuple(box.shape) != tuple(node.shape):
+                    box = Box(box.lo, box.hi, node.shape, node.dtype, nonzero=box.nonzero)
+                self.boxes[node.id] = box
+            else:
+                self.boxes.pop(node.id, None)
+                self.box_of(node)
+
+    def _view_op(self, rec: OpRecord) -> Box:
+        node = rec.outputs[0]
+        assert node is not None
+        if rec.func == "view_replay":
+            src = self.box_of(rec.args[0].node)
+            if src.uniform:
+                return Box(src.lo, src.hi, node.shape, node.dtype)
+            lo, hi = src.full()
+            return Box.of(apply_chain(lo.contiguous(), rec.chain), apply_chain(hi.contiguous(), rec.chain),
+                          node.shape, node.dtype)
+        base, value = self.box_of(rec.args[0].node), self.box_of(rec.args[1].node)
+        blo, bhi = base.full()
+        vlo, vhi = value.full()
+        return Box.of(view_scatter(blo.contiguous(), vlo, rec.chain), view_scatter(bhi.contiguous(), vhi, rec.chain),
+                      node.shape, node.dtype)
+
+    def _escapes(self, rec: OpRecord) -> bool:
+        """A NaN/Inf made from exact values matters only if it reaches data-dependent code
+        (or what backward differentiates): follow non-finite exact values forward."""
+        frontier = [n for n in rec.outputs if n is not None and n.is_float and not n.finite]
+        roots = {n.id for n in self.trace.roots}
+        seen: Set[int] = set()
+        while frontier:
+            node = frontier.pop()
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            if node.id in roots:
+                return True
+            for consumer in self._consumers_of(node):
+                for out in consumer.outputs:
+                    if out is None:
+                        continue
+                    if out.kind != EXACT:
+                        return True
+                    if out.is_float and not out.finite:
+                        frontier.append(out)
+        return False
+
+    def _consumers_of(self, node: Node) -> List[OpRecord]:
+        if not self.consumers:
+            for rec in self.trace.ops:
+                for n in rec.input_nodes():
+                    self.consumers.setdefault(n.id, []).append(rec)
+        return self.consumers.get(node.id, [])
+
+    def discarded_by_where(self, h: checks.Hit) -> bool:
+        """Every use of the op's output is a where/masked_fill that keeps it only where its
+        singular argument is out of the singular set (``where(x > 0, log(x), 0)``)."""
+        if h.node is None:
+            return False
+        subject = self.canon(h.node)
+        outs = [n for n in h.rec.outputs if n is not None]
+        if not outs:
+            return False
+        uses = [c for n in outs for c in self._consumers_of(n)]
+        if not uses:
+            return False
+        for use in uses:
+            if use.base == "where" and len(use.args) >= 3 and isinstance(use.args[0], Ref):
+                cond = use.args[0].node
+                kept_true = isinstance(use.args[1], Ref) and use.args[1].node in outs
+                kept_false = isinstance(use.args[2], Ref) and use.args[2].node in outs
+                if kept_true and kept_false:
+                    return False
+                branch = kept_true
+            elif use.base == "masked_fill" and len(use.args) >= 2 and isinstance(use.args[1], Ref):
+                cond = use.args[1].node
+                branch = False
+            else:
+                return False
+            fact = self.comparison(cond)
+            if fact is None or fact[0] is not subject:
+                return False
+            op, c = fact[1], fact[2]
+            if not branch:
+                op = _NEGATE[op]
+            if not _excludes(op, c, h.condition):
+                return False
+        return True
+
+
+def narrow(box: Box, op: str, c: float) -> Box:
+    """``box`` where ``x op c`` holds."""
+    lo, hi, nonzero = box.lo, box.hi, box.nonzero
+    ct = torch.tensor(c, dtype=F64)
+    step = dtype_tiny(box.dtype) if c == 0 else abs(c) * float(torch.finfo(box.dtype).eps if box.dtype.is_floating_point
+                                                                 else 1.0)
+    if op == "gt":
+        lo = torch.maximum(lo, ct + step)
+    elif op == "ge":
+        lo = torch.maximum(lo, ct)
+    elif op == "lt":
+        hi = torch.minimum(hi, ct - step)
+    elif op == "le":
+        hi = torch.minimum(hi, ct)
+    elif op == "eq":
+        lo, hi = ct.expand_as(lo) if lo.dim() else ct, ct.expand_as(hi) if hi.dim() else ct
+    elif op == "ne" and c == 0:
+        nonzero = True
+    lo = torch.minimum(lo, hi)
+    return Box(lo, hi, box.shape, box.dtype, nonzero=nonzero or (op in ("gt", "ge") and c > 0)
+               or (op in ("lt", "le") and c < 0) or (op == "gt" and c == 0) or (op == "lt" and c == 0))
+
+
+def _excludes(op: str, c: float, condition: str) -> bool:
+    """Whether ``x op c`` keeps ``x`` out of the singular set ``condition``."""
+    if condition in ("nonpositive",):
+        return (op == "gt" and c >= 0) or (op == "ge" and c > 0)
+    if condition == "negative":
+        return op in ("gt", "ge") and c >= 0
+    if condition in ("zero", "zero_divisor"):
+        return (op == "ne" and c == 0) or (op == "gt" and c >= 0) or (op == "ge" and c > 0) or \
+            (op == "lt" and c <= 0) or (op == "le" and c < 0)
+    if condition == "exp_overflow":
+        return op in ("lt", "le") and c < 80
+    if condition in ("outside_unit", "not_inside_unit", "unit"):
+        return False
+    if condition == "at_or_below_minus_one":
+        return (op == "gt" and c >= -1) or (op == "ge" and c > -1)
+    return False
+
+
+def _relu_zeros(node: Node) -> bool:
+    rec = node.producer
+    return rec is not None and rec.base in ("relu", "threshold") and (
+        rec.base == "relu" or (len(rec.args) > 2 and rec.args[1] == 0 and rec.args[2] == 0))
+
+
+def _as_list(out: Any) -> List[Optional[Box]]:
+    if out is None:
+        return []
+    if isinstance(out, Box):
+        return [out]
+    return list(out)
+
+
+__all__ = ["Analysis", "AnalysisResult", "Ranges", "narrow"]
