@@ -125,12 +125,18 @@ def _short(path: str) -> str:
 
 def format_finding(f: AuditFinding) -> str:
     where = f"{_short(f.file)}:{f.line}"
-    head = f"{where}: {f.op} can produce {f.result} ({'gradient' if f.phase == 'gradient' else 'value'})"
+    if f.phase == "input":
+        head = f"{where}: {f.op} reads data that already holds {f.result}"
+    else:
+        head = f"{where}: {f.op} can produce {f.result} ({'gradient' if f.phase == 'gradient' else 'value'})"
     lines = [head]
     if f.code:
         lines.append(f"    {f.line} │ {f.code}")
     lo, hi = f.range
-    lines.append(f"  why  {f.why}; its input ranges over [{_fmt(lo)}, {_fmt(hi)}]")
+    if f.phase == "input":
+        lines.append(f"  why  {f.why}")
+    else:
+        lines.append(f"  why  {f.why}; its input ranges over [{_fmt(lo)}, {_fmt(hi)}]")
     lines.append(f"  fix  {f.fix}")
     if f.module:
         lines.append(f"  in   module {f.module}")

@@ -46,6 +46,12 @@ _NO_GRAD_OPS = frozenset({"detach", "gt", "ge", "lt", "le", "eq", "ne", "argmax"
                           "isfinite", "sign", "floor", "ceil", "round", "trunc", "logical_not", "logical_and",
                           "logical_or", "bitwise_and", "bitwise_or", "bitwise_not"})
 _CMP = frozenset({"gt", "ge", "lt", "le", "ne", "eq"})
+# ops that look at non-finite values without computing with them, and ops that pass them on
+_CHECKERS = frozenset({"isnan", "isinf", "isfinite", "nan_to_num", "isposinf", "isneginf", "eq", "ne"})
+_PASSING = frozenset({"lift_fresh", "lift_fresh_copy", "clone", "contiguous", "detach", "alias", "view",
+                      "_unsafe_view", "reshape", "_to_copy", "index", "index_select", "select", "slice", "cat",
+                      "stack", "unsqueeze", "squeeze", "permute", "transpose", "t", "expand", "copy",
+                      "view_replay", "view_scatter", "split", "unbind", "narrow", "flatten", "gather"})
 _NEGATE = {"gt": "le", "ge": "lt", "lt": "ge", "le": "gt", "eq": "ne", "ne": "eq"}
 _FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
 
@@ -56,6 +62,7 @@ class AnalysisResult:
     observed: List[OpRecord]            # ops that made a NaN/Inf in the traced run and no hit explains
     unsupported: Counter = field(default_factory=Counter)
     discarded: Set[int] = field(default_factory=set)     # hit ids whose value a where discards
+    inputs: List[Tuple[Node, OpRecord]] = field(default_factory=list)   # data that arrived non-finite
 
 
 class Analysis:
@@ -248,7 +255,11 @@ class Analysis:
             outs = [n for n in rec.outputs if n is not None]
             if outs and all(n.kind == EXACT for n in outs) and all(n.kind == EXACT for n in rec.input_nodes()):
                 if rec.made_nonfinite and self._escapes(rec):
-                    observed.append(rec)
+                    exact_hits = [h for h in checks.hits(rec, self) if h.phase == "value"]
+                    if exact_hits:
+                        hits.extend(exact_hits)
+                    else:
+                        observed.append(rec)
                 continue
             self._transfer(rec)
             found = checks.hits(rec, self)
@@ -265,7 +276,8 @@ class Analysis:
             for n in rec.input_nodes():
                 if last_use.get(n.id) == rec.index and n.id not in keep and n.kind != PARAM:
                     self.boxes.pop(n.id, None)
-        result = AnalysisResult(hits=hits, observed=observed, unsupported=self.unsupported)
+        result = AnalysisResult(hits=hits, observed=observed, unsupported=self.unsupported,
+                                inputs=self._non_finite_inputs())
         result.discarded = {id(h) for h in hits if h.phase == "value" and self.discarded_by_where(h)}
         return result
 
@@ -331,6 +343,40 @@ class Analysis:
         vlo, vhi = value.full()
         return Box.of(view_scatter(blo.contiguous(), vlo, rec.chain), view_scatter(bhi.contiguous(), vhi, rec.chain),
                       node.shape, node.dtype)
+
+    def _non_finite_inputs(self) -> List[Tuple[Node, OpRecord]]:
+        """Data that arrived holding NaN/Inf (and constants holding NaN), with the first op that
+        computes with those values (views, copies and selections pass them on; ``isnan``,
+        ``nan_to_num`` and a selection that drops them end the story)."""
+        out: List[Tuple[Node, OpRecord]] = []
+        seen: Set[int] = set()
+        for rec in self.trace.ops:
+            for n in rec.input_nodes():
+                if n.id in seen or n.producer is not None or not n.is_float or n.finite:
+                    continue
+                seen.add(n.id)
+                if n.kind == DATA or (n.kind == EXACT and n.has_nan):
+                    use = self._first_computing_use(n)
+                    if use is not None:
+                        out.append((n, use))
+        return out
+
+    def _first_computing_use(self, node: Node) -> Optional[OpRecord]:
+        frontier = [node]
+        seen: Set[int] = set()
+        while frontier:
+            n = frontier.pop(0)
+            if n.id in seen:
+                continue
+            seen.add(n.id)
+            for use in self._consumers_of(n):
+                if use.base in _CHECKERS:
+                    continue
+                if use.base in _PASSING:
+                    frontier.extend(o for o in use.outputs if o is not None and o.is_float and not o.finite)
+                    continue
+                return use
+        return None
 
     def _escapes(self, rec: OpRecord) -> bool:
         """A NaN/Inf made from exact values matters only if it reaches data-dependent code

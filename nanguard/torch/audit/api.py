@@ -84,6 +84,22 @@ def _finding(hit: Hit, analysis: Analysis, discarded: bool, observed_only: bool 
         inputs=inputs)
 
 
+def _input_finding(node: Any, rec: Any) -> AuditFinding:
+    """Data that arrived holding NaN/Inf: reported where it is first used."""
+    h = HAZARDS["nan_input"]
+    frame = rec.frame
+    value = node.value
+    nan = int(torch.isnan(value).sum()) if value is not None else 0
+    inf = int(torch.isinf(value).sum()) if value is not None else 0
+    return AuditFinding(
+        file=frame.file if frame else "<unknown>", line=frame.line if frame else 0,
+        function=frame.function if frame else "", code=frame.code if frame else "",
+        op=rec.name, kind="input", phase="input", result="nan" if nan else "inf", hazard=h.key,
+        range=(float("nan"), float("nan")) if nan else (float("-inf"), float("inf")),
+        why=f"{node.label()} arrived holding {nan} NaN and {inf} inf; " + h.why_text(),
+        fix=h.fix_text("torch"), module=rec.module, observed=True, inputs=[node.label()])
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60] or "finding"
 
@@ -172,12 +188,17 @@ def analyse(trace: Trace, mode: str = "structural", ranges: Optional[Ranges] = N
         if (f.file, f.line) not in lines:
             groups[(f.file, f.line, f.hazard)] = (f, [hit])
             lines.add((f.file, f.line))
+    for node, rec in result.inputs:
+        f = _input_finding(node, rec)
+        if (f.file, f.line) not in lines:
+            groups[(f.file, f.line, f.hazard)] = (f, [])
+            lines.add((f.file, f.line))
     findings: List[AuditFinding] = []
     witnesses: List[Optional[Witness]] = []
     spent = 0.0
     for i, (f, hits) in enumerate(groups.values()):
         w: Optional[Witness] = None
-        if witness:
+        if witness and hits:
             for hit in hits:
                 if spent >= total_budget:
                     break

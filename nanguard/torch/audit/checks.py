@@ -58,7 +58,7 @@ _TABLE_NAME = {"log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p",
                "log_softmax": "log_softmax", "add": "add", "sub": "sub", "subtract": "sub", "rsub": "rsub",
                "mul": "mul", "multiply": "mul", "var": "var", "std": "std", "var_mean": "var", "std_mean": "std",
                "nll_loss_forward": "nll_loss", "nll_loss2d_forward": "nll_loss", "nll_loss": "nll_loss",
-               "_weight_norm_interface": "weight_norm", "_weight_norm": "weight_norm"}
+               "_weight_norm_interface": "weight_norm", "_weight_norm": "weight_norm", "logsumexp": "logsumexp"}
 # the argument position of the table's argument, where the aten op's differs
 _ARG_POSITION = {("reciprocal", 1): 0, ("addcdiv", 1): 2, ("polygamma", 0): 1}
 
@@ -136,12 +136,15 @@ def hits(rec: OpRecord, analysis: "Analysis") -> List[Hit]:
         pos = _ARG_POSITION.get((name, s.argument), s.argument)
         cond = s.condition
         if cond == "empty_slice":
-            if base in ("_softmax", "softmax", "special_softmax", "_log_softmax", "log_softmax"):
+            if isinstance(rec.args[0], Ref) and len(rec.args) > 1:
                 b = analysis.box_of(rec.args[0].node)
-                dim = int(rec.args[1]) % max(len(b.shape), 1) if len(rec.args) > 1 else -1
-                dead = all_masked(b, dim)
+                d = rec.args[1]
+                d = d[0] if isinstance(d, (list, tuple)) and len(d) == 1 else d
+                if not isinstance(d, int) or not b.shape:
+                    continue
+                dead = all_masked(b, d % len(b.shape))
                 if bool(dead.any()):
-                    out.append(Hit(rec, s, rec.args[0].node, None, (-INF, -INF)))
+                    out.append(Hit(rec, s, rec.args[0].node, dead, (-INF, -INF)))
             continue
         if cond == "inf_minus_inf":
             h = _inf_minus_inf(rec, analysis, s)

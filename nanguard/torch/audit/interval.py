@@ -108,6 +108,10 @@ class Box:
             return (float(self.lo.min()), float(self.hi.max()))
         return (lo_v, hi_v)
 
+    def excludes_zero(self) -> bool:
+        """No element can be exactly 0 (by its bounds or by a refinement)."""
+        return self.nonzero or not bool(self.contains_zero().any())
+
     def contains_zero(self) -> torch.Tensor:
         z = (self.lo <= 0) & (self.hi >= 0)
         if self.nonzero:

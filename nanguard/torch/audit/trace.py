@@ -48,15 +48,11 @@ _RANDOM_DATA: Dict[str, Callable[[Sequence[Any], Dict[str, Any]], Tuple[float, f
     "randn_like": lambda a, k: (-6.0, 6.0),
     "rand": lambda a, k: (0.0, 1.0),
     "rand_like": lambda a, k: (0.0, 1.0),
-    "normal_": lambda a, k: _normal_support(a[1] if len(a) > 1 else k.get("mean", 0.0),
-                                            a[2] if len(a) > 2 else k.get("std", 1.0)),
-    "normal": lambda a, k: _normal_support(a[0] if a and isinstance(a[0], (int, float)) else 0.0,
-                                           a[1] if len(a) > 1 and isinstance(a[1], (int, float)) else 1.0),
-    "uniform_": lambda a, k: (float(a[1] if len(a) > 1 else k.get("from", 0.0)),
-                              float(a[2] if len(a) > 2 else k.get("to", 1.0))),
-    "bernoulli_": lambda a, k: (0.0, 1.0),
+    "normal": lambda a, k: _normal_support(*_mean_std(a, k)),
+    "uniform": lambda a, k: (float(a[1] if len(a) > 1 else k.get("from", 0.0)),
+                             float(a[2] if len(a) > 2 else k.get("to", 1.0))),
     "bernoulli": lambda a, k: (0.0, 1.0),
-    "exponential_": lambda a, k: (0.0, 40.0 / float(a[1] if len(a) > 1 else k.get("lambd", 1.0))),
+    "exponential": lambda a, k: (0.0, 40.0 / float(a[1] if len(a) > 1 else k.get("lambd", 1.0))),
 }
 #: random ops whose output holds a concrete sample that the analysis keeps (indices, masks
 #: applied by their own transfer rule)
@@ -64,7 +60,25 @@ _RANDOM_EXACT = frozenset({"randint", "randint_like", "randperm", "multinomial",
 # factories whose value does not depend on their tensor input's values (only its shape)
 _SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full",
                          "scalar_tensor", "zero", "sym_size", "_shape_as_tensor"})
-_LITERAL = re.compile(r"tensor\(\s*\[[-+0-9.eE,\s\[\]]*\]")
+_LITERAL = re.compile(r"tensor\(\s*\[([^\]\[]|\[|\])*\]")
+_LITERAL_WORDS = frozenset({"inf", "nan", "INF", "NAN", "NaN", "float", "math", "torch", "np", "numpy", "True",
+                            "False", "e", "E"})
+
+
+def is_literal(code: str) -> bool:
+    """``torch.tensor([...])`` of numbers (inf and nan spelled any usual way): a constant, not data."""
+    m = _LITERAL.search(code)
+    if m is None:
+        return False
+    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", m.group(0))) - {"tensor"}
+    return words <= _LITERAL_WORDS
+
+
+def _mean_std(a: Sequence[Any], k: Dict[str, Any]) -> Tuple[Any, Any]:
+    """(mean, std) of normal_(self, mean, std) or normal(mean, std, size)."""
+    if a and isinstance(a[0], Ref):
+        return (a[1] if len(a) > 1 else k.get("mean", 0.0)), (a[2] if len(a) > 2 else k.get("std", 1.0))
+    return (a[0] if a else k.get("mean", 0.0)), (a[1] if len(a) > 1 else k.get("std", 1.0))
 
 
 def _normal_support(mean: Any, std: Any) -> Tuple[float, float]:
@@ -254,7 +268,7 @@ class Tracer(TorchDispatchMode):
 
     def _literal_line(self) -> bool:
         frame = self.current_line
-        return frame is not None and bool(_LITERAL.search(frame.code))
+        return frame is not None and is_literal(frame.code)
 
     def node_of(self, t: torch.Tensor) -> Node:
         if _is_param(t):
@@ -300,7 +314,7 @@ class Tracer(TorchDispatchMode):
 
     def _output_node(self, rec: OpRecord, t: torch.Tensor, inputs: List[Node]) -> Node:
         b = rec.base
-        if b in ("bernoulli", "bernoulli_"):   # a dropout mask: a sample the replay keeps
+        if b == "bernoulli":   # a dropout mask: a sample the replay keeps
             return self._new_node(RANDOM, t, producer=rec, support=(0.0, 1.0), grad_enabled=rec.grad_enabled,
                                   value=t.detach().clone() if t.numel() <= 1 << 16 else None)
         if b in _RANDOM_DATA:
@@ -335,9 +349,7 @@ class Tracer(TorchDispatchMode):
                 node = self._output_node(rec, w, inputs)
                 rec.outputs.append(node)
                 self._write(w, node)
-        made = any(n is not None and n.is_float and not n.finite for n in rec.outputs) and all(
-            n.finite for n in inputs if n.is_float) and _scalars_finite(rec.args, rec.kwargs)
-        rec.made_nonfinite = made
+        rec.made_nonfinite = _made_nonfinite(rec, inputs)
 
     def _assign_view(self, view: torch.Tensor, source: torch.Tensor, node: Node, func: Any, args: Tuple[Any, ...],
                      kwargs: Dict[str, Any], index: Optional[int]) -> None:
@@ -396,20 +408,22 @@ class Tracer(TorchDispatchMode):
             return fn(*args, **kwargs)
         self.settle()
         self.current_line = user_frame(sys._getframe(1))
-        rec = self._record(fn, f"nanguard.{fn.__name__}", f"nanguard.{fn.__name__}", args, kwargs)
+        # the mode is on the stack here (this is not __torch_dispatch__): pause it so that the
+        # tracer's own reads of values (isfinite ...) and the op's insides are not recorded
         self._paused += 1
         try:
+            rec = self._record(fn, f"nanguard.{fn.__name__}", f"nanguard.{fn.__name__}", args, kwargs)
             out = fn(*args, **kwargs)
+            inputs = rec.input_nodes()
+            for leaf in pytree.tree_leaves(out):
+                if isinstance(leaf, torch.Tensor):
+                    node = self._output_node(rec, leaf, inputs)
+                    rec.outputs.append(node)
+                    self._assign(leaf, node)
+                else:
+                    rec.outputs.append(None)
         finally:
             self._paused -= 1
-        inputs = rec.input_nodes()
-        for leaf in pytree.tree_leaves(out):
-            if isinstance(leaf, torch.Tensor):
-                node = self._output_node(rec, leaf, inputs)
-                rec.outputs.append(node)
-                self._assign(leaf, node)
-            else:
-                rec.outputs.append(None)
         return out
 
     # ------------------------------------------------------------------------ modules
@@ -477,6 +491,21 @@ def _is_view(func: Any) -> bool:
 def _written(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[torch.Tensor]:
     from nanguard.torch.detector.aten import written_tensors
     return written_tensors(func, args, kwargs)
+
+
+def _made_nonfinite(rec: OpRecord, inputs: Sequence[Node]) -> bool:
+    """The detector's rule: a NaN where no input held NaN, or an infinity where every input was finite."""
+    outs = [n for n in rec.outputs if n is not None and n.is_float and not n.finite]
+    if not outs:
+        return False
+    if any(n.has_nan for n in outs) and not any(n.has_nan for n in inputs if n.is_float) and \
+            not _scalar_nan(rec.args, rec.kwargs):
+        return True
+    return all(n.finite for n in inputs if n.is_float) and _scalars_finite(rec.args, rec.kwargs)
+
+
+def _scalar_nan(args: Any, kwargs: Any) -> bool:
+    return any(isinstance(leaf, float) and leaf != leaf for leaf in pytree.tree_leaves((args, kwargs)))
 
 
 def _scalars_finite(args: Any, kwargs: Any) -> bool:

@@ -59,7 +59,12 @@ def _plus(ctx: Ctx, bias: Optional[Box], prod: Box, beta: float = 1.0, alpha: fl
     blo, bhi = unbig(bias.lo) * beta, unbig(bias.hi) * beta
     if beta < 0:
         blo, bhi = bhi, blo
-    return Box.of(rebig(plo + blo, -INF), rebig(phi + bhi, INF), node.shape, node.dtype)
+    lo, hi = rebig(plo + blo, -INF), rebig(phi + bhi, INF)
+    point = bias.point_inf()
+    if bool(point.any()):   # a -inf mask added to scores stays -inf (products are finite)
+        value = bias.lo * (1 if beta > 0 else -1)
+        lo, hi = torch.where(point, value, lo), torch.where(point, value, hi)
+    return Box.of(lo, hi, node.shape, node.dtype)
 
 
 def _f64(func: Any) -> Bilinear:

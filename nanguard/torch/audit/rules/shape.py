@@ -290,7 +290,7 @@ def where(ctx: Ctx) -> Box:
     a = ctx.analysis.refined(ctx.rec, 1, ctx.in_box(1), cond_index=0, branch=True)
     b = ctx.analysis.refined(ctx.rec, 2, ctx.in_box(2), cond_index=0, branch=False)
     lo, hi = _where_boxes(cond, a, b)
-    return ctx.out_box(lo, hi, nonzero=a.nonzero and b.nonzero)
+    return ctx.out_box(lo, hi, nonzero=a.excludes_zero() and b.excludes_zero())
 
 
 @rule("masked_fill")
@@ -300,9 +300,7 @@ def masked_fill(ctx: Ctx) -> Box:
     value = ctx.box(ctx.arg(2))
     assert value is not None
     lo, hi = _where_boxes(mask, value, x)
-    nonzero = x.nonzero and bool((value.lo != 0).all()) and bool((value.hi != 0).all()) and not \
-        bool(value.contains_zero().any())
-    return ctx.out_box(lo, hi, nonzero=nonzero)
+    return ctx.out_box(lo, hi, nonzero=x.excludes_zero() and value.excludes_zero())
 
 
 # ------------------------------------------------------------------------ comparisons
