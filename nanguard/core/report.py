@@ -32,7 +32,8 @@ class Report:
     ``file``/``line``/``code`` are the user's line: the innermost frame outside torch and
     nanguard. For a backward finding they are the *forward* line that created the failing
     backward op (also in ``forward_file``/``forward_line``), and ``call_file``/``call_line``
-    say where ``backward()`` was called.
+    say where the backward pass was started: ``call_name`` is what the user called there
+    (``tape.gradient()``, ``model.fit()``; None for PyTorch's ``backward()``).
 
     Example:
         >>> with nanguard.detect(mode="record") as d:
@@ -61,6 +62,7 @@ class Report:
     call_file: Optional[str] = None
     call_line: Optional[int] = None
     call_code: Optional[str] = None
+    call_name: Optional[str] = None  # what was called at call_line; None: "backward()"
     inputs: List[TensorSummary] = field(default_factory=list)
     outputs: List[TensorSummary] = field(default_factory=list)
     forward_inputs: List[TensorSummary] = field(default_factory=list)
@@ -134,6 +136,7 @@ class Report:
             "call_file": self.call_file,
             "call_line": self.call_line,
             "call_code": self.call_code,
+            "call_name": self.call_name or ("backward()" if self.call_file is not None else None),
             "message": self.message,
             "explanation": self.explanation,
             "suggestion": self.suggestion,
@@ -197,7 +200,7 @@ class Report:
             lines.append(f"  {'scalar':<{width}}  {sc.name:<{names}}  {sc.value}")
         if self.call_file is not None:
             call = Frame(self.call_file, self.call_line or 0, "")
-            lines.append(f"  backward() called at {call.short_file}:{self.call_line}")
+            lines.append(f"  {self.call_name or 'backward()'} called at {call.short_file}:{self.call_line}")
         if self.step is not None:
             lines.append(f"  step {self.step} of the training loop")
         for note in self.notes:
