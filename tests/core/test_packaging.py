@@ -71,3 +71,11 @@ def test_classifiers_and_urls(pyproject: dict) -> None:
 def test_py_typed_ships_in_the_package(pyproject: dict) -> None:
     assert (Path(nanguard.__file__).parent / "py.typed").is_file()
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["nanguard"]
+
+
+def test_runtime_dependencies_are_tomli_on_310_and_no_framework(pyproject: dict) -> None:
+    """`nanguard lint` reads `[tool.nanguard.lint]` with tomllib, which Python 3.10 (declared
+    supported) lacks: tomli is a dependency there, and nothing else is (no framework)."""
+    assert pyproject["project"]["requires-python"] == ">=3.10"
+    deps = pyproject["project"]["dependencies"]
+    assert deps == ['tomli>=1.1; python_version < "3.11"']
