@@ -22,9 +22,8 @@ import pkgutil
 import runpy
 import sys
 import traceback
-import types
 from dataclasses import dataclass
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import List, Optional, TextIO
 
 import nanguard
@@ -49,9 +48,9 @@ class UsageError(Exception):
     """A problem with the command line itself (status 2)."""
 
 
-# The exit statuses of `nanguard run` (besides the program's own ``sys.exit`` status).
+# The exit statuses of `nanguard run` besides 0, 2 (usage, `nanguard.run.cli`) and the
+# program's own ``sys.exit`` status.
 EXIT_FOUND = 1
-EXIT_USAGE = 2
 EXIT_SCRIPT_ERROR = 3
 
 
@@ -183,7 +182,7 @@ def _run_script(target: str) -> None:
     if code is None:
         with io.open_code(path) as fh:
             code = compile(fh.read(), path, "exec")
-    main = types.ModuleType("__main__")
+    main = ModuleType("__main__")
     main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None, __spec__=None)
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main
