@@ -32,7 +32,8 @@ class Report:
     ``file``/``line``/``code`` are the user's line: the innermost frame outside torch and
     nanguard. For a backward finding they are the *forward* line that created the failing
     backward op (also in ``forward_file``/``forward_line``), and ``call_file``/``call_line``
-    say where ``backward()`` was called.
+    say where the backward pass was started: ``call_name`` is what the user called there
+    (``tape.gradient()``, ``model.fit()``; None for PyTorch's ``backward()``).
 
     Example:
         >>> with nanguard.detect(mode="record") as d:
@@ -61,6 +62,7 @@ class Report:
     call_file: Optional[str] = None
     call_line: Optional[int] = None
     call_code: Optional[str] = None
+    call_name: Optional[str] = None  # what was called at call_line; None: "backward()"
     inputs: List[TensorSummary] = field(default_factory=list)
     outputs: List[TensorSummary] = field(default_factory=list)
     forward_inputs: List[TensorSummary] = field(default_factory=list)
@@ -134,6 +136,7 @@ class Report:
             "call_file": self.call_file,
             "call_line": self.call_line,
             "call_code": self.call_code,
+            "call_name": self.call_name or ("backward()" if self.call_file is not None else None),
             "message": self.message,
             "explanation": self.explanation,
             "suggestion": self.suggestion,
@@ -197,7 +200,7 @@ class Report:
             lines.append(f"  {'scalar':<{width}}  {sc.name:<{names}}  {sc.value}")
         if self.call_file is not None:
             call = Frame(self.call_file, self.call_line or 0, "")
-            lines.append(f"  backward() called at {call.short_file}:{self.call_line}")
+            lines.append(f"  {self.call_name or 'backward()'} called at {call.short_file}:{self.call_line}")
         if self.step is not None:
             lines.append(f"  step {self.step} of the training loop")
         for note in self.notes:
@@ -244,8 +247,30 @@ def _painter(color: bool):
     return lambda text, code: f"\033[{code}m{text}\033[0m"
 
 
-def not_found_dict() -> Dict[str, Any]:
-    """The JSON written by ``nanguard run --json`` when the program ran clean."""
-    return {"found": False, "phase": None, "op": None, "file": None, "line": None, "code": None,
-            "module": None, "message": "no NaN or Inf was detected", "explanation": None,
-            "suggestion": None, "inputs": [], "forward_file": None, "forward_line": None}
+# ``status`` of ``nanguard run --json``: what became of the program
+RUN_STATUSES = ("found", "clean", "script_error", "exited")
+
+
+def not_found_dict(status: str = "clean", exit_code: Optional[int] = 0, error: Optional[str] = None) -> Dict[str, Any]:
+    """The JSON written by ``nanguard run --json`` when no detector made a report.
+
+    ``status`` says why the program ended: ``clean`` (ran to its end, or ``sys.exit(0)``),
+    ``exited`` (``sys.exit`` with a non-zero status, ``exit_code``), ``script_error`` (an
+    uncaught exception, ``error`` is its last traceback line) or ``found`` (a nanguard guard
+    raised ``NonFiniteError``: a finding without a detection report). Only ``clean`` says the
+    program ran clean: after a crash or an early exit the rest of it never ran.
+    """
+    if status not in RUN_STATUSES:
+        raise ValueError(f"status must be one of {RUN_STATUSES}, not {status!r}")
+    if status == "clean":
+        message = "no NaN or Inf was detected"
+    elif status == "exited":
+        message = f"the program exited with status {exit_code} before its end; no NaN or Inf was detected until then"
+    elif status == "script_error":
+        message = f"the program failed ({error}); no NaN or Inf was detected before it did"
+    else:
+        message = error or "nanguard raised NonFiniteError"
+    return {"found": status == "found", "status": status, "exit_code": exit_code, "phase": None, "op": None,
+            "file": None, "line": None, "code": None, "module": None, "message": message, "explanation": None,
+            "suggestion": None, "inputs": [], "forward_file": None, "forward_line": None,
+            **({"error": error} if error is not None else {})}

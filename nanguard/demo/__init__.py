@@ -2,7 +2,10 @@
 
 Every section runs real code: it shows the naive program producing NaN/Inf and the
 nanguard way producing finite values and the right gradients. SECTIONS lists modules
-that each define `run(show: Show) -> None`.
+that each define `run(show: Show) -> None`. A section runs only where its framework is
+installed: the PyTorch ones (TORCH_SECTIONS, which import torch) are skipped together with
+one line saying how to get it, the TensorFlow and JAX ones skip themselves the same way, and
+lint needs no framework, so a bare, TF-only or JAX-only install runs what it can and exits 0.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ SECTIONS: list[str] = [
     "nanguard.demo.tf_stories",
     "nanguard.demo.jax_stories",
 ]
+
+# the sections that import torch (at module level): skipped without it, with TORCH_HINT
+TORCH_SECTIONS: tuple[str, ...] = ("nanguard.demo.prevent", "nanguard.demo.detect", "nanguard.demo.recover")
+TORCH_HINT = "PyTorch sections ({names}) skipped: PyTorch is not installed; pip install 'nanguard[torch]'"
 
 
 class Show:
@@ -68,9 +75,28 @@ def installed(module: str) -> bool:
         return False
 
 
+def _torch_missing() -> str | None:
+    """Why the PyTorch sections cannot run here ("is not installed", "does not import (...)"), or None."""
+    if not installed("torch"):
+        return "is not installed"
+    try:
+        importlib.import_module("torch")
+    except ImportError as error:  # installed but broken: one line, as the other frameworks get
+        return f"does not import ({error})"
+    return None
+
+
 def run_demo(sections: list[str] | None = None, stream: TextIO = sys.stdout) -> int:
     show = Show(stream)
-    for name in sections or SECTIONS:
+    chosen = sections or SECTIONS
+    needs_torch = [name for name in chosen if name in TORCH_SECTIONS]
+    torch_missing = _torch_missing() if needs_torch else None
+    if torch_missing is not None:
+        names = ", ".join(name.rsplit(".", 1)[1] for name in needs_torch)
+        show.skip(TORCH_HINT.format(names=names).replace("is not installed", torch_missing))
+    for name in chosen:
+        if torch_missing is not None and name in TORCH_SECTIONS:
+            continue
         importlib.import_module(name).run(show)
     print("\nAll demo sections finished.", file=stream)
     return 0

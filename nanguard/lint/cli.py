@@ -74,8 +74,63 @@ def _error(message: str) -> None:
     print(f"nanguard lint: error: {message}", file=sys.stderr)
 
 
+class _PipeOut:
+    """stdout for ``nanguard lint ... | head``: once the reader has gone, the rest of the output
+    is dropped instead of ending in a BrokenPipeError traceback, and the run still ends with
+    its own status (1 if there were findings), as if it had been read to the end."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def write_bytes(self, data: bytes) -> None:
+        """``--fix -``: the fixed source, written to the binary stream."""
+        if not self.broken:
+            try:
+                self.stream.buffer.write(data)
+                self.stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.broken = True
+        # Python flushes stdout once more at exit, with what is still buffered: point the
+        # descriptor at devnull so that flush succeeds quietly (the recipe of Python's docs).
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # not a real file (a test's StringIO)
+            pass
+
+
 def run(args: argparse.Namespace, stdout=None) -> int:
     """Run the lint command for parsed arguments; returns the exit status."""
+    if stdout is not None:
+        return _run(args, stdout, None)
+    pipe = _PipeOut(sys.stdout)
+    try:
+        return _run(args, pipe, pipe)
+    finally:
+        pipe.flush()
+
+
+def _run(args: argparse.Namespace, stdout, pipe: _PipeOut | None) -> int:
     from nanguard.lint import formats, output
     from nanguard.lint.config import (
         ConfigError,
@@ -87,7 +142,7 @@ def run(args: argparse.Namespace, stdout=None) -> int:
     from nanguard.lint.rules import BY_NAME, RULES
     from nanguard.lint.runner import Task, default_jobs, run_tasks
 
-    out = stdout or sys.stdout
+    out = stdout
     if args.fix and "-" in (args.paths or []):
         # `--fix -` is a filter: stdout carries the fixed code alone, every message goes to stderr.
         out = sys.stderr
@@ -206,8 +261,11 @@ def run(args: argparse.Namespace, stdout=None) -> int:
         if r.path == "-" and args.fix:
             data = r.fixed if r.fixed is not None else r.source
             if data is not None:
-                sys.stdout.buffer.write(data)
-                sys.stdout.flush()
+                if pipe is not None:
+                    pipe.write_bytes(data)
+                else:
+                    sys.stdout.buffer.write(data)
+                    sys.stdout.flush()
     findings.sort(key=lambda f: f.sort_key())
 
     if args.diff:

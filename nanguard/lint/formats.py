@@ -2,7 +2,10 @@
 and the per-rule statistics as JSON. Text and ruff-style JSON are in `nanguard.lint.output`.
 
 Each takes the sorted findings and writes one document; a CERTAIN finding is an error, a
-POSSIBLE one (NaN depending on data) a warning.
+POSSIBLE one (NaN depending on data) a warning. GitHub and SARIF place a notebook's finding
+on the line of the ``.ipynb`` file (its JSON) that holds the flagged code, since that is the
+file they annotate; the message and SARIF's ``properties`` keep the cell and the line inside
+it, as the text format prints them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from nanguard.lint.model import CERTAIN, Finding
 from nanguard.lint.rules import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-TOOL_URI = "https://github.com/nanguard/nanguard"
+TOOL_URI = "https://github.com/nanguard/nanguard"   # pyproject.toml's [project.urls] Homepage
 
 
 def _level(f: Finding) -> str:
@@ -34,14 +37,16 @@ def _gh_property(text: str) -> str:
 def write_github(findings: list[Finding], out: TextIO) -> None:
     """`::error file=...,line=...::message` lines, which GitHub Actions shows on the diff."""
     for f in findings:
-        props = (f"title={_gh_property(f'nanguard ({f.code})')},file={_gh_property(f.path)},line={f.line},"
-                 f"col={f.col},endLine={f.end_line},endColumn={f.end_col}")
+        line, col, end_line, end_col = f.file_region()
+        props = (f"title={_gh_property(f'nanguard ({f.code})')},file={_gh_property(f.path)},line={line},"
+                 f"col={col},endLine={end_line},endColumn={end_col}")
         where = f"cell {f.cell}:" if f.cell is not None else ""
         out.write(f"::{_level(f)} {props}::{_gh_data(f'{f.path}:{where}{f.line}:{f.col}: {f.code} {f.message}')}\n")
 
 
 def write_sarif(findings: list[Finding], out: TextIO) -> None:
     """A SARIF 2.1.0 log with one run: the rules that fired and one result per finding."""
+    from nanguard import __version__
     used = sorted({f.code for f in findings})
     rules = [{
         "id": code,
@@ -54,7 +59,8 @@ def write_sarif(findings: list[Finding], out: TextIO) -> None:
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
     for f in findings:
-        region = {"startLine": f.line, "startColumn": f.col, "endLine": f.end_line, "endColumn": f.end_col}
+        line, col, end_line, end_col = f.file_region()
+        region = {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
         result = {
             "ruleId": f.code,
             "ruleIndex": index.get(f.code, 0),
@@ -65,12 +71,13 @@ def write_sarif(findings: list[Finding], out: TextIO) -> None:
             "properties": {"confidence": f.confidence, "hazard": f.hazard},
         }
         if f.cell is not None:
-            result["properties"]["cell"] = f.cell
+            result["properties"].update(cell=f.cell, cellLine=f.line, cellColumn=f.col)
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "nanguard", "informationUri": TOOL_URI, "rules": rules}},
+        "runs": [{"tool": {"driver": {"name": "nanguard", "informationUri": TOOL_URI,
+                                      "version": __version__, "rules": rules}},
                   "results": results}],
     }
     json.dump(log, out, indent=2)

@@ -102,12 +102,19 @@ class Finding:
     hazard: str | None = None
     confidence: str = CERTAIN  # CERTAIN or POSSIBLE (see above)
     cell: int | None = None  # a notebook's cell number (lines then count inside the cell)
+    # A notebook finding's place in the .ipynb file itself: (line, col, end_line, end_col),
+    # for the formats that annotate the file as given (GitHub, SARIF); None elsewhere.
+    file_position: tuple[int, int, int, int] | None = field(default=None, compare=False)
 
     def format(self) -> str:
         """The flake8/ruff one-line form: ``path:line:col: CODE message`` (``path:cell N:line:col:``
         in a notebook)."""
         where = f"cell {self.cell}:" if self.cell is not None else ""
         return f"{self.path}:{where}{self.line}:{self.col}: {self.code} {self.message}"
+
+    def file_region(self) -> tuple[int, int, int, int]:
+        """(line, col, end_line, end_col) in the file as stored: a notebook's JSON lines, else ours."""
+        return self.file_position or (self.line, self.col, self.end_line, self.end_col)
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.col, self.code)

@@ -22,7 +22,7 @@ from nanguard.lint import compat
 from nanguard.lint.checker import check_source
 from nanguard.lint.fixes import apply_edits
 from nanguard.lint.model import Edit, Finding
-from nanguard.lint.notebook import check_notebook
+from nanguard.lint.notebook import check_notebook, looks_like_notebook
 
 MAX_FIX_PASSES = 10
 
@@ -134,7 +134,8 @@ def lint_one(task: Task) -> FileResult:
         result.source = data
     result.lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     try:
-        if task.path.endswith(".ipynb"):
+        if task.path.endswith(".ipynb") or (task.path == "-" and (
+                task.display.endswith(".ipynb") or looks_like_notebook(data))):
             try:
                 result.findings = check_notebook(data, task.display, task.enabled, task.possible)
             except ValueError as exc:

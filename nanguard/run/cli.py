@@ -8,10 +8,19 @@ import sys
 from typing import Any, NoReturn, Optional, Sequence, Tuple
 
 _DESCRIPTION = """\
-Run a Python program unchanged under nanguard's detector for each framework it imports
-(PyTorch, TensorFlow/Keras, JAX; no flag needed): it stops at the first op, forward or
-backward, that turns finite values into NaN or Inf, prints where (op, line, module or layer)
-and why, and exits with status 1. Otherwise it exits with the program's own status."""
+Run a Python program unchanged, as python would (sys.argv, sys.path[0], an absolute
+__file__, -m from the current folder), under nanguard's detector for each framework it
+imports (PyTorch, TensorFlow/Keras, JAX; no flag needed): it stops at the first op, forward
+or backward, that turns finite values into NaN or Inf and prints where (op, line, module or
+layer) and why.
+
+exit status:
+  0  the program ran clean (or the status of its own sys.exit(n), passed through)
+  1  a NaN or Inf was found (the report is on stderr, and in --json)
+  2  usage error of nanguard run itself
+  3  the program raised an uncaught exception (its traceback, as python prints it)
+--json PATH writes "status": "found", "clean", "script_error" or "exited" (the program
+called sys.exit with a non-zero status), and "exit_code", the program's own status."""
 
 _EPILOG = """\
 examples:
@@ -48,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--exhaustive", action="store_true",
                         help="check every op as it runs (slower; also sees values made non-finite and discarded)")
     parser.add_argument("--json", metavar="PATH", dest="json_path",
-                        help="also write the report (or {\"found\": false}) as JSON to PATH")
+                        help="also write the outcome as JSON to PATH: the report, or {\"found\": false, \"status\": ...}")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the report (default: when stderr is a terminal)")
     parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",

@@ -1,21 +1,29 @@
 """Run a whole program under detection, as ``python script.py`` / ``python -m pkg.mod`` would.
 
-``sys.argv``, ``sys.path[0]``, ``__name__ == "__main__"``, relative imports (``-m``) and the
-exit status behave as with the interpreter. Each framework the program imports gets its
-detector (see `nanguard.run.backends`). On a detection the report goes to stderr (and to
-``--json``) and the status is 1; otherwise the status is the program's own. Framework-free:
-nothing here imports torch, TensorFlow or JAX.
+``sys.argv``, ``sys.path[0]`` (the script's folder, or the current folder for ``-m``, set
+before the module is looked up), ``__name__ == "__main__"``, an absolute ``__file__``, relative
+imports (``-m``) and the exit status behave as with the interpreter. Each framework the
+program imports gets its detector (see `nanguard.run.backends`).
+
+Four outcomes, each with its own ``status`` in the JSON and its own exit status, so a caller
+never mistakes a crash for a finding: ``found`` (exit 1, the report on stderr),
+``script_error`` (the program raised: its traceback as python prints it, exit 3), ``exited``
+(the program called ``sys.exit`` with a non-zero status: that status) and ``clean`` (exit 0).
+Status 2 is kept for nanguard's own usage errors. Framework-free: nothing here imports
+torch, TensorFlow or JAX.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pkgutil
 import runpy
 import sys
 import traceback
 from dataclasses import dataclass
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import List, Optional, TextIO
 
 import nanguard
@@ -38,6 +46,12 @@ def _is_launch_machinery(filename: str) -> bool:
 
 class UsageError(Exception):
     """A problem with the command line itself (status 2)."""
+
+
+# The exit statuses of `nanguard run` besides 0, 2 (usage, `nanguard.run.cli`) and the
+# program's own ``sys.exit`` status.
+EXIT_FOUND = 1
+EXIT_SCRIPT_ERROR = 3
 
 
 @dataclass
@@ -63,6 +77,11 @@ def _exit_status(code: object, stderr: TextIO) -> int:
     return 1
 
 
+def _error_line(exc: BaseException) -> str:
+    """``ValueError: boom``: the last line python prints for an uncaught exception."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+
+
 def _user_traceback(tb: Optional[TracebackType]) -> Optional[TracebackType]:
     """Drop the leading frames of nanguard and runpy so the traceback starts in the program."""
     while tb is not None and _is_launch_machinery(tb.tb_frame.f_code.co_filename):
@@ -76,15 +95,8 @@ def run(opts: RunOptions, stderr: Optional[TextIO] = None) -> int:
     if opts.module:
         if not opts.target or opts.target.startswith("-"):
             raise UsageError("-m needs a module name, e.g. nanguard run -m package.module")
-        import importlib.util
-        try:
-            spec = importlib.util.find_spec(opts.target)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            raise UsageError(f"no module named {opts.target!r}")
         argv0 = opts.target
-        path0 = os.getcwd()
+        path0 = os.getcwd()             # python -m: the current folder, looked in first
     else:
         if not os.path.exists(opts.target):
             raise UsageError(f"can't open file {opts.target!r}: no such file")
@@ -93,15 +105,22 @@ def run(opts: RunOptions, stderr: Optional[TextIO] = None) -> int:
         argv0 = opts.target
         path0 = os.path.dirname(os.path.abspath(opts.target))
 
-    detectors = Detectors(check=opts.check, exhaustive=opts.exhaustive)
-    already = frameworks_already_loaded(program_source(opts.target, opts.module))
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [argv0] + list(opts.args)
     if sys.path:
         sys.path[0] = path0
     else:
         sys.path.insert(0, path0)
-    status = 0
+    try:
+        if opts.module:
+            _require_module(opts.target)   # with sys.path[0] set: `-m mypkg.train` from the project folder
+        already = frameworks_already_loaded(program_source(opts.target, opts.module))
+    except BaseException:
+        sys.path[:] = saved_path
+        raise
+
+    detectors = Detectors(check=opts.check, exhaustive=opts.exhaustive)
+    sys.argv = [argv0] + list(opts.args)
+    status, outcome, exit_code, error = 0, "clean", 0, None
     try:
         with detectors:
             for backend in already:
@@ -109,33 +128,77 @@ def run(opts: RunOptions, stderr: Optional[TextIO] = None) -> int:
             if opts.module:
                 runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(opts.target, run_name="__main__")
+                _run_script(opts.target)
     except SystemExit as exc:
-        status = _exit_status(exc.code, stderr)
+        status = exit_code = _exit_status(exc.code, stderr)
+        outcome = "exited" if status else "clean"
     except NonFiniteError as exc:
         if exc.report is None or not any(exc.report is r for r in detectors.reports()):
+            # raised by nanguard outside the detectors (a GradGuard with policy "raise"): a finding too
             traceback.print_exception(type(exc), exc, _user_traceback(exc.__traceback__), file=stderr)
-            status = 1
+            status, outcome, exit_code, error = EXIT_FOUND, "found", None, _error_line(exc)
+        else:
+            status, outcome, exit_code = EXIT_FOUND, "found", None
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:  # the program's own error: show it as python would, status 1
+    except BaseException as exc:  # the program's own error: show it as python would
         traceback.print_exception(type(exc), exc, _user_traceback(exc.__traceback__), file=stderr)
-        status = 1
+        status, outcome, exit_code, error = EXIT_SCRIPT_ERROR, "script_error", None, _error_line(exc)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
     found = detectors.reports()
     report = found[0] if found else None
     if report is not None:
+        # a finding wins over what the program did next (a handled error, a crash, its own exit)
         print(report.format(color=opts.color), file=stderr)
-        status = 1
+        status, outcome = EXIT_FOUND, "found"
     if opts.json_path:
-        payload = report.to_dict() if report is not None else not_found_dict()
+        if report is not None:
+            payload = {**report.to_dict(), "status": outcome, "exit_code": exit_code}
+        else:
+            payload = not_found_dict(status=outcome, exit_code=exit_code, error=error)
         try:
             with open(opts.json_path, "w", encoding="utf-8") as fh:
                 json.dump(payload, fh, indent=2, allow_nan=False)
                 fh.write("\n")
         except OSError as err:
             print(f"nanguard run: could not write {opts.json_path}: {err}", file=stderr)
-            status = status or 1
+            status = status or EXIT_FOUND
     return status
+
+
+def _run_script(target: str) -> None:
+    """``python script.py``: a fresh ``__main__`` whose ``__file__`` (and code filename) is the
+    absolute path, as python 3.9+ gives it (a script that changes folder and then opens a file
+    beside itself relies on it), while ``sys.argv[0]`` stays as typed. ``runpy.run_path`` would
+    make both the path as typed; it still runs what is not a source or compiled file (a zip)."""
+    path = os.path.abspath(target)
+    if pkgutil.get_importer(path) is not None:  # a zip application: its __main__.py
+        runpy.run_path(path, run_name="__main__")
+        return
+    with io.open_code(path) as fh:
+        code = pkgutil.read_code(fh)
+    if code is None:
+        with io.open_code(path) as fh:
+            code = compile(fh.read(), path, "exec")
+    main = ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None, __spec__=None)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _require_module(name: str) -> None:
+    """A usage error unless ``name`` can be found as ``python -m`` would find it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise UsageError(f"no module named {name!r}")

@@ -79,3 +79,32 @@ def test_a_framework_that_is_found_but_does_not_import_is_one_line_too() -> None
     assert "TensorFlow stories (seeds 003, 004) skipped: TensorFlow does not import" in done.stdout
     assert "JAX story (the double where) skipped: JAX does not import" in done.stdout
     assert "All demo sections finished." in done.stdout
+
+
+TORCH_HINT = ("PyTorch sections (prevent, detect, recover) skipped: PyTorch is not installed; "
+              "pip install 'nanguard[torch]'")
+
+
+@pytest.mark.parametrize("blocked", [("torch", "tensorflow", "jax"), ("torch",)],
+                         ids=["bare-install", "tf-and-jax-only"])
+def test_demo_without_torch_runs_what_it_can_and_exits_0(blocked) -> None:
+    """`nanguard demo` on a bare install (or a TF-only / JAX-only one): the PyTorch sections are
+    one line saying how to get them, the sections whose framework is here run, exit 0."""
+    done = _python("""
+        from nanguard.cli import main
+        sys.exit(main(["demo"]))
+    """, blocked)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "No module named 'torch'" not in done.stderr
+    assert done.stdout.count("pip install 'nanguard[torch]'") == 1 and TORCH_HINT in done.stdout
+    assert "Lint: find the anti-patterns before anything runs" in done.stdout    # needs no framework
+    assert "All demo sections finished." in done.stdout
+    assert "Prevent: safe ops" not in done.stdout and "Detect & locate" not in done.stdout
+    if "tensorflow" in blocked:
+        assert TF_HINT in done.stdout and JAX_HINT in done.stdout
+    else:                                    # their stories ran (where installed), without torch
+        assert (TF_HINT in done.stdout) == (not installed("tensorflow"))
+        if installed("tensorflow"):
+            assert "TensorFlow: seed stories 003 and 004" in done.stdout
+        if installed("jax"):
+            assert "JAX: the double where" in done.stdout and JAX_HINT not in done.stdout

@@ -340,3 +340,56 @@ def test_a_file_named_twice_is_linted_once(project, capsys):
     (project / "bad.py").write_text(BAD)
     status, out, _ = run(capsys, "-q", "bad.py", ".", "./bad.py")
     assert status == 1 and len(out.splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_output_into_a_closed_pipe_ends_quietly(project):
+    """`nanguard lint ... | head -1`: the reader leaves after one line; no BrokenPipeError
+    traceback, and the status is still the run's own (1: findings)."""
+    (project / "many.py").write_text("import torch\n" + "".join(
+        f"def f{i}(x):\n    return torch.log(torch.softmax(x, dim=-1))\n" for i in range(2000)))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for args in (["many.py"], ["--output-format", "json", "many.py"], ["--list-rules"]):
+        proc = subprocess.Popen([sys.executable, "-m", "nanguard", "lint", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        first = proc.stdout.readline()
+        proc.stdout.close()                      # what `head -1` does once it has its line
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        status = proc.wait(timeout=120)
+        assert first
+        assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+        assert status == (0 if args == ["--list-rules"] else 1)
+
+
+def test_sarif_names_the_projects_declared_url(project, capsys):
+    """The SARIF driver's informationUri is the URL the package metadata declares."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        tomllib = pytest.importorskip("tomli")
+    with open(REPO / "pyproject.toml", "rb") as fh:
+        urls = tomllib.load(fh)["project"]["urls"]
+    (project / "bad.py").write_text(BAD)
+    status, out, _ = run(capsys, "--output-format", "sarif", "bad.py")
+    driver = json.loads(out)["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == urls["Homepage"] and driver["informationUri"] in urls.values()
+    import nanguard
+    assert driver["version"] == nanguard.__version__
+    assert all(rule["helpUri"].startswith(urls["Homepage"]) for rule in driver["rules"])
+
+
+def test_config_is_read_with_tomli_where_there_is_no_tomllib(project, capsys, monkeypatch):
+    """Python 3.10 has no tomllib: the config is read with tomli, which the package declares
+    as a dependency there (tests/core/test_packaging.py), instead of exiting 2."""
+    import tomllib
+
+    monkeypatch.setitem(sys.modules, "tomllib", None)           # `import tomllib` fails, as on 3.10
+    monkeypatch.setitem(sys.modules, "tomli", tomllib)           # the same API, under tomli's name
+    (project / "pyproject.toml").write_text("[tool.nanguard.lint]\nignore = ['NG104']\n")
+    (project / "bad.py").write_text(BAD)
+    status, out, err = run(capsys, "-q", "bad.py")
+    assert status == 1 and "NG101" in out and "NG104" not in out, err
+    monkeypatch.setitem(sys.modules, "tomli", None)               # neither: a clear usage error
+    status, _, err = run(capsys, "-q", "bad.py")
+    assert status == 2 and "needs `tomli`" in err

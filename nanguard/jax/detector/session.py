@@ -95,8 +95,11 @@ class Session:
         primitive = getattr(fun, "_apply_primitive", False)
         step = None
         if not primitive:
-            step = self.calls.get(id(fun), 0) + 1
-            self.calls[id(fun)] = step
+            calls = self.calls.get(id(fun), 0) + 1
+            self.calls[id(fun)] = calls
+            # the call count is a training step only once the function is called again: one
+            # call of a jitted function is no loop ("step 1 of the training loop" would mislead)
+            step = calls if calls > 1 else None
         leaves = float_leaves(outputs)
         if not leaves:
             return

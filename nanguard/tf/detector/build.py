@@ -81,7 +81,8 @@ def _where(frame: Optional[Frame]) -> str:
 
 def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], kind: str, origin: str,
                  frame: Optional[Frame], layer: Optional[str], backward: Any = None,
-                 stack: Optional[List[Frame]] = None, gradient_call: Optional[Frame] = None) -> Report:
+                 stack: Optional[List[Frame]] = None, gradient_call: Optional[Frame] = None,
+                 gradient_call_name: Optional[str] = None) -> Report:
     """A finding made by eager values still at hand (exact summaries)."""
     ins = _summaries(op_type, inputs, "input")
     outs = _summaries(op_type, outputs, "output")
@@ -123,6 +124,8 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
     call = backward.call or gradient_call
     if call is not None:
         report.call_file, report.call_line, report.call_code = call.file, call.line, call.code
+        report.call_name = (backward.call_name if backward.call is not None else gradient_call_name) \
+            or "tape.gradient()"
     report.message = message("backward", kind, backward.op, _where(backward.frame))
     return report
 

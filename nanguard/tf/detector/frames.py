@@ -7,7 +7,9 @@ Eager ops are located from the live Python stack (`user_frame`); ops traced into
 
 from __future__ import annotations
 
+import linecache
 import os
+import re
 import runpy
 import sys
 from typing import Any, Dict, List, Optional
@@ -29,6 +31,8 @@ _LIBRARY_DIRS = tuple(
 _SITE_KERAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tf.__file__))), "keras") + os.sep
 _LAUNCH = (os.path.abspath(runpy.__file__), os.path.abspath(__import__("contextlib").__file__))
 _CACHE: Dict[str, bool] = {}
+# autograph's call machinery: a converted tf.function calls tape.gradient through it
+_AUTOGRAPH_DIR = os.path.join(os.path.dirname(os.path.abspath(tf.__file__)), "python", "autograph") + os.sep
 
 
 def is_internal(filename: str) -> bool:
@@ -67,6 +71,38 @@ def user_frame(skip: int = 1) -> Optional[Frame]:
                          else code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
+
+
+def gradient_call_name(caller: Any) -> str:
+    """What the user called that took this gradient, for the report's "... called at" line.
+
+    ``caller`` is the Python frame that called ``tape.gradient``. The user's own code called
+    it, eagerly or from autograph's converted copy of a ``tf.function`` step (through
+    autograph's call machinery): ``tape.gradient()``. A library did (Keras' ``train_step``
+    inside ``model.fit``): the library function the user called, spelled as on the user's
+    line (``model.fit()``), else the library function that took it (``train_step()``), never
+    a ``backward()`` nobody wrote.
+    """
+    frame = caller
+    while frame is not None and frame.f_code.co_filename.startswith(_AUTOGRAPH_DIR):
+        frame = frame.f_back
+    if frame is None or not _library_frame(frame.f_code.co_filename):
+        return "tape.gradient()"
+    taker, called = frame.f_code.co_name, set()
+    while frame is not None and _library_frame(frame.f_code.co_filename):
+        called.add(frame.f_code.co_name)
+        frame = frame.f_back
+    if frame is not None:
+        code = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        for match in re.finditer(r"([A-Za-z_][\w.]*)\s*\(", code):
+            if match.group(1).rsplit(".", 1)[-1] in called:
+                return f"{match.group(1)}()"
+    return f"{taker}()"
+
+
+def _library_frame(filename: str) -> bool:
+    """TensorFlow's, Keras' or nanguard's own code; not the user's, nor autograph's copy of it."""
+    return is_internal(filename) and "__autograph_generated_file" not in filename
 
 
 def user_stack(limit: int = 8) -> List[Frame]:

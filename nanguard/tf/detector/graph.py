@@ -343,6 +343,7 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
             report.forward_function, report.forward_code = frame.function, frame.code
         if back.call is not None:
             report.call_file, report.call_line, report.call_code = back.call.file, back.call.line, back.call.code
+            report.call_name = back.call_name or "tape.gradient()"
     return report
 
 

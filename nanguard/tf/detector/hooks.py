@@ -25,7 +25,7 @@ from tensorflow.python.framework import op_callbacks
 
 from nanguard.tf.detector import graph
 from nanguard.tf.detector.build import eager_report
-from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame, user_stack
+from nanguard.tf.detector.frames import gradient_call_name, graph_frame, layer_path, user_frame, user_stack
 from nanguard.tf.detector.state import LOCAL, Backward, Session
 from nanguard.tf.detector.values import all_finite, float_tensors, judge
 
@@ -114,7 +114,8 @@ def _eager(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seque
         return None  # in a gradient, a NaN that flows in was made (and reported) in the forward pass
     frame = user_frame(3)
     report = eager_report(op_type, ins, outs, verdict.kind, verdict.origin, frame, layer_path(), backward,
-                          stack=user_stack(), gradient_call=LOCAL.gradient_call)
+                          stack=user_stack(), gradient_call=LOCAL.gradient_call,
+                          gradient_call_name=LOCAL.gradient_call_name)
     if _is_function_call(op_type):
         report.notes.append("found at the output of a compiled function that was traced before detection began "
                             "(or by an op the default mode does not check inside it); run with exhaustive=True, "
@@ -131,7 +132,7 @@ def _forward_origin(op_name: str, inputs: Any, outputs: Any, scope: Optional[str
         op = _graph_op(op_name, inputs, outputs)
         frame = graph_frame(op) if op is not None else None
         layer = getattr(op, "_nanguard_layer", None) or scope or None
-        return Backward(op_name, frame, layer, [], call)
+        return Backward(op_name, frame, layer, [], call, LOCAL.gradient_call_name)
     origin = None
     for out in outputs or ():
         origin = getattr(out, "_nanguard_origin", None) if out is not None else None
@@ -141,7 +142,7 @@ def _forward_origin(op_name: str, inputs: Any, outputs: Any, scope: Optional[str
         origin = _BY_INPUTS.get((op_name, tuple(id(t) for t in inputs)))
     frame, layer, kept = (origin[1], origin[2], origin[3]) if origin is not None else (None, None, None)
     fwd_inputs = list(inputs) if inputs else list(kept or [])
-    return Backward(op_name, frame, layer, fwd_inputs, call)
+    return Backward(op_name, frame, layer, fwd_inputs, call, LOCAL.gradient_call_name)
 
 
 def _graph_op(op_name: str, inputs: Any, outputs: Any) -> Any:
@@ -170,7 +171,7 @@ def _gradient_function(op_name: str, attr_tuple: Any, num_inputs: int, inputs: A
     try:
         local.backward = _forward_origin(op_name, inputs, outputs, forward_pass_name_scope)
     except Exception:  # noqa: BLE001  (without an origin the gradient ops are still checked)
-        local.backward = Backward(op_name, None, None, [], local.gradient_call)
+        local.backward = Backward(op_name, None, None, [], local.gradient_call, local.gradient_call_name)
     try:
         return _ORIGINAL_GRADIENT_FUNCTION(op_name, attr_tuple, num_inputs, inputs, outputs, out_grads,
                                            skip_input_indices, forward_pass_name_scope)
@@ -182,12 +183,13 @@ def _tape_gradient(self: Any, target: Any, sources: Any, *args: Any, **kwargs: A
     local = LOCAL
     if local.session is None or local.busy:
         return _ORIGINAL_TAPE_GRADIENT(self, target, sources, *args, **kwargs)
-    previous = local.gradient_call
+    previous = local.gradient_call, local.gradient_call_name
     local.gradient_call = user_frame(2)
+    local.gradient_call_name = gradient_call_name(sys._getframe(1))
     try:
         return _ORIGINAL_TAPE_GRADIENT(self, target, sources, *args, **kwargs)
     finally:
-        local.gradient_call = previous
+        local.gradient_call, local.gradient_call_name = previous
         if not _tape_active():
             _BY_INPUTS.clear()
 

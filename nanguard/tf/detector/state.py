@@ -48,6 +48,7 @@ class Backward:
     layer: Optional[str]
     inputs: List[Any] = field(default_factory=list)
     call: Optional[Frame] = None
+    call_name: Optional[str] = None  # what the user called at ``call`` ("tape.gradient()", "model.fit()")
 
 
 class Local(threading.local):
@@ -55,6 +56,7 @@ class Local(threading.local):
         self.sessions: List[Session] = []
         self.backward: Optional[Backward] = None
         self.gradient_call: Optional[Frame] = None
+        self.gradient_call_name: Optional[str] = None  # "tape.gradient()", or "model.fit()" when Keras took it
         self.optimizer: Any = None  # the optimizer whose update is being built or run
         self.busy = False
 

@@ -184,9 +184,11 @@ class Activation:
             warnings.warn(NonFiniteWarning(report.format(color=False)), stacklevel=_user_stacklevel())
 
     def step(self) -> Optional[int]:
-        """1-based training step, when the program looks like a training loop."""
+        """1-based training step, once the program is known to be a training loop: an optimizer
+        step has run (or is running). A first backward pass proves nothing: a one-shot
+        ``loss.backward()`` would read "step 1 of the training loop"."""
         steps = self.optimizer.steps
-        if steps or self.backward.calls or STATE.in_backward:
+        if steps or self.optimizer.running is not None:
             return steps + 1
         return None
 

@@ -96,6 +96,15 @@ def test_decorator_report_and_step_number():
     assert "step 3 of the training loop" in det.report.format(color=False)
 
 
+def test_a_single_call_is_not_a_training_loop():
+    """A jitted function called once (the README's example) is no loop: no "step 1 of the
+    training loop" line."""
+    with ngj.detect(mode="record") as det:
+        jax.jit(jax.grad(P.double_where))(jnp.array([0.0, 1.0, 2.0]))
+    assert det.report is not None and det.report.phase == "backward"
+    assert det.report.step is None and "training loop" not in det.report.format(color=False)
+
+
 def test_a_fresh_use_forgets_the_previous_report():
     det = ngj.detect(mode="record")
     with det:

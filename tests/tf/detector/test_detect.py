@@ -49,6 +49,10 @@ def test_bug_is_found_at_the_user_line(case, flavour):
     if case.backward:
         assert report.forward_op == case.op and report.forward_line == line_of(case.name)
         assert report.call_file == __file__ and "the gradient call" in (report.call_code or "")
+        # the user called tape.gradient (eagerly or in a tf.function): named so, not "backward()"
+        assert report.call_name == "tape.gradient()"
+        text = report.format(color=False)
+        assert "  tape.gradient() called at " in text and "backward()" not in text
     else:
         assert report.op == case.op
     assert report.inputs and report.explanation and report.suggestion

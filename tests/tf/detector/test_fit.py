@@ -77,6 +77,14 @@ def test_layer_backward_nan_in_fit_is_found_at_the_layer_line(jit):
     assert report is not None
     assert (report.phase, report.forward_op, report.file, report.line) == ("backward", "Sqrt", HERE, _line("gram"))
     assert report.module == "distances"
+    # Keras' train_step took the gradient inside the fit the user called: the report says so
+    fit_line = next(n for n, text in enumerate(open(HERE, encoding="utf-8"), 1)
+                    if "model.fit(x, y, epochs=1, batch_size=4, verbose=0)" in text)
+    assert (report.call_file, report.call_line, report.call_name) == (HERE, fit_line, "model.fit()")
+    text = report.format(color=False)
+    assert any(line.startswith("  model.fit() called at ") and line.endswith(f"test_fit.py:{fit_line}")
+               for line in text.splitlines()), text
+    assert "backward()" not in text
     assert "distance_matrix" in report.suggestion and "nanguard.tf." in report.suggestion
 
 

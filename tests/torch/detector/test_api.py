@@ -147,7 +147,7 @@ def test_report_text_plain_and_coloured(monkeypatch):
     assert f"{line_of('distance_matrix')} │ return torch.sqrt(" in plain
     assert "why sqrt's gradient is 1/(2·sqrt(x)); 10 of 100 inputs were exactly 0" in plain
     assert "fix nanguard.distance_matrix" in plain
-    assert "step 1 of the training loop" in plain
+    assert "of the training loop" not in plain      # stopped in the first backward: no loop seen yet
     assert "\033[1;31m" in d.report.format(color=True)
     monkeypatch.setenv("NO_COLOR", "1")
     assert "\033[" not in str(d.report)
@@ -175,6 +175,20 @@ def test_training_step_number():
             opt.step()
     assert d.report.phase == "forward" and d.report.op == "aten.sqrt.default"
     assert d.report.step == 3
+    assert "  step 3 of the training loop" in d.report.format(color=False)
+
+
+@pytest.mark.parametrize("exhaustive", [False, True])
+def test_a_program_with_no_loop_has_no_step(exhaustive):
+    """One forward and one backward, no optimizer: not "step 1 of the training loop"."""
+    w = torch.zeros(3, requires_grad=True)
+    with nanguard.detect(mode="record", exhaustive=exhaustive) as d:
+        torch.sqrt(w).sum().backward()
+    assert d.report is not None and d.report.phase == "backward" and d.report.step is None
+    assert "training loop" not in d.report.format(color=False)
+    with nanguard.detect(mode="record", exhaustive=exhaustive) as d:
+        y = torch.log(w)
+    assert d.report is not None and d.report.step is None and "training loop" not in str(d.report)
 
 
 @pytest.mark.parametrize("exhaustive", [False, True])

@@ -1,5 +1,6 @@
-"""`nanguard run`: programs run as with python (argv, __main__, -m, exit status); findings
-exit 1 with the report on stderr and in --json; usage errors exit 2 with one line."""
+"""`nanguard run`: programs run as with python (argv, __main__, -m from the current folder, an
+absolute __file__, exit status); findings exit 1 with the report on stderr and in --json, usage
+errors exit 2 with one line, a program's own uncaught exception exits 3 with its traceback."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def test_script_with_nan_exits_1_with_report_and_json(tmp_path):
     assert "backward of sqrt" in done.stderr and "train.py:6" in done.stderr
     data = json.loads((tmp_path / "out.json").read_text())
     assert data["found"] is True and data["phase"] == "backward"
+    assert (data["status"], data["exit_code"]) == ("found", None)
     assert data["op"] == "aten.div.Tensor" and data["node"] == "SqrtBackward0"
     assert data["file"] == script and data["line"] == 6 and data["code"] == "y = torch.sqrt(x)              # the line the report must name"
     assert (data["forward_file"], data["forward_line"]) == (script, 6)
@@ -110,11 +112,77 @@ def test_directory_is_a_usage_error(capsys, tmp_path):
     assert status == 2 and "is a directory" in err
 
 
-def test_program_exception_prints_traceback_and_exits_1(capsys, tmp_path):
+def test_program_exception_prints_traceback_and_exits_3(capsys, tmp_path):
+    """A crash is not a finding: status 3 (1 is a NaN found), the traceback as python prints
+    it, and a JSON that says the program failed instead of "no NaN or Inf was detected"."""
     script = _write(tmp_path / "boom.py", "def f():\n    raise ValueError('boom')\n\nf()\n")
-    status, _, err = _run_inprocess(capsys, script)
-    assert status == 1
-    assert "ValueError: boom" in err and "boom.py" in err and "runpy" not in err
+    out_json = tmp_path / "boom.json"
+    status, _, err = _run_inprocess(capsys, "--json", str(out_json), script)
+    assert status == 3
+    assert err.startswith("Traceback (most recent call last):\n")
+    assert f'File "{script}", line 4, in <module>' in err and err.rstrip().endswith("ValueError: boom")
+    assert "runpy" not in err and "nanguard" not in err
+    data = json.loads(out_json.read_text())
+    assert (data["found"], data["status"], data["exit_code"]) == (False, "script_error", None)
+    assert data["error"] == "ValueError: boom"
+    assert data["message"] != "no NaN or Inf was detected" and "failed (ValueError: boom)" in data["message"]
+
+
+@pytest.mark.parametrize("code, status, outcome", [
+    ("", 0, "clean"), ("sys.exit(0)", 0, "clean"), ("sys.exit()", 0, "clean"), ("sys.exit(5)", 5, "exited"),
+    ("sys.exit(1)", 1, "exited"), ("sys.exit('bye')", 1, "exited"),
+])
+def test_json_status_and_exit_code_of_a_program_that_ends_without_a_finding(capsys, tmp_path, code, status,
+                                                                              outcome):
+    script = _write(tmp_path / "ends.py", f"import sys\nprint('ran')\n{code}\n")
+    out_json = tmp_path / "ends.json"
+    got, out, _ = _run_inprocess(capsys, "--json", str(out_json), script)
+    assert got == status and "ran" in out
+    data = json.loads(out_json.read_text())
+    assert (data["found"], data["status"], data["exit_code"]) == (False, outcome, status)
+    assert (data["message"] == "no NaN or Inf was detected") == (outcome == "clean")
+
+
+def test_file_of_the_script_is_absolute_as_under_python(capsys, tmp_path, monkeypatch):
+    """python 3.11 gives a script an absolute __file__: one that changes folder and then reads
+    a file beside itself must work under nanguard run too."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "data.txt").write_text("beside")
+    _write(tmp_path / "proj" / "read.py", textwrap.dedent("""\
+        import os, sys
+        os.chdir(os.path.dirname(os.path.dirname(__file__)) or "/")
+        print("file", __file__, sys.argv[0])
+        with open(os.path.join(os.path.dirname(__file__), "data.txt")) as fh:
+            print("read", fh.read())
+    """))
+    monkeypatch.chdir(tmp_path)
+    status, out, err = _run_inprocess(capsys, os.path.join("proj", "read.py"))
+    assert status == 0, err
+    assert f"file {tmp_path / 'proj' / 'read.py'} proj/read.py" in out and "read beside" in out
+
+
+def test_module_form_finds_the_package_in_the_current_folder_as_python_does(tmp_path):
+    """`nanguard run -m mypkg.train` from the project folder, launched as the installed console
+    script is (its own folder, not the current one, is sys.path[0]): python -m puts the current
+    folder first before it looks the module up, and so must nanguard run."""
+    project, bin_dir = tmp_path / "project", tmp_path / "bin"
+    (project / "mypkg").mkdir(parents=True)
+    bin_dir.mkdir()
+    _write(project / "mypkg" / "__init__.py", "")
+    _write(project / "mypkg" / "data.py", "VALUE = 42\n")
+    _write(project / "mypkg" / "train.py", textwrap.dedent("""\
+        import sys
+        from .data import VALUE
+        print("train", __name__, VALUE, sys.argv, __file__)
+    """))
+    launcher = _write(bin_dir / "nanguard", "import sys\nfrom nanguard.cli import main\nsys.exit(main())\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    done = subprocess.run([sys.executable, launcher, "run", "--json", "r.json", "-m", "mypkg.train", "--epochs", "2"],
+                          capture_output=True, text=True, cwd=project, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    module_file = str(project / "mypkg" / "train.py")
+    assert f"train __main__ 42 ['{module_file}', '--epochs', '2'] {module_file}" in done.stdout
+    assert json.loads((project / "r.json").read_text())["status"] == "clean"
 
 
 def test_program_that_swallows_the_error_still_exits_1(capsys, tmp_path):
@@ -125,9 +193,12 @@ def test_program_that_swallows_the_error_still_exits_1(capsys, tmp_path):
         except FloatingPointError:
             print("handled")
     """))
-    status, out, err = _run_inprocess(capsys, "--color", "never", script)
+    out_json = tmp_path / "swallow.json"
+    status, out, err = _run_inprocess(capsys, "--color", "never", "--json", str(out_json), script)
     assert status == 1 and "handled" in out
     assert "forward of log" in err and "\\033[" not in err
+    data = json.loads(out_json.read_text())
+    assert (data["found"], data["status"], data["exit_code"]) == (True, "found", 0)
 
 
 def test_exit_codes_of_sys_exit(capsys, tmp_path):
