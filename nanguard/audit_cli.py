@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     if args.witness_budget < 0:
         return _usage("--witness-budget must be >= 0")
     try:
-        from nanguard.torch.audit import audit_script
+        from nanguard.torch.auditor import audit_script
     except ImportError as err:
         return _usage(str(err))
     from nanguard.core.audit_result import write

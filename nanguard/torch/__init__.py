@@ -20,7 +20,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
     ) from error
 
 from nanguard.errors import NonFiniteError
-from nanguard.torch.audit import audit, audit_script
+from nanguard.torch.auditor import audit, audit_script
 from nanguard.torch.detector import NonFiniteWarning, Report, TensorSummary, detect
 from nanguard.torch.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert
 from nanguard.torch.ops import (

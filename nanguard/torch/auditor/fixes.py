@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, List, Optional
 
 import torch
 
-from nanguard.torch.audit.trace import EXACT, Node, OpRecord, Ref
+from nanguard.torch.auditor.trace import EXACT, Node, OpRecord, Ref
 
 if TYPE_CHECKING:
-    from nanguard.torch.audit.analysis import Analysis
-    from nanguard.torch.audit.checks import Hit
+    from nanguard.torch.auditor.analysis import Analysis
+    from nanguard.torch.auditor.checks import Hit
 
 _PASS = frozenset({"detach", "alias", "clone", "contiguous", "lift_fresh", "_to_copy", "view", "_unsafe_view",
                    "reshape", "unsqueeze", "squeeze", "expand", "permute", "transpose", "t", "select", "slice",

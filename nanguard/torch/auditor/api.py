@@ -24,12 +24,12 @@ from torch.utils import _pytree as pytree
 from nanguard.core.audit_result import AuditFinding, AuditResult
 from nanguard.core.hazards import HAZARDS
 from nanguard.core.singular import singularities
-from nanguard.torch.audit import fixes
-from nanguard.torch.audit.analysis import Analysis, Ranges
-from nanguard.torch.audit.checks import Hit
-from nanguard.torch.audit.replay import slice_spec
-from nanguard.torch.audit.trace import Trace, Tracer, trace_calls
-from nanguard.torch.audit.witness import Witness, find_witness
+from nanguard.torch.auditor import fixes
+from nanguard.torch.auditor.analysis import Analysis, Ranges
+from nanguard.torch.auditor.checks import Hit
+from nanguard.torch.auditor.replay import slice_spec
+from nanguard.torch.auditor.trace import Trace, Tracer, trace_calls
+from nanguard.torch.auditor.witness import Witness, find_witness
 
 MODES = ("structural", "bounded")
 
@@ -129,7 +129,7 @@ fix: {fix}
 
 import os
 
-from nanguard.torch.audit.emit import replay_witness
+from nanguard.torch.auditor.emit import replay_witness
 
 WITNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), {witness_name!r})
 
@@ -270,6 +270,7 @@ def audit(fn_or_module: Callable[..., Any], *example_args: Any, mode: str = "str
     else:
         target = fn_or_module
     _data_names(tracer, target, example_args, example_kwargs)
+    tracer.arguments_are_the_data = True
     error: Optional[str] = None
     out: Any = None
     with tc:

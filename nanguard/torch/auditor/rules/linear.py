@@ -13,8 +13,8 @@ from typing import Any, Callable, List, Optional
 
 import torch
 
-from nanguard.torch.audit.interval import F64, INF, Box, centre_radius, rebig, unbig
-from nanguard.torch.audit.rules import Ctx, rule
+from nanguard.torch.auditor.interval import F64, INF, Box, centre_radius, rebig, unbig
+from nanguard.torch.auditor.rules import Ctx, rule
 
 aten = torch.ops.aten
 Bilinear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

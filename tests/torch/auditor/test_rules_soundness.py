@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nanguard.torch.audit.api import output_bounds
+from nanguard.torch.auditor.api import output_bounds
 
 R = Dict[str, Tuple[float, float]]
 

@@ -21,9 +21,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from nanguard.torch.audit.checks import Hit
-from nanguard.torch.audit.replay import Slice, run_op
-from nanguard.torch.audit.trace import DATA, PARAM, RANDOM, Node, Ref, Trace
+from nanguard.torch.auditor.checks import Hit
+from nanguard.torch.auditor.replay import Slice, run_op
+from nanguard.torch.auditor.trace import DATA, PARAM, RANDOM, Node, Ref, Trace
 
 UNBOUNDED_BOX = 1e4
 
@@ -81,7 +81,9 @@ class Search:
     def __init__(self, trace: Trace, analysis: Any, hit: Hit, seed: int = 0) -> None:
         self.trace, self.analysis, self.hit = trace, analysis, hit
         rec = hit.rec
-        self.slice = Slice(trace.ops[: rec.index + 1], rec.input_nodes())
+        # an overflow is about the op's own output: the slice then ends with the op
+        targets = [hit.node] if hit.node is not None and hit.node.producer is rec else rec.input_nodes()
+        self.slice = Slice(trace.ops[: rec.index + 1], targets)
         self.gen = torch.Generator().manual_seed(seed)
         self.free = [n for n in self.slice.sources + self.slice.random if _free(n)]
         self.fixed = [n for n in self.slice.sources + self.slice.random if not _free(n)]
@@ -161,7 +163,7 @@ class Search:
             per = flat.abs()
         elif cond == "exp_overflow":
             per = -(flat - limit)
-        elif cond in ("outside_unit", "not_inside_unit"):
+        elif cond in ("outside_unit", "not_inside_unit", "overflow"):
             per = -flat.abs()
         elif cond == "unit":
             per = (flat.abs() - 1).abs()

@@ -5,7 +5,7 @@ and ``add_``). A rule gets a `Ctx` (the op record, its input boxes, its output s
 dtypes) and returns one `Box` per output (None where it cannot say: the output is then
 unbounded, which is sound). Rules for ops with a domain (``log``, ``sqrt``, ``acos``)
 compute their output from the input *clipped to the domain*: a violation is the checks'
-business (`nanguard.torch.audit.checks`), and the ops below it must not be flagged again
+business (`nanguard.torch.auditor.checks`), and the ops below it must not be flagged again
 for the same cause.
 
 Each rule is sound: every value the op can produce from inputs inside their boxes lies in
@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from nanguard.torch.audit.interval import Box
-from nanguard.torch.audit.trace import Node, OpRecord, Ref
+from nanguard.torch.auditor.interval import Box
+from nanguard.torch.auditor.trace import Node, OpRecord, Ref
 
 Rule = Callable[["Ctx"], "Sequence[Optional[Box]] | Box | None"]
 RULES: Dict[str, Rule] = {}
@@ -97,6 +97,6 @@ def exact_value(b: Optional[Box]) -> Optional[torch.Tensor]:
 
 
 # the rule modules register themselves on import
-from nanguard.torch.audit.rules import elementwise, linear, nn, shape  # noqa: E402,F401
+from nanguard.torch.auditor.rules import elementwise, linear, nn, shape  # noqa: E402,F401
 
 __all__ = ["Ctx", "RULES", "Rule", "exact_value", "rule"]

@@ -14,9 +14,9 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.utils import _pytree as pytree
 
-from nanguard.torch.audit.interval import F64, INF, Box
-from nanguard.torch.audit.rules import Ctx, rule
-from nanguard.torch.audit.trace import Ref
+from nanguard.torch.auditor.interval import F64, INF, Box
+from nanguard.torch.auditor.rules import Ctx, rule
+from nanguard.torch.auditor.trace import Ref
 
 # Ops whose outputs are made of their data inputs' values (and of constants in their args).
 VALUE_MOVING = (
@@ -152,8 +152,9 @@ _REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean", "logsumexp", "amax"
 @rule(*VALUE_MOVING)
 def value_moving(ctx: Ctx) -> List[Optional[Box]]:
     base = ctx.rec.base
-    data = _data_boxes(ctx)
-    if data and all(b.uniform for b in data) and len(ctx.rec.input_nodes()) == len(data) + _exact_count(ctx):
+    data = [b for b in _data_boxes(ctx) if b.numel or base not in ("cat", "stack")]   # cat([empty cache, k])
+    if data and all(b.uniform for b in data) and \
+            len(ctx.rec.input_nodes()) == len(_data_boxes(ctx)) + _exact_count(ctx):
         if base in _SAME_VALUES or base in _REDUCTIONS:
             lo = min(float(b.lo) for b in data)
             hi = max(float(b.hi) for b in data)

@@ -4,7 +4,7 @@ can reach.
 Sources get their boxes from the mode: in ``structural`` mode parameters and data are
 unbounded (any finite value), random factories stay inside their support, exact values keep
 their observed value; in ``bounded`` mode the ranges the user states replace the unbounded
-boxes of the sources they name. Each op's rule (`nanguard.torch.audit.rules`) gives its
+boxes of the sources they name. Each op's rule (`nanguard.torch.auditor.rules`) gives its
 output boxes, rounded to the output's dtype; `checks.hits` says which singular sets its
 arguments can reach. Gradient-only singularities (``sqrt``'s gradient at 0) count only on
 the gradient path: ops that depend on a parameter and reach what the first ``backward()``
@@ -28,12 +28,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-from nanguard.torch.audit import checks
-from nanguard.torch.audit.interval import F64, INF, Box, dtype_tiny
-from nanguard.torch.audit.replay import apply_chain, functional, view_scatter
-from nanguard.torch.audit.rules import RULES, Ctx
-from nanguard.torch.audit.safe_ops import safe_op_rule
-from nanguard.torch.audit.trace import DATA, EXACT, PARAM, RANDOM, Node, OpRecord, Ref, Trace
+from nanguard.torch.auditor import checks
+from nanguard.torch.auditor.interval import F64, INF, Box, dtype_tiny
+from nanguard.torch.auditor.replay import apply_chain, functional, view_scatter
+from nanguard.torch.auditor.rules import RULES, Ctx
+from nanguard.torch.auditor.safe_ops import safe_op_rule
+from nanguard.torch.auditor.trace import DATA, EXACT, PARAM, RANDOM, Node, OpRecord, Ref, Trace
 
 Ranges = Dict[str, Tuple[float, float]]
 # ops whose output is the same value as their input (for x * x and x - max(x))
@@ -80,6 +80,7 @@ class Analysis:
         self.reaches_root: Set[int] = set()
         self.consumers: Dict[int, List[OpRecord]] = {}
         self._ctx_cache: Dict[int, Ctx] = {}
+        self._below: Set[int] = set()     # nodes computed from a finding's output
 
     # ------------------------------------------------------------------ sources
     def _range_for(self, node: Node) -> Optional[Tuple[float, float]]:
@@ -264,14 +265,19 @@ class Analysis:
             self._transfer(rec)
             found = checks.hits(rec, self)
             found = [h for h in found if h.phase == "value" or self._gradient_counts(h)]
-            if not found:
+            below_a_finding = any(n.id in self._below for n in rec.input_nodes())
+            if not found and not below_a_finding:
                 h = checks.overflow_hit(rec, self)
                 if h is not None:
                     found = [h]
             if found:
                 hits.extend(found)
-            elif rec.made_nonfinite:
+            elif rec.made_nonfinite and not below_a_finding:
                 observed.append(rec)
+            if found or below_a_finding:
+                # what a finding's op computes was bounded as if its input had been clipped to
+                # the op's domain: the overflow that follows below it is the same story
+                self._below.update(n.id for n in rec.outputs if n is not None)
             # free what no later op reads
             for n in rec.input_nodes():
                 if last_use.get(n.id) == rec.index and n.id not in keep and n.kind != PARAM:
@@ -323,7 +329,7 @@ class Analysis:
             if box is not None:
                 if tuple(box.shape) != tuple(node.shape):
                     box = Box(box.lo, box.hi, node.shape, node.dtype, nonzero=box.nonzero)
-                self.boxes[node.id] = box
+                self.boxes[node.id] = box.collapsed()
             else:
                 self.boxes.pop(node.id, None)
                 self.box_of(node)

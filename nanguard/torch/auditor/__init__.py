@@ -8,6 +8,6 @@ trace one forward pass (`trace`), bound every value with interval arithmetic
 command line (`cli`).
 """
 
-from nanguard.torch.audit.api import MODES, audit, audit_script
+from nanguard.torch.auditor.api import MODES, audit, audit_script
 
 __all__ = ["MODES", "audit", "audit_script"]

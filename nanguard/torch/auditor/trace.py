@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.core.location import Frame
 from nanguard.torch.detector.frames import user_frame
+from nanguard.torch.detector.values import fast_finite
 
 aten = torch.ops.aten
 _current_node = torch._C._current_autograd_node
@@ -213,6 +214,9 @@ class Tracer(TorchDispatchMode):
         self._module_names: Dict[int, str] = {}
         self._buffers: Dict[int, str] = {}
         self.data_names: Dict[int, str] = {}    # id(tensor) -> argument name (audit(fn, x=...))
+        # audit(fn, *args): the arguments are the data; any other float tensor that already
+        # exists (a closure's mask, a table) is a constant of the function
+        self.arguments_are_the_data = False
         self.current_line: Optional[Frame] = None
         self._pending: List[_Entry] = []
 
@@ -221,9 +225,10 @@ class Tracer(TorchDispatchMode):
         node = Node(id=len(self.trace.nodes), kind=kind, dtype=t.dtype, shape=tuple(t.shape), producer=producer,
                     device=t.device, **kw)
         if t.dtype.is_floating_point and t.numel() and t.layout == torch.strided:
-            finite = bool(torch.isfinite(t).all())
-            node.finite = finite
-            node.has_nan = (not finite) and bool(torch.isnan(t).any())
+            with torch.no_grad():
+                finite = fast_finite(t)
+                node.finite = finite
+                node.has_nan = (not finite) and bool(torch.isnan(t).any())
         self.trace.nodes.append(node)
         return node
 
@@ -259,7 +264,7 @@ class Tracer(TorchDispatchMode):
             node = self._new_node(EXACT, t, value=t.detach().clone(), name=self._buffers[id(t)])
         elif id(t) in self.data_names:
             node = self._new_node(DATA, t, value=t.detach().clone(), name=self.data_names[id(t)])
-        elif t.numel() <= 1 or self._literal_line():
+        elif t.numel() <= 1 or self._literal_line() or self.arguments_are_the_data:
             node = self._new_node(EXACT, t, value=t.detach().clone())
         else:
             node = self._new_node(DATA, t, value=t.detach().clone(), name="data")
@@ -493,9 +498,18 @@ def _written(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[tor
     return written_tensors(func, args, kwargs)
 
 
+_UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
+                            "empty_permuted", "resize", "set"})
+
+
 def _made_nonfinite(rec: OpRecord, inputs: Sequence[Node]) -> bool:
-    """The detector's rule: a NaN where no input held NaN, or an infinity where every input was finite."""
-    outs = [n for n in rec.outputs if n is not None and n.is_float and not n.finite]
+    """The detector's rule: a NaN where no input held NaN, or an infinity where every input was finite
+    (uninitialised memory and the workspaces some ops return beside their result do not count)."""
+    if rec.base in _UNINITIALISED or isinstance(rec.func, str):
+        return False
+    from nanguard.torch.detector.aten import result_outputs
+    results = result_outputs(rec.func, rec.outputs) if not rec.base.startswith("nanguard.") else rec.outputs
+    outs = [n for n in results if n is not None and n.is_float and not n.finite]
     if not outs:
         return False
     if any(n.has_nan for n in outs) and not any(n.has_nan for n in inputs if n.is_float) and \

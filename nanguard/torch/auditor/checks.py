@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 import torch
 
 from nanguard.core.singular import Singularity, singularities
-from nanguard.torch.audit.interval import F64, INF, Box, dtype_max
-from nanguard.torch.audit.rules.elementwise import exp_limit
-from nanguard.torch.audit.rules.nn import all_masked, correction_of, reduced_count
-from nanguard.torch.audit.trace import Node, OpRecord, Ref
+from nanguard.torch.auditor.interval import F64, INF, Box, dtype_max
+from nanguard.torch.auditor.rules.elementwise import exp_limit
+from nanguard.torch.auditor.rules.nn import all_masked, correction_of, reduced_count
+from nanguard.torch.auditor.trace import Node, OpRecord, Ref
 
 if TYPE_CHECKING:
-    from nanguard.torch.audit.analysis import Analysis
+    from nanguard.torch.auditor.analysis import Analysis
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import torch
 
-from nanguard.torch.audit.replay import replay_spec
+from nanguard.torch.auditor.replay import replay_spec
 
 
 @dataclass
@@ -41,7 +41,7 @@ def replay_witness(path: str) -> Outcome:
 def _gradient_outcome(spec: Dict[str, Any], where: str, finding: Dict[str, Any]) -> Outcome:
     from torch.utils import _pytree as pytree
 
-    from nanguard.torch.audit.replay import SavedNode, _resolve
+    from nanguard.torch.auditor.replay import SavedNode, _resolve
 
     ins, _ = replay_spec(spec)
     last = spec["ops"][-1]

@@ -14,8 +14,8 @@ from typing import Any, Callable, List, Optional
 
 import torch
 
-from nanguard.torch.audit.interval import F64, INF, Box, dtype_tiny, mul_bounds, rebig, unbig
-from nanguard.torch.audit.rules import Ctx, rule
+from nanguard.torch.auditor.interval import F64, INF, Box, dtype_tiny, mul_bounds, rebig, unbig
+from nanguard.torch.auditor.rules import Ctx, rule
 
 _PI = math.pi
 

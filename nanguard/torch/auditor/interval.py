@@ -118,6 +118,19 @@ class Box:
             z = torch.zeros_like(z)
         return z
 
+    def collapsed(self) -> "Box":
+        """The same box with 0-dim bounds when every element has the same bounds (cheap to carry on)."""
+        if self.uniform or self.exact is not None or self.numel < 1024:
+            return self
+        lo, hi = self.lo, self.hi
+        lo_min, lo_max = torch.aminmax(lo)
+        if lo_min != lo_max:
+            return self
+        hi_min, hi_max = torch.aminmax(hi)
+        if hi_min != hi_max:
+            return self
+        return Box(lo_min.clone(), hi_min.clone(), self.shape, self.dtype, nonzero=self.nonzero)
+
     # ------------------------------------------------------------------ rounding
     def rounded(self) -> "Box":
         """Bounds as the dtype can hold them (NaN bounds from inf − inf become unbounded)."""

@@ -14,8 +14,8 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from nanguard.torch.audit.interval import F64, INF, Box, mul_bounds, rebig, unbig
-from nanguard.torch.audit.rules import Ctx, rule
+from nanguard.torch.auditor.interval import F64, INF, Box, mul_bounds, rebig, unbig
+from nanguard.torch.auditor.rules import Ctx, rule
 
 _CLAMP = 1e4        # beyond this, exp differences underflow in float64: effectively unbounded
 _MASKED = -1e5      # a real -inf entry: below every clamped bound, so exp(.) is exactly 0
@@ -459,7 +459,7 @@ def weight_norm(ctx: Ctx) -> List[Optional[Box]]:
 def product(ctx: Ctx) -> Box:
     x = ctx.in_box(0)
     if bool((x.lo >= 0).all()):
-        from nanguard.torch.audit.rules.shape import value_moving
+        from nanguard.torch.auditor.rules.shape import value_moving
         return value_moving(ctx)[0]  # type: ignore[return-value]
     return ctx.top()
 

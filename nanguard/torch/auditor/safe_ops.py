@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Dict, Optional, Tuple
 
-from nanguard.torch.audit.interval import INF, Box
-from nanguard.torch.audit.rules import Ctx
+from nanguard.torch.auditor.interval import INF, Box
+from nanguard.torch.auditor.rules import Ctx
 
 # name -> the range of every output element
 _RANGES: Dict[str, Tuple[float, float]] = {

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 import torch
 from torch.utils import _pytree as pytree
 
-from nanguard.torch.audit.trace import EXACT, Node, OpRecord, Ref
+from nanguard.torch.auditor.trace import EXACT, Node, OpRecord, Ref
 
 aten = torch.ops.aten
 _FUNCTIONAL: Dict[Any, Callable[..., Any]] = {}
@@ -109,11 +109,10 @@ class Slice:
         produced = {id(n) for r in self.ops for n in r.outputs if n is not None}
         self.sources: List[Node] = []
         seen: Set[int] = set()
-        for r in self.ops:
-            for n in r.input_nodes():
-                if id(n) not in produced and n.kind != EXACT and id(n) not in seen:
-                    seen.add(id(n))
-                    self.sources.append(n)
+        for n in [n for r in self.ops for n in r.input_nodes()] + list(targets):
+            if id(n) not in produced and n.kind != EXACT and id(n) not in seen:
+                seen.add(id(n))
+                self.sources.append(n)
         # random factories inside the slice are sources too (their sample is a free input)
         self.random = [n for r in self.ops for n in r.outputs if n is not None and n.kind == "random"]
         self.targets = list(targets)

@@ -1,0 +1,102 @@
+"""`nanguard audit` on the command line: exit statuses, formats, witnesses and emitted tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BUGGY = textwrap.dedent("""\
+    import torch
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(4, 3))
+    opt = torch.optim.SGD([w], lr=0.1)
+    for step in range(3):
+        x = torch.randn(8, 4)
+        probs = torch.softmax(x @ w, dim=-1)
+        loss = -torch.log(probs[:, 0]).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    print("done")
+""")
+LOG_LINE = 8
+CLEAN = BUGGY.replace("-torch.log(probs[:, 0]).mean()", "-torch.log_softmax(x @ w, dim=-1)[:, 0].mean()")
+FAILING = BUGGY.replace("x = torch.randn(8, 4)", "x = torch.randn(8, 5)")
+
+
+def _run(tmp_path: Path, *args: str, source: str = BUGGY):
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3]), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "nanguard", "audit", *args, str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_findings_exit_1_with_the_line_the_fix_and_a_witness(tmp_path: Path) -> None:
+    proc = _run(tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"train.py:{LOG_LINE}: aten.log.default" in proc.stdout
+    assert "F.log_softmax" in proc.stdout and "witness  .nanguard/witnesses/" in proc.stdout
+    assert "done" not in proc.stdout        # stopped at the first backward
+
+
+def test_clean_script_exits_0(tmp_path: Path) -> None:
+    proc = _run(tmp_path, source=CLEAN)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no op can produce NaN/Inf" in proc.stdout
+
+
+def test_script_that_fails_before_its_backward_exits_2(tmp_path: Path) -> None:
+    proc = _run(tmp_path, source=FAILING)
+    assert proc.returncode == 2
+    assert "RuntimeError" in proc.stderr and "failed before its first backward" in proc.stderr
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "nanguard", "audit", str(tmp_path / "missing.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+    proc = _run(tmp_path, "--range", "data=1")
+    assert proc.returncode == 2 and "NAME=LO,HI" in proc.stderr
+
+
+def test_json_has_the_documented_fields(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "--format", "json")
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert set(doc) >= {"findings", "unsupported", "ops_traced", "seconds"}
+    (f,) = doc["findings"]
+    assert {"file", "line", "op", "kind", "range", "witness", "observed", "fix"} <= set(f)
+    assert f["line"] == LOG_LINE and f["kind"] == "nonpositive" and f["observed"] is False
+    assert f["range"][0] == 0.0 and os.path.exists(tmp_path / f["witness"])
+
+
+def test_sarif_and_github_formats(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "--format", "sarif")
+    log = json.loads(proc.stdout)
+    (result,) = log["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == LOG_LINE
+    proc = _run(tmp_path, "--format", "github", "--no-witness")
+    assert proc.stdout.startswith("::error ") and f"line={LOG_LINE}" in proc.stdout
+
+
+def test_emitted_test_replays_the_witness_and_fails_on_the_nan(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "--emit-tests", "nan_tests")
+    assert proc.returncode == 1
+    tests = sorted((tmp_path / "nan_tests").glob("test_*.py"))
+    assert len(tests) == 1
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3]), env.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests[0])],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 1, run.stdout
+    assert "made" in run.stdout and "inf" in run.stdout and "log_softmax" in run.stdout
