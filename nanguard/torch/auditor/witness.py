@@ -111,17 +111,21 @@ class Search:
         ins = [value_of(n) for n in rec.input_nodes()]
         if any(v is None for v in ins):
             return False
-        if any(isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())
-               for v in ins):
+        floats = [v for v in ins if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        in_nan = any(bool(torch.isnan(v).any()) for v in floats)
+        in_finite = all(bool(torch.isfinite(v).all()) for v in floats)
+        if in_nan or (not in_finite and self.hit.phase != "value"):
             return False
         if self.hit.phase == "value":
             with torch.no_grad():
                 try:
-                    outs = run_op(rec, value_of)
+                    outs = [o for o in run_op(rec, value_of) if isinstance(o, torch.Tensor) and o.is_floating_point()]
                 except Exception:
                     return False
-            return any(isinstance(o, torch.Tensor) and o.is_floating_point() and not bool(torch.isfinite(o).all())
-                       for o in outs)
+            # the detector's rule: a NaN out of NaN-free inputs, an inf out of finite ones
+            if any(bool(torch.isnan(o).any()) for o in outs):
+                return True
+            return in_finite and any(not bool(torch.isfinite(o).all()) for o in outs)
         return self._gradient_triggers(env)
 
     def _gradient_triggers(self, env: Dict[int, torch.Tensor]) -> bool:

@@ -93,7 +93,11 @@ CASES: Dict[str, Tuple[Callable[..., torch.Tensor], R, Tuple[Tuple[int, ...], ..
     "dropout_eval_like": (lambda x: F.dropout(x, 0.0) + F.hardtanh(x) + F.leaky_relu(x, 0.2) + F.elu(x),
                           {"x": (-3, 2)}, ((6,),)),
     "in_place_view": (lambda x: _in_place(x), {"x": (-3, 2)}, ((4,),)),
+    "recurrent": (lambda x: _LSTM(x.to(_LSTM.weight_ih_l0.dtype))[0].sum(0) + _GRU(x.to(_GRU.weight_ih_l0.dtype))[0].sum(0)
+                  + _RNN(x.to(_RNN.weight_ih_l0.dtype))[0].sum(0), {"x": (-3, 2)}, ((5, 2, 3),)),
 }
+torch.manual_seed(0)
+_LSTM, _GRU, _RNN = torch.nn.LSTM(3, 4), torch.nn.GRU(3, 4), torch.nn.RNN(3, 4)
 
 
 def _in_place(x: torch.Tensor) -> torch.Tensor:

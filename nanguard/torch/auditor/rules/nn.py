@@ -486,4 +486,26 @@ def recurrent(ctx: Ctx) -> List[Optional[Box]]:
     return out
 
 
+@rule("mkldnn_rnn_layer")
+def mkldnn_rnn(ctx: Ctx) -> List[Optional[Box]]:
+    """oneDNN's fused RNN layer (CPU nn.LSTM / nn.GRU / nn.RNN): (output, hy, cy, workspace).
+    ``mode`` is 0 RNN-ReLU, 1 RNN-tanh, 2 LSTM, 3 GRU."""
+    mode = int(ctx.arg(9, -1, name="mode"))
+    out: List[Optional[Box]] = []
+    for k, node in enumerate(ctx.outputs):
+        if node is None:
+            out.append(None)
+        elif k < 2 and mode in (1, 2):
+            out.append(ctx.out_box(-1.0, 1.0, k))
+        elif k < 2 and mode == 3:
+            h0 = ctx.box(ctx.arg(5))
+            lo, hi = h0.bounds() if h0 is not None else (-1.0, 1.0)
+            out.append(ctx.out_box(min(lo, -1.0), max(hi, 1.0), k))
+        elif k < 2 and mode == 0:
+            out.append(ctx.out_box(0.0, INF, k))
+        else:
+            out.append(ctx.top(k))
+    return out
+
+
 __all__ = ["all_masked", "correction_of", "reduced_count", "softmax_bounds"]

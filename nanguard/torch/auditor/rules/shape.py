@@ -22,7 +22,8 @@ from nanguard.torch.auditor.trace import Ref
 VALUE_MOVING = (
     "view", "_unsafe_view", "reshape", "_reshape_alias", "permute", "transpose", "t", "unsqueeze", "squeeze",
     "expand", "slice", "select", "narrow", "clone", "contiguous", "alias", "detach", "lift_fresh",
-    "lift_fresh_copy", "cat", "stack", "split", "split_with_sizes", "unbind", "chunk", "flip", "roll", "repeat",
+    "lift_fresh_copy", "cat", "stack", "split", "split_with_sizes", "unbind", "chunk", "unsafe_split",
+    "unsafe_split_with_sizes", "unsafe_chunk", "hstack", "vstack", "dstack", "column_stack", "flip", "roll", "repeat",
     "index", "index_select", "gather", "take", "embedding", "diagonal", "diag", "diag_embed", "tril", "triu",
     "constant_pad_nd", "unfold", "movedim", "flatten", "masked_select", "pixel_shuffle", "pixel_unshuffle",
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
