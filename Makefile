@@ -34,6 +34,7 @@ bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/guard.py
 	$(PY) benchmarks/guard_integrations.py
 	$(PY) benchmarks/lint.py
+	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/tf_ops.py
 	$(PY) benchmarks/tf_detect.py
 	$(PY) benchmarks/tf_guard.py

@@ -20,6 +20,7 @@ SECTIONS: list[str] = [
     "nanguard.demo.prevent",
     "nanguard.demo.detect",
     "nanguard.demo.recover",
+    "nanguard.demo.audit",
     "nanguard.demo.lint",
     # one module per pillar, in the order a user meets them; then the other frameworks'
     # stories, each skipped with a one-line hint when its framework is not installed
@@ -28,7 +29,8 @@ SECTIONS: list[str] = [
 ]
 
 # the sections that import torch (at module level): skipped without it, with TORCH_HINT
-TORCH_SECTIONS: tuple[str, ...] = ("nanguard.demo.prevent", "nanguard.demo.detect", "nanguard.demo.recover")
+TORCH_SECTIONS: tuple[str, ...] = ("nanguard.demo.prevent", "nanguard.demo.detect", "nanguard.demo.recover",
+                                   "nanguard.demo.audit")
 TORCH_HINT = "PyTorch sections ({names}) skipped: PyTorch is not installed; pip install 'nanguard[torch]'"
 
 

@@ -81,7 +81,7 @@ def test_a_framework_that_is_found_but_does_not_import_is_one_line_too() -> None
     assert "All demo sections finished." in done.stdout
 
 
-TORCH_HINT = ("PyTorch sections (prevent, detect, recover) skipped: PyTorch is not installed; "
+TORCH_HINT = ("PyTorch sections (prevent, detect, recover, audit) skipped: PyTorch is not installed; "
               "pip install 'nanguard[torch]'")
 
 

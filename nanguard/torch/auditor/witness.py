@@ -106,6 +106,11 @@ class Search:
                 env = self._env(values)
             except Exception:
                 return False
+        return self.triggers_in(env)
+
+    def triggers_in(self, env: Dict[int, Any]) -> bool:
+        """`triggers` on an already computed slice (its values are read detached)."""
+        env = {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in env.items()}
         rec = self.hit.rec
         value_of = self._op_inputs(env)
         ins = [value_of(n) for n in rec.input_nodes()]
@@ -240,7 +245,7 @@ class Search:
         signs: Dict[int, torch.Tensor] = {}
         best = math.inf
         k: Optional[int] = None
-        for _ in range(max_steps):
+        for step in range(max_steps):
             if time.perf_counter() - t0 > budget_s:
                 return None
             leaves = {n.id: values[n.id].detach().clone().requires_grad_(True) for n in self.free}
@@ -262,11 +267,12 @@ class Search:
             value = float(obj.detach())
             if not math.isfinite(value):
                 value = math.inf
-            if self.triggers(values):
+            if self.triggers_in(env):
                 return self._witness(values, "search")
-            snapped = self._snap(values, leaves, grads, x.detach(), k)
-            if snapped is not None:
-                return snapped
+            if step % 4 == 0:
+                snapped = self._snap(values, leaves, grads, x.detach(), k)
+                if snapped is not None:
+                    return snapped
             improved = value < best
             best = min(best, value)
             for (node_id, leaf), g in zip(leaves.items(), grads):

@@ -100,3 +100,26 @@ def test_emitted_test_replays_the_witness_and_fails_on_the_nan(tmp_path: Path) -
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 1, run.stdout
     assert "made" in run.stdout and "inf" in run.stdout and "log_softmax" in run.stdout
+
+
+def test_readme_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Audit: find the NaN before it fires", 1)[1].split("\n## ", 1)[0]
+    program = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("```console\n$ nanguard audit train.py\n", 1)[1].split("```", 1)[0]
+    proc = _run(tmp_path, source=program)
+    assert proc.returncode == 1
+    printed = proc.stdout.splitlines()
+    for line in shown.splitlines()[:6]:          # the finding block, word for word
+        assert line in printed, f"README line not printed: {line!r}\n{proc.stdout}"
+
+
+def test_demo_section_finds_the_story_before_it_fires() -> None:
+    import io
+
+    from nanguard.demo import run_demo
+    out = io.StringIO()
+    assert run_demo(["nanguard.demo.audit"], stream=out) == 0
+    text = out.getvalue()
+    assert "aten.sqrt.default can produce" in text and "witness replayed" in text
+    assert "distance_matrix_fixed.py audited: 0 findings" in text and "with log_softmax: 0 findings" in text
