@@ -441,6 +441,7 @@ class GradGuard:
             if not hasattr(self.records, k) or not isinstance(v, int):
                 raise ValueError(f"nanguard.GradGuard.load_state_dict: unexpected entry {k!r}")
             setattr(self.records, k, v)
+        self._schedule.reread()  # the schedulers are being restored too
 
     def __repr__(self) -> str:
         r = self.records
