@@ -108,7 +108,7 @@ def install(guard: GradGuard, accelerator: Any, optimizer: Any) -> None:
         params = list(parameters)
         current = state["guard"]
         if same_gradients(params, current.optimizer):
-            return current.clip_grad_norm_(max_norm, norm_type)
+            return current._clip(max_norm, norm_type, params)  # their order: same bits
         return original_clip(params, max_norm, norm_type)  # a subset: not the step's check
 
     accelerator.backward = backward

@@ -80,8 +80,9 @@ class Recorder(transformers.TrainerCallback):
         self.lrs.append(lr_scheduler.get_last_lr()[0])
 
 
-def make_trainer(tmp_path, data, model=None, guarded=True, steps=4, **guard_kw):
+def make_trainer(tmp_path, data, model=None, guarded=True, steps=4, max_grad_norm=1.0, **guard_kw):
     args = transformers.TrainingArguments(
+        max_grad_norm=max_grad_norm,
         output_dir=str(tmp_path), per_device_train_batch_size=BATCH,
         gradient_accumulation_steps=GA, max_steps=steps, learning_rate=1e-2,
         lr_scheduler_type="linear", logging_steps=1, report_to=[], save_strategy="no",
@@ -194,3 +195,17 @@ def test_arguments_are_checked_before_training(tmp_path):
     trainer2, _, _ = make_trainer(tmp_path, data, guarded=False)
     with pytest.raises(ValueError, match="unknown policy"):
         guard_trainer(trainer2, policy="ignore")
+
+
+def test_a_healthy_guarded_run_is_the_unguarded_run_bit_for_bit(tmp_path):
+    # the Trainer's AdamW has two param groups (decay / no decay), so its parameter order is
+    # not the model's; the guarded clip must still add the norms up as torch's does
+    runs = []
+    for guarded in (False, True):
+        data = Samples(24 * GA * BATCH, make=gpt2_item)
+        trainer, _, rec = make_trainer(tmp_path / str(guarded), data, model=tiny_gpt2(),
+                                       guarded=guarded, steps=24, max_grad_norm=0.1)
+        trainer.train()
+        runs.append(rec.after)
+    assert len(trainer.optimizer.param_groups) == 2
+    assert_bitwise(runs[1], runs[0])
