@@ -161,8 +161,10 @@ class GuardRecords:
 
     @property
     def bad_steps(self) -> List[int]:
-        """Step numbers whose gradients were non-finite (among the kept events)."""
-        return [e.step for e in self.events if e.kind == GRADIENTS]
+        """Step numbers that went bad (among the kept events): non-finite gradients, or an
+        accumulation window skipped (or raised) for a non-finite loss. A micro-batch left out
+        of a step that was applied is not a bad step."""
+        return [e.step for e in self.events if e.is_step]
 
     @property
     def skipped_steps(self) -> List[int]:
@@ -210,7 +212,7 @@ class GuardRecords:
             f"{self.applied} applied, {self.skipped} skipped, {self.zeroed} zeroed"
             + (f", {self.raised} raised" if self.raised else "")
         ]
-        bad = self.bad_steps
+        bad = [e.step for e in self.events if e.kind == GRADIENTS]
         if bad:
             shown = ", ".join(map(str, bad[:12])) + (", …" if len(bad) > 12 else "")
             lines.append(f"  non-finite gradients at step {shown}")
