@@ -103,6 +103,17 @@ class GuardEvent:
         d["params"] = [dict(asdict(p), numel=p.numel) for p in self.params]
         return d
 
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "GuardEvent":
+        """The event :meth:`to_dict` wrote (also after a JSON round trip: lists for tuples)."""
+        d = dict(d)
+        d["params"] = tuple(ParamIssue(p["name"], tuple(p["shape"]), p["nan"], p["inf"],
+                                       p.get("position", 0)) for p in d.get("params", ()))
+        for key in ("ranks", "micro_batches"):
+            if key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
 
 def _loss_place(event: GuardEvent) -> str:
     if not event.window:
@@ -127,6 +138,11 @@ class ParamTotals:
     steps: int = 0
     first: int = 0
     last: int = 0
+
+
+# The counters of GuardRecords, as a checkpoint and `to_dict` hold them.
+COUNTERS = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
+            "dropped_micro_batches", "consecutive", "longest_run")
 
 
 @dataclass
@@ -197,13 +213,36 @@ class GuardRecords:
         return self.consecutive
 
     def to_dict(self) -> Dict[str, Any]:
-        keys = ("policy", "max_consecutive", "steps", "applied", "skipped", "zeroed", "raised",
-                "nonfinite_losses", "dropped_micro_batches", "consecutive", "longest_run")
-        d: Dict[str, Any] = {k: getattr(self, k) for k in keys}
-        d["events"] = [e.to_dict() for e in self.events]
-        d["params"] = {n: asdict(t) for n, t in self.params.items()}
+        d: Dict[str, Any] = {"policy": self.policy, "max_consecutive": self.max_consecutive}
+        d.update(self.state_dict())
         d["growth_warnings"] = [w.to_dict() for w in self.growth_warnings]
         return d
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The counters, the kept events and the per-parameter totals, as plain data (ints,
+        strings, lists, dicts) that any checkpoint format holds, JSON included."""
+        d: Dict[str, Any] = {k: getattr(self, k) for k in COUNTERS}
+        d["events"] = [e.to_dict() for e in self.events]
+        d["params"] = {n: asdict(t) for n, t in self.params.items()}
+        return d
+
+    def load_state_dict(self, state: Dict[str, Any], owner: str) -> None:
+        """Restore what :meth:`state_dict` wrote (a state with counters only, as older
+        versions wrote, restores the counters)."""
+        for k, v in state.items():
+            if k in COUNTERS and isinstance(v, int) and not isinstance(v, bool):
+                continue
+            if (k, type(v)) not in (("events", list), ("params", dict)):
+                raise ValueError(f"{owner}: unexpected entry {k!r}")
+        for k in COUNTERS:
+            if k in state:
+                setattr(self, k, state[k])
+        if "events" in state:
+            self.events.clear()
+            self.events.extend(GuardEvent.from_dict(e) for e in state["events"])
+        if "params" in state:
+            self.params = {n: ParamTotals(**dict(t, shape=tuple(t["shape"])))
+                           for n, t in state["params"].items()}
 
     def summary(self, max_rows: int = 10) -> str:
         limit = "none" if self.max_consecutive is None else str(self.max_consecutive)

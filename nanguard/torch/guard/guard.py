@@ -447,17 +447,16 @@ class GradGuard:
                             bad_steps=self.records.bad_steps)
 
     def state_dict(self) -> dict[str, Any]:
-        """The counters, for a checkpoint (so a resumed run keeps its bad-step streak)."""
-        keys = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
-                "dropped_micro_batches", "consecutive", "longest_run")
-        return {k: getattr(self.records, k) for k in keys}
+        """What the guard counted, for a checkpoint: the counters (so a resumed run keeps its
+        bad-step streak), the kept events (which steps were bad, and why) and the
+        per-parameter totals. Plain data: ``torch.save`` and JSON both hold it."""
+        return self.records.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            if not hasattr(self.records, k) or not isinstance(v, int):
-                raise ValueError(f"nanguard.GradGuard.load_state_dict: unexpected entry {k!r}")
-            setattr(self.records, k, v)
-        self._schedule.reread()  # the schedulers are being restored too
+        """Restore what :meth:`state_dict` wrote; the schedulers' positions are read again at
+        the next step, as after building the guard (a resume loads them too)."""
+        self.records.load_state_dict(state, "nanguard.GradGuard.load_state_dict")
+        self._schedule.reread()
 
     def __repr__(self) -> str:
         r = self.records
