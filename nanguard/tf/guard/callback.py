@@ -1,9 +1,11 @@
-"""GuardCallback: delivers a GuardedOptimizer's pending raise during ``model.fit``.
+"""GuardCallback: delivers a GuardedOptimizer's raise during ``model.fit``.
 
 ``model.fit`` runs the train step as a ``tf.function``, where a Python error cannot be raised
-from the guard's ``tf.cond``; the guard halts instead, and this callback raises the
-:class:`nanguard.NonFiniteError` on the host after the batch (with ``steps_per_execution=N``,
-after the N-step chunk; the halted steps changed nothing).
+from the guard's ``tf.cond``. With this callback attached the guard leaves the raise pending
+and the callback raises the :class:`nanguard.NonFiniteError` on the host after the batch
+(with ``steps_per_execution=N``, after the N-step chunk), also under XLA, which cannot fail a
+step at all. Without it a graph step fails with ``InvalidArgumentError`` (see
+:mod:`nanguard.tf.guard.optimizer`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class GuardCallback(keras.callbacks.Callback):
             raise TypeError("nanguard.tf.GuardCallback: the model's optimizer is not a GuardedOptimizer; compile "
                             "with optimizer=nanguard.tf.GuardedOptimizer(...) or pass it to GuardCallback(opt)")
         return opt
+
+    def on_train_begin(self, logs: Optional[Dict[str, Any]] = None) -> None:
+        self._guard()._host_checks = True  # before fit traces its step: leave raises to check()
 
     def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         self._guard().check()
