@@ -311,7 +311,7 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
             >>> train_step(x, y)      # a tf.function calling opt.apply_gradients
             >>> opt.check()           # raises after a bad step under policy "raise"
         """
-        if not self.built or int(self._counters.scalars["halted"].numpy()) == 0:
+        if not self.built or self._read_counter("halted") == 0:
             return
         host = self._counters.read()
         rec = records(host, self._names, self._shapes, self.policy, self.max_consecutive)
@@ -323,6 +323,10 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
                                 run=run or None)
         self._counters.clear_halt()
         raise NonFiniteError(message, report=rec)
+
+    def _read_counter(self, name: str) -> int:
+        """One counter (a scalar of `counters.SCALARS`), read on the host: one small copy."""
+        return int(self._counters.scalars[name].numpy())
 
     def _require_built(self, what: str) -> None:
         if not self.built:

@@ -220,6 +220,7 @@ class GradGuard:
             # a window skipped before any loss was scaled still needs the scaler's scale
             amp.ensure_scale(self.scaler, loss)
         flags = loss_flags(loss, self._agreement)
+        self.records.world = len(flags)
         if not any(flags):
             run()
             return True
@@ -328,6 +329,7 @@ class GradGuard:
         """
         loss = check_loss_tensor(loss, "check_loss")
         flags = loss_flags(loss, self._agreement)
+        self.records.world = len(flags)
         if not any(flags):
             return True
         value = loss_value(loss) if flags[self._agreement.rank()] else None
