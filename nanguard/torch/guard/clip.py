@@ -57,7 +57,9 @@ def ordered_total(grads: Grads, norms: torch.Tensor, order: Sequence[int],
     """The total norm from the per-gradient `norms`, added up in torch's order (see above)."""
     ks = torch_order(grads, order)
     if ks != list(range(len(ks))):
-        norms = norms[torch.tensor(ks, device=norms.device)]
+        # views stacked on the device: an index tensor would be a copy from the host, and a
+        # copy from pageable memory waits for the device
+        norms = torch.stack([norms[k] for k in ks])
     return total_norm(norms, norm_type)
 
 
