@@ -375,7 +375,8 @@ class GradGuard:
         With a finite total norm it does exactly what
         ``torch.nn.utils.clip_grad_norm_(model.parameters(), ...)`` does (same total, same
         coefficient, same bits), whatever order the optimizer's param groups list the
-        parameters in (the norms are added up in the model's order, as torch adds them). With a non-finite one torch multiplies *every* gradient by NaN (the default
+        parameters in (the norms are added up in the model's order, as torch adds them).
+        With a non-finite one torch multiplies *every* gradient by NaN (the default
         ``error_if_nonfinite=False``); here the policy decides instead: "skip" and "raise" leave
         the gradients untouched and the next :meth:`step` skips or raises; "zero" zeroes the
         non-finite elements and clips the rest by their own (finite) norm.
