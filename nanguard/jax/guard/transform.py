@@ -171,7 +171,6 @@ def _raise_from_host(raise_now: jax.Array, state: GuardState) -> jax.Array:
                     lambda: raise_now)
 
 
-
 def _check_axis_name(axis_name: AxisName) -> None:
     names = axis_name if isinstance(axis_name, (tuple, list)) else [axis_name]
     for name in names:
