@@ -73,13 +73,14 @@ def decide(policy: str, run: int, max_consecutive: Optional[int], *,
 
 
 def raise_message(event: GuardEvent, limit: bool, policy: str, max_consecutive: Optional[int],
-                  records: GuardRecords, *, what: str = "parameters") -> str:
+                  records: GuardRecords, *, what: str = "parameters", run: Optional[int] = None) -> str:
     """The text of the NonFiniteError: the event, the parameters, and what to do next.
 
-    `what` names the things that had gradients ("parameters", "variables", "leaves").
+    `what` names the things that had gradients ("parameters", "variables", "leaves"); `run`
+    is the streak at the event when the error is delivered later (default: the current one).
     """
     if limit and policy != "raise":
-        head = (f"nanguard: {records.consecutive} bad steps in a row "
+        head = (f"nanguard: {records.consecutive if run is None else run} bad steps in a row "
                 f"(max_consecutive={max_consecutive}); stopping instead of "
                 f"{'skipping' if policy == 'skip' else 'zeroing'} forever.\n"
                 f"  last: {event.describe()}")

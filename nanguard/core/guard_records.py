@@ -103,14 +103,26 @@ class GuardEvent:
         d["params"] = [dict(asdict(p), numel=p.numel) for p in self.params]
         return d
 
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "GuardEvent":
+        """The event :meth:`to_dict` wrote (also after a JSON round trip: lists for tuples)."""
+        d = dict(d)
+        d["params"] = tuple(ParamIssue(p["name"], tuple(p["shape"]), p["nan"], p["inf"],
+                                       p.get("position", 0)) for p in d.get("params", ()))
+        for key in ("ranks", "micro_batches"):
+            if key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
 
-def _loss_place(event: GuardEvent) -> str:
+
+def _loss_place(event: GuardEvent, world: int = 1) -> str:
+    ranks = f" on rank {', '.join(map(str, event.ranks))}" if world > 1 else ""
     if not event.window:
-        return f"before step {event.step}"
+        return f"before step {event.step}{ranks}"
     outcome = "window skipped" if event.action == SKIPPED else (
         "left out, step applied" if event.action == DROPPED else event.action)
     which = ",".join(map(str, event.micro_batches))
-    return f"step {event.step}: micro-batch {which} of {event.window}, {outcome}"
+    return f"step {event.step}: micro-batch {which} of {event.window}{ranks}, {outcome}"
 
 
 def _count(p: ParamIssue) -> str:
@@ -127,6 +139,11 @@ class ParamTotals:
     steps: int = 0
     first: int = 0
     last: int = 0
+
+
+# The counters of GuardRecords, as a checkpoint and `to_dict` hold them.
+COUNTERS = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
+            "dropped_micro_batches", "consecutive", "longest_run")
 
 
 @dataclass
@@ -155,14 +172,17 @@ class GuardRecords:
     growth_warnings: List[Any] = field(default_factory=list)
     n_params: int = 0  # parameters the optimizer trains (for "12 of 50 parameters")
     guard: str = "GradGuard"  # the guard's name in the summary's first line
+    world: int = 1  # data-parallel ranks agreeing: above 1, a loss event names its ranks
 
     def __post_init__(self) -> None:
         self.events = deque(self.events, maxlen=self.max_events)
 
     @property
     def bad_steps(self) -> List[int]:
-        """Step numbers whose gradients were non-finite (among the kept events)."""
-        return [e.step for e in self.events if e.kind == GRADIENTS]
+        """Step numbers that went bad (among the kept events): non-finite gradients, or an
+        accumulation window skipped (or raised) for a non-finite loss. A micro-batch left out
+        of a step that was applied is not a bad step."""
+        return [e.step for e in self.events if e.is_step]
 
     @property
     def skipped_steps(self) -> List[int]:
@@ -195,36 +215,80 @@ class GuardRecords:
         return self.consecutive
 
     def to_dict(self) -> Dict[str, Any]:
-        keys = ("policy", "max_consecutive", "steps", "applied", "skipped", "zeroed", "raised",
-                "nonfinite_losses", "dropped_micro_batches", "consecutive", "longest_run")
-        d: Dict[str, Any] = {k: getattr(self, k) for k in keys}
-        d["events"] = [e.to_dict() for e in self.events]
-        d["params"] = {n: asdict(t) for n, t in self.params.items()}
+        d: Dict[str, Any] = {"policy": self.policy, "max_consecutive": self.max_consecutive}
+        d.update(self.state_dict())
         d["growth_warnings"] = [w.to_dict() for w in self.growth_warnings]
         return d
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The counters, the kept events and the per-parameter totals, as plain data (ints,
+        strings, lists, dicts) that any checkpoint format holds, JSON included."""
+        d: Dict[str, Any] = {k: getattr(self, k) for k in COUNTERS}
+        d["events"] = [e.to_dict() for e in self.events]
+        d["params"] = {n: asdict(t) for n, t in self.params.items()}
+        return d
+
+    def load_state_dict(self, state: Dict[str, Any], owner: str) -> None:
+        """Restore what :meth:`state_dict` wrote (a state with counters only, as older
+        versions wrote, restores the counters)."""
+        for k, v in state.items():
+            if k in COUNTERS and isinstance(v, int) and not isinstance(v, bool):
+                continue
+            if (k, type(v)) not in (("events", list), ("params", dict)):
+                raise ValueError(f"{owner}: unexpected entry {k!r}")
+        for k in COUNTERS:
+            if k in state:
+                setattr(self, k, state[k])
+        if "events" in state:
+            self.events.clear()
+            self.events.extend(GuardEvent.from_dict(e) for e in state["events"])
+        if "params" in state:
+            self.params = {n: ParamTotals(**dict(t, shape=tuple(t["shape"])))
+                           for n, t in state["params"].items()}
+
+    def _counts_line(self) -> str:
+        return (f"nanguard {self.guard} (policy {self.policy!r}): {self.steps} steps, "
+                f"{self.applied} applied, {self.skipped} skipped, {self.zeroed} zeroed"
+                + (f", {self.raised} raised" if self.raised else ""))
+
+    def _params_by_badness(self) -> List[Tuple[str, ParamTotals]]:
+        # most often bad first; among equals the one nearest the output, where a non-finite
+        # value enters the backward pass before spreading to earlier layers
+        return sorted(self.params.items(), key=lambda kv: (-kv[1].steps, -kv[1].position))
+
+    def line(self, max_names: int = 3) -> str:
+        """The summary in one line, for the end of a run that a framework drives: the counts,
+        which parameters had non-finite gradients, how many losses were non-finite (and on
+        which ranks)."""
+        parts = [self._counts_line()]
+        names = [n for n, _ in self._params_by_badness()]
+        if names:
+            more = f" and {len(names) - max_names} more" if len(names) > max_names else ""
+            parts.append(f"non-finite gradients in {', '.join(names[:max_names])}{more}")
+        if self.nonfinite_losses:
+            plural = "es" if self.nonfinite_losses > 1 else ""
+            ranks = sorted({r for e in self.events if e.kind == LOSS for r in e.ranks})
+            on = f" on rank {', '.join(map(str, ranks))}" if self.world > 1 and ranks else ""
+            parts.append(f"{self.nonfinite_losses} non-finite loss{plural}{on}")
+        return "; ".join(parts)
+
     def summary(self, max_rows: int = 10) -> str:
         limit = "none" if self.max_consecutive is None else str(self.max_consecutive)
-        lines = [
-            f"nanguard {self.guard} (policy {self.policy!r}): {self.steps} steps, "
-            f"{self.applied} applied, {self.skipped} skipped, {self.zeroed} zeroed"
-            + (f", {self.raised} raised" if self.raised else "")
-        ]
-        bad = self.bad_steps
+        lines = [self._counts_line()]
+        bad = [e.step for e in self.events if e.kind == GRADIENTS]
         if bad:
             shown = ", ".join(map(str, bad[:12])) + (", …" if len(bad) > 12 else "")
             lines.append(f"  non-finite gradients at step {shown}")
         if self.nonfinite_losses:
-            where = list(dict.fromkeys(_loss_place(e) for e in self.events if e.kind == LOSS))
+            where = list(dict.fromkeys(_loss_place(e, self.world) for e in self.events
+                                       if e.kind == LOSS))
             shown = "; ".join(where[:8]) + ("; …" if len(where) > 8 else "")
             lines.append(f"  non-finite losses: {self.nonfinite_losses} ({shown})")
         lines.append(f"  longest run of bad steps: {self.longest_run} (raises at {limit})")
         if self.params:
             lines.append(f"  {len(self.params)}" + (f" of {self.n_params}" if self.n_params else "")
                          + " parameters had non-finite gradients (output side first)")
-            # most often bad first; among equals the one nearest the output, where a
-            # non-finite value enters the backward pass before spreading to earlier layers
-            rows = sorted(self.params.items(), key=lambda kv: (-kv[1].steps, -kv[1].position))
+            rows = self._params_by_badness()
             header = ["parameter", "shape", "NaN", "Inf", "bad steps", "first", "last"]
             table = [[n, "×".join(map(str, t.shape)) or "scalar", str(t.nan), str(t.inf),
                       str(t.steps), str(t.first), str(t.last)] for n, t in rows[:max_rows]]

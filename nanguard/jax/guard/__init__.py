@@ -3,7 +3,8 @@
 - :func:`guarded` — wrap any ``optax.GradientTransformation``: skip / zero / raise on NaN/Inf
   gradients, count, record the bad leaves by key path, ``max_consecutive``, works under
   ``jit`` and agrees across devices under ``pmap``/``shard_map`` (``axis_name=``).
-- :func:`check_guard` — the host check that raises what a "raise" left pending under ``jit``;
+- :func:`check_guard` — the host check that raises the error a state records (the update
+  raises by itself, under ``jit`` from a host callback);
   :func:`resume_guard` clears it; :func:`guard_records` — counters and summary.
 
 Modules: ``transform`` (the transformation and its traced decision), ``state`` (GuardState,

@@ -85,11 +85,12 @@ def guard_records(state: Any) -> GuardRecords:
 
 
 def check_guard(state: Any) -> None:
-    """Raise :class:`nanguard.NonFiniteError` if a "raise" (or ``max_consecutive``) is pending.
+    """Raise :class:`nanguard.NonFiniteError` if `state` records a raise ("raise" or
+    ``max_consecutive``), naming the leaves by key path. Reads one scalar when none is.
 
-    Under ``jit`` the guard cannot raise: it halts (skips every step, nothing moves) and this
-    host check delivers the error, naming the leaves by key path. It reads one scalar when
-    nothing is pending. After handling the error, :func:`resume_guard` lets training continue.
+    The update raises by itself (eagerly, or from the host under ``jit``: see
+    :func:`guarded`); this check is what that host callback runs, and a second look for a
+    state that was kept anyway. :func:`resume_guard` clears the record.
 
     Example:
         >>> params, opt_state = train_step(params, opt_state, batch)   # jitted

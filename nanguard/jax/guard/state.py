@@ -24,11 +24,11 @@ ACTION_NAMES = {ZEROED: "zeroed", SKIPPED: "skipped", RAISED: "raised"}
 class GuardState:
     """State of :func:`nanguard.jax.guarded`: ``inner_state`` and what the guard counted.
 
-    Scalars: ``steps`` (updates seen), ``applied``, ``skipped`` (bad steps skipped, plus steps
-    skipped while a raise waited to be delivered), ``zeroed``, ``raised``, ``consecutive`` (bad
-    steps since the last finite one), ``longest_run``, ``halted`` (the step of a raise that
-    :func:`check_guard` has not delivered yet, 0 if none) and ``halted_by_limit`` (1 when that
-    raise came from ``max_consecutive``).
+    Scalars: ``steps`` (updates seen), ``applied``, ``skipped``, ``zeroed``, ``raised``,
+    ``consecutive`` (bad steps since the last finite one), ``longest_run``, ``halted`` (the
+    step of the last raise, for :func:`check_guard`; 0 if none. The step itself raises, so a
+    caller holds such a state only if it kept the outputs of a step that raised; it freezes
+    nothing) and ``halted_by_limit`` (1 when that raise came from ``max_consecutive``).
     Per leaf (in ``paths`` order): ``leaf_nan``/``leaf_inf`` elements over the run,
     ``leaf_bad_steps``, ``leaf_first``/``leaf_last`` bad step.
     The newest ``max_events`` bad steps: ``event_step``, ``event_action``, ``event_devices``

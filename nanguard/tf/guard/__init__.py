@@ -3,7 +3,8 @@
 - :class:`GuardedOptimizer` — wrap any Keras optimizer: skip / zero / raise, name the
   variables, count, ``max_consecutive``; eager, ``tf.function``, ``model.fit`` and
   ``MirroredStrategy`` (every replica takes the same decision).
-- :class:`GuardCallback` — delivers a pending raise from ``model.fit``.
+- :class:`GuardCallback` — raises the guard's NonFiniteError from ``model.fit`` (also under
+  XLA), puts ``nanguard_skipped_steps`` in Keras' logs, prints a summary when ``fit`` ends.
 
 Modules: ``optimizer`` (the wrapper and its traced decision), ``checks`` (the per-replica
 check and the all-reduced verdict), ``counters`` (the counter variables and the host

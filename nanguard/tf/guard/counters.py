@@ -24,7 +24,8 @@ SCALARS = ("steps", "applied", "skipped", "zeroed", "raised", "consecutive", "lo
 
 
 class Counters:
-    """The variables: scalars (see SCALARS; ``halted`` is the step of an undelivered raise),
+    """The variables: scalars (see SCALARS; ``halted`` is the step of a raise left for
+    ``GuardedOptimizer.check`` to deliver, 0 if none; it freezes nothing),
     per variable ``nan``/``inf``/``bad_steps``/``first``/``last``, and a ring of the newest
     ``max_events`` events (``event_step``, ``event_action``, ``event_counts`` [event, var, 2],
     ``event_replicas`` [event, replica])."""
@@ -48,13 +49,10 @@ class Counters:
         self.scalars["applied"].assign_add(1)
         self.scalars["consecutive"].assign(0)
 
-    def halted_step(self) -> None:
-        self.scalars["steps"].assign_add(1)
-        self.scalars["skipped"].assign_add(1)
-
     def bad_step(self, run: tf.Tensor, limit: tf.Tensor, action: tf.Tensor, found: tf.Tensor,
-                 replicas: tf.Tensor) -> None:
-        """Record a new bad step: `found` [n, 2] counts, `replicas` [R] flags, `action` a code."""
+                 replicas: tf.Tensor, pending: bool) -> None:
+        """Record a new bad step: `found` [n, 2] counts, `replicas` [R] flags, `action` a code;
+        `pending`: a raise is left for the host to deliver (the graph does not raise it)."""
         s = self.scalars
         step = s["steps"] + 1
         s["steps"].assign(step)
@@ -62,9 +60,11 @@ class Counters:
             s[key].assign_add(tf.cast(tf.equal(action, code), tf.int64))
         s["consecutive"].assign(run)
         s["longest_run"].assign(tf.maximum(s["longest_run"], run))
-        raised = tf.equal(action, RAISED)
-        s["halted"].assign(tf.where(raised, step, s["halted"]))
-        s["halted_by_limit"].assign(tf.where(raised, tf.cast(limit, tf.int64), s["halted_by_limit"]))
+        if pending:
+            raised = tf.equal(action, RAISED)
+            s["halted"].assign(tf.where(raised, step, s["halted"]))
+            # the streak that reached max_consecutive (0: policy "raise"), for a later message
+            s["halted_by_limit"].assign(tf.where(raised, tf.where(limit, run, 0), s["halted_by_limit"]))
         hit = tf.reduce_sum(found, axis=-1) > 0
         p = self.per_var
         p["nan"].assign_add(found[:, 0])

@@ -7,6 +7,19 @@ the verdict is computed in replica context and all-reduced (`checks.py`), then o
 step and leaves every variable alone (`counters.py`). On strategies that need a merge call
 (MirroredStrategy on CPUs) the ``tf.cond`` runs in cross-replica context and the inner
 optimizer is called for each replica, exactly as ``LossScaleOptimizer`` does.
+
+A raise ("raise", or the ``max_consecutive``-th bad step in a row) must reach the user
+however the step runs, or a run whose every gradient is NaN skips forever in silence:
+
+- eagerly, ``apply_gradients`` raises :class:`nanguard.NonFiniteError` at once;
+- in a graph (``tf.function``, ``model.fit``), a ``tf.debugging.Assert`` fails the step with
+  ``InvalidArgumentError`` whose message names the variables;
+- under XLA (``jit_compile=True``), which drops assertions, the raise is left pending for
+  :meth:`GuardedOptimizer.check`, which :class:`GuardCallback` calls after each ``fit``
+  batch and ``fit`` itself calls when it ends; so is it when a ``GuardCallback`` is attached,
+  to raise the NonFiniteError itself.
+
+A pending raise freezes nothing: a later finite step is applied.
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from nanguard.core.guard_policy import (
@@ -37,6 +51,16 @@ except ImportError:  # pragma: no cover - other Keras layouts
 OWNER = "nanguard.tf.GuardedOptimizer"
 
 
+def _in_xla() -> bool:
+    """Whether the graph being traced is compiled by XLA (``jit_compile=True``), which drops
+    ``tf.debugging.Assert``."""
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - another TF layout: let the host deliver
+        return True
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
 @keras.saving.register_keras_serializable(package="nanguard")  # model.save / load_model keep the guard
 class GuardedOptimizer(keras.optimizers.Optimizer):
     """Wraps a Keras optimizer so a step with NaN/Inf gradients is skipped, zeroed or raises.
@@ -50,9 +74,10 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
       the inner optimizer steps. A stateful optimizer still moves those elements by momentum.
     - ``"raise"``: the step is skipped and :class:`nanguard.NonFiniteError` names the variables.
       Called eagerly, ``apply_gradients`` raises at once. Inside ``tf.function`` (and so in
-      ``model.fit``) a graph cannot raise a Python error: the guard *halts* (every later step is
-      skipped, nothing moves) and the error is raised on the host by :meth:`check`, which
-      :class:`nanguard.tf.GuardCallback` calls after each ``fit`` batch.
+      ``model.fit``) the step fails with ``InvalidArgumentError`` carrying the same facts;
+      with :class:`nanguard.tf.GuardCallback` in ``fit`` the callback raises the
+      NonFiniteError after the batch. Under XLA a graph cannot raise: :meth:`check` does
+      (``GuardCallback`` calls it, and so does the end of ``fit``).
 
     The ``max_consecutive``-th bad step in a row raises the same way whatever the policy (None
     disables it). Under ``tf.distribute`` (MirroredStrategy) the verdict is all-reduced, so every
@@ -98,6 +123,7 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
         self.policy = policy
         self.max_consecutive = max_consecutive
         self.max_events = max_events
+        self._host_checks = False  # a GuardCallback calls check() after every fit batch
 
     # -- Keras optimizer protocol ----------------------------------------------------------
     @no_automatic_dependency_tracking
@@ -132,6 +158,8 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
 
     def finalize_variable_values(self, var_list: Sequence[Any]) -> None:
         self.inner_optimizer.finalize_variable_values(var_list)
+        if tf.executing_eagerly():  # the end of fit: a raise XLA could not deliver
+            self.check()
 
     def get_config(self) -> Dict[str, Any]:
         return {"name": self.name, "inner_optimizer": keras.saving.serialize_keras_object(self.inner_optimizer),
@@ -167,27 +195,36 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
             raise ValueError(f"{OWNER}: apply_gradients() must be called in a replica context "
                              f"(inside strategy.run), as for any Keras optimizer")
         n = len(self._names)
+        in_graph = self._raises_in_graph()
         with keras.name_scope(self.name, caller=self):
             verdict = checks.agree(*checks.local_verdict(grads, positions, n))
             if tf.__internal__.distribute.strategy_supports_no_merge_call():
-                self._act(verdict, grads, tvs, None)
+                self._act(verdict, grads, tvs, None, in_graph)
             else:
                 def cross_replica(distribution: Any, verdict: Any, grads: Any, tvs: Any) -> None:
                     # every replica's vector is the same (all-reduced): read the first
-                    self._act(distribution.experimental_local_results(verdict)[0], grads, tvs, distribution)
+                    self._act(distribution.experimental_local_results(verdict)[0], grads, tvs, distribution,
+                              in_graph)
 
                 tf.distribute.get_replica_context().merge_call(cross_replica, args=(verdict, grads, tvs))
         if tf.executing_eagerly() and not tf.distribute.has_strategy():
             self.check()  # eager: a pending raise is delivered at once
 
     # -- the decision, in the traced step --------------------------------------------------
-    def _act(self, verdict: tf.Tensor, grads: List[Any], tvs: List[Any], distribution: Any) -> None:
+    def _raises_in_graph(self) -> bool:
+        """Whether a raise of this step is a failing ``tf.debugging.Assert`` rather than left
+        pending for :meth:`check` (see the module docstring); decided when the step is traced."""
+        if tf.executing_eagerly() and not tf.distribute.has_strategy():
+            return False  # apply() calls check() right after the step
+        return not self._host_checks and not _in_xla()
+
+    def _act(self, verdict: tf.Tensor, grads: List[Any], tvs: List[Any], distribution: Any,
+             in_graph: bool) -> None:
         c = self._counters
         replicas = int(verdict.shape[0]) - 2 * len(self._names)
         flags = tf.cast(verdict[:replicas], tf.int64)
         found = tf.reshape(tf.cast(verdict[replicas:], tf.int64), [-1, 2])
         bad = tf.reduce_sum(flags) > 0
-        halted = c.scalars["halted"] > 0
 
         def inner_apply(transform: Callable[[Any], Any]) -> None:
             def per_replica(g: Sequence[Any], v: Sequence[Any]) -> None:
@@ -202,8 +239,9 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
             inner_apply(lambda g: g)
             c.finite_step()
 
-        def fresh_bad() -> None:
+        def not_finite() -> None:
             run = c.scalars["consecutive"] + 1
+            step = c.scalars["steps"] + 1
             limit = (run >= self.max_consecutive) if self.max_consecutive is not None else tf.constant(False)
             raise_now = tf.constant(True) if self.policy == "raise" else limit
             zero_now = tf.logical_not(raise_now) if self.policy == "zero" else tf.constant(False)
@@ -211,12 +249,37 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
                               tf.where(zero_now, tf.constant(ZEROED, tf.int64), tf.constant(SKIPPED, tf.int64)))
             if self.policy == "zero":
                 tf.cond(zero_now, lambda: inner_apply(checks.zero_nonfinite), lambda: None)
-            c.bad_step(run, limit, action, found, flags)
+            c.bad_step(run, limit, action, found, flags, pending=not in_graph)
+            if in_graph:  # recorded first: the counters keep the step that raised
+                tf.cond(raise_now, lambda: self._fail(step, run, found, flags), lambda: None)
 
-        def not_finite() -> None:
-            tf.cond(halted, c.halted_step, fresh_bad)
+        tf.cond(bad, not_finite, finite)
 
-        tf.cond(tf.logical_or(bad, halted), not_finite, finite)
+    def _fail(self, step: tf.Tensor, run: tf.Tensor, found: tf.Tensor, flags: tf.Tensor) -> None:
+        """Fail the traced step with the facts of :func:`raise_message`'s first lines (names
+        and counts are only known in the graph, so the message is built there)."""
+        numel = tf.constant([int(np.prod(shape)) for shape in self._shapes], tf.int64)
+        each = tf.strings.join([tf.constant(self._names), " (", tf.strings.as_string(found[:, 0]), " NaN, ",
+                                tf.strings.as_string(found[:, 1]), " Inf of ", tf.strings.as_string(numel), ")"])
+        hit = tf.reduce_sum(found, axis=-1) > 0
+        where = tf.strings.reduce_join(tf.reverse(tf.boolean_mask(each, hit), [0]), separator=", ")  # output side first
+        ranks = ""
+        if int(flags.shape[0]) > 1:
+            bad_ranks = tf.strings.as_string(tf.reshape(tf.where(flags > 0), [-1]))
+            ranks = tf.strings.join([" on rank ", tf.strings.reduce_join(bad_ranks, separator=", ")])
+        event = tf.strings.join(["step ", tf.strings.as_string(step), ": non-finite gradients in ", where, ranks,
+                                 " -> raised"])
+        if self.policy == "raise":
+            head = tf.strings.join(["nanguard: ", event, " (policy 'raise')"])
+        else:
+            doing = "skipping" if self.policy == "skip" else "zeroing"
+            head = tf.strings.join(["nanguard: ", tf.strings.as_string(run), " bad steps in a row (max_consecutive=",
+                                    str(self.max_consecutive), f"); stopping instead of {doing} forever. Last: ",
+                                    event])
+        # one line: TF prints a string tensor's newlines as \n
+        message = tf.strings.join([head, ". Variables and optimizer state were left untouched by this step; "
+                                   f"{OWNER}.summary() has the whole record."])
+        tf.debugging.Assert(tf.constant(False), [message])
 
     # -- host side --------------------------------------------------------------------------
     @property
@@ -240,25 +303,30 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
     def check(self) -> None:
         """Raise :class:`nanguard.NonFiniteError` if a "raise" (or ``max_consecutive``) is pending.
 
-        Inside ``tf.function`` the guard cannot raise; it halts and this host call delivers the
-        error (and clears the halt, so training can go on if you catch it). Reads one scalar
-        when nothing is pending. :class:`GuardCallback` calls it for ``model.fit``.
+        Under XLA the step cannot raise; this host call delivers the error (and clears it, so
+        training can go on if you catch it). Reads one scalar when nothing is pending.
+        :class:`GuardCallback` calls it for ``model.fit``; call it in a ``jit_compile`` loop.
 
         Example:
             >>> train_step(x, y)      # a tf.function calling opt.apply_gradients
             >>> opt.check()           # raises after a bad step under policy "raise"
         """
-        if not self.built or int(self._counters.scalars["halted"].numpy()) == 0:
+        if not self.built or self._read_counter("halted") == 0:
             return
         host = self._counters.read()
         rec = records(host, self._names, self._shapes, self.policy, self.max_consecutive)
         step = int(host["halted"])
         event = next((e for e in reversed(events(host, self._names, self._shapes)) if e.step == step),
                      GuardEvent(step=step, kind=GRADIENTS, action="raised"))
-        message = raise_message(event, bool(host["halted_by_limit"]), self.policy, self.max_consecutive, rec,
-                                what="variables")
+        run = int(host["halted_by_limit"])  # the streak that reached the limit, 0 if none did
+        message = raise_message(event, bool(run), self.policy, self.max_consecutive, rec, what="variables",
+                                run=run or None)
         self._counters.clear_halt()
         raise NonFiniteError(message, report=rec)
+
+    def _read_counter(self, name: str) -> int:
+        """One counter (a scalar of `counters.SCALARS`), read on the host: one small copy."""
+        return int(self._counters.scalars[name].numpy())
 
     def _require_built(self, what: str) -> None:
         if not self.built:

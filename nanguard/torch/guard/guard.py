@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -220,6 +220,7 @@ class GradGuard:
             # a window skipped before any loss was scaled still needs the scaler's scale
             amp.ensure_scale(self.scaler, loss)
         flags = loss_flags(loss, self._agreement)
+        self.records.world = len(flags)
         if not any(flags):
             run()
             return True
@@ -328,6 +329,7 @@ class GradGuard:
         """
         loss = check_loss_tensor(loss, "check_loss")
         flags = loss_flags(loss, self._agreement)
+        self.records.world = len(flags)
         if not any(flags):
             return True
         value = loss_value(loss) if flags[self._agreement.rank()] else None
@@ -370,8 +372,11 @@ class GradGuard:
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         """``torch.nn.utils.clip_grad_norm_`` that cannot poison the gradients.
 
-        With a finite total norm it does exactly what torch's does (same coefficient, same
-        bits). With a non-finite one torch multiplies *every* gradient by NaN (the default
+        With a finite total norm it does exactly what
+        ``torch.nn.utils.clip_grad_norm_(model.parameters(), ...)`` does (same total, same
+        coefficient, same bits), whatever order the optimizer's param groups list the
+        parameters in (the norms are added up in the model's order, as torch adds them).
+        With a non-finite one torch multiplies *every* gradient by NaN (the default
         ``error_if_nonfinite=False``); here the policy decides instead: "skip" and "raise" leave
         the gradients untouched and the next :meth:`step` skips or raises; "zero" zeroes the
         non-finite elements and clips the rest by their own (finite) norm.
@@ -388,9 +393,23 @@ class GradGuard:
             >>> guard.clip_grad_norm_(1.0)
             >>> guard.step()
         """
+        return self._clip(max_norm, norm_type, None)
+
+    def _clip(self, max_norm: float, norm_type: float,
+              params: Sequence[torch.Tensor] | None) -> torch.Tensor:
+        """The body of :meth:`clip_grad_norm_`; `params`: the parameters as the caller listed
+        them for ``clip_grad_norm_(params, ...)``, whose order the total norm's sum follows
+        (None: the model's order, else the optimizer's)."""
         max_norm, norm_type = clip.check_args(max_norm, norm_type)
         verdict = self._inspect(ord=norm_type, need_norms=True)
-        total, verdict.zeroed = clip.clip_(verdict.grads, verdict.total, verdict.bad,
+        table = self._table
+        if params is None:
+            order: Sequence[int] = table.model_order
+        else:
+            position = {id(p): i for i, p in enumerate(table.params)}
+            order = [position[id(p)] for p in params if id(p) in position]
+        assert verdict.norms is not None  # need_norms
+        total, verdict.zeroed = clip.clip_(verdict.grads, verdict.norms, order, verdict.bad,
                                            verdict.diagnosis, self.policy == "zero",
                                            max_norm, norm_type)
         verdict.stamp = stamp(self._table)
@@ -431,16 +450,16 @@ class GradGuard:
                             bad_steps=self.records.bad_steps)
 
     def state_dict(self) -> dict[str, Any]:
-        """The counters, for a checkpoint (so a resumed run keeps its bad-step streak)."""
-        keys = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
-                "dropped_micro_batches", "consecutive", "longest_run")
-        return {k: getattr(self.records, k) for k in keys}
+        """What the guard counted, for a checkpoint: the counters (so a resumed run keeps its
+        bad-step streak), the kept events (which steps were bad, and why) and the
+        per-parameter totals. Plain data: ``torch.save`` and JSON both hold it."""
+        return self.records.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            if not hasattr(self.records, k) or not isinstance(v, int):
-                raise ValueError(f"nanguard.GradGuard.load_state_dict: unexpected entry {k!r}")
-            setattr(self.records, k, v)
+        """Restore what :meth:`state_dict` wrote; the schedulers' positions are read again at
+        the next step, as after building the guard (a resume loads them too)."""
+        self.records.load_state_dict(state, "nanguard.GradGuard.load_state_dict")
+        self._schedule.reread()
 
     def __repr__(self) -> str:
         r = self.records

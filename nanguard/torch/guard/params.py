@@ -88,6 +88,9 @@ class ParamTable:
     key: Tuple[int, ...]  # ids of the parameters: a changed optimizer needs a new table
     shapes: Tuple[Tuple[int, ...], ...] = ()  # full shapes (an FSDP1 slice is 1-d and partial)
     flat_owned: Optional[Tuple[Optional[bool], ...]] = None  # FSDP1: this rank counts slice i
+    # positions in the model's parameter order (the optimizer's when no model was given):
+    # the order in which torch's clip_grad_norm_(model.parameters()) adds up the norms
+    model_order: Tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.params)
@@ -143,5 +146,10 @@ def build_table(optimizer: torch.optim.Optimizer, names: Optional[Dict[int, str]
     shapes = tuple(flat.shapes.get(id(p), tuple(p.shape)) if flat else tuple(p.shape)
                    for p in params)
     flat_owned = tuple(flat.owned.get(id(p)) for p in params) if flat else None
+    positions = range(len(params))
+    if names is not None:  # a dict in the model's order (named_parameters)
+        rank = {pid: r for r, pid in enumerate(names)}
+        positions = sorted(positions, key=lambda i: rank[id(params[i])])
     return ParamTable(tuple(params), tuple(pnames), tuple(groups), tuple(index[u] for u in units),
-                      module_names, tuple(id(p) for p in params), shapes, flat_owned)
+                      module_names, tuple(id(p) for p in params), shapes, flat_owned,
+                      tuple(positions))

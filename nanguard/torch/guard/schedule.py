@@ -9,6 +9,11 @@ longer calls it. A loop that keeps its own ``sched.step()`` as well would advanc
 schedule twice per step: the guard notices the scheduler moved behind its back and stops
 with an error instead.
 
+The position is read at the guard's first step, not when the guard is built: a run that
+resumes builds the scheduler and the guard, then loads the scheduler's state (or builds it
+with ``last_epoch=``), and that move is not a second stepper. A loop that also steps the
+scheduler itself is caught one step later, at the guard's second step.
+
 Only per-step schedulers belong here. ``ReduceLROnPlateau`` steps on a validation metric,
 and epoch schedulers once per epoch: the loop keeps calling those itself.
 """
@@ -55,9 +60,16 @@ class ScheduleHold:
 
     def __init__(self, schedulers: Sequence[Any]) -> None:
         self.schedulers = tuple(schedulers)
-        self._positions = [_position(s) for s in self.schedulers]
+        self._positions: list[Any] | None = None  # None: read at the next step (see above)
+
+    def reread(self) -> None:
+        """Take the schedulers' positions as they are at the next step (a resume loads them)."""
+        self._positions = None
 
     def check_untouched(self) -> None:
+        if self._positions is None:
+            self._positions = [_position(s) for s in self.schedulers]
+            return
         for s, seen in zip(self.schedulers, self._positions):
             if _position(s) != seen:
                 raise RuntimeError(

@@ -42,6 +42,7 @@ class Verdict:
     bad: bool  # agreed across ranks
     ranks: tuple[int, ...]  # ranks whose gradients were non-finite
     total: torch.Tensor  # total norm (device tensor; NaN when not computed)
+    norms: torch.Tensor | None  # per gradient, in `grads` order (None when not computed)
     total_value: float
     module_norms: list[float] | None
     diagnosis: Diagnosis | None  # this rank's non-finite elements, when it has any
@@ -129,6 +130,6 @@ def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | N
             flag_values = agreement.flags(confirmed).tolist() if nflags > 1 else [
                 float(diagnosis is not None)]
     ranks = tuple(i for i, f in enumerate(flag_values) if f)
-    return Verdict(grads=grads, bad=bool(ranks), ranks=ranks, total=total,
+    return Verdict(grads=grads, bad=bool(ranks), ranks=ranks, total=total, norms=norms,
                    total_value=values[nflags], module_norms=module_norms,
                    diagnosis=diagnosis, scale=scale)

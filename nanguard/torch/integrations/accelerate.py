@@ -16,6 +16,9 @@ prepared objects, and the loop stays as accelerate's documentation writes it:
 
 With fp16 mixed precision the guard uses the accelerator's GradScaler: one unscale, its inf
 check reused, the scale backs off after a bad step as accelerate's own skip does.
+
+The loop is the user's, so the run ends where accelerate's documentation ends it:
+``accelerator.end_training()`` prints the guard's one-line summary on the main process.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ SUPPORTED = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_XPU", "MULTI_NPU", "MULTI_ML
 def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | None = None,
                       policy: str = "skip", max_consecutive: int | None = 25,
                       accumulation: str = "skip_window", monitor: bool = False,
-                      max_events: int = 1000) -> GradGuard:
+                      max_events: int = 1000, summary: bool = True) -> GradGuard:
     """Guard the optimizer steps of `accelerator` (call it after ``accelerator.prepare``).
 
     Args:
@@ -45,8 +48,10 @@ def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | 
         policy, max_consecutive, accumulation, monitor, max_events: as for
             :class:`nanguard.GradGuard`. Policy "zero" is refused with fp16 mixed precision:
             an overflowing step must let the scaler back off.
+        summary: print the one-line summary at ``accelerator.end_training()`` (main process).
 
-    Returns the :class:`nanguard.GradGuard` (``guard.records``, ``guard.summary()``).
+    Returns the :class:`nanguard.GradGuard` (``guard.records``, ``guard.summary()``,
+    ``guard.plot()``).
 
     Example:
         >>> model, optimizer, data, sched = accelerator.prepare(model, optimizer, data, sched)
@@ -73,10 +78,30 @@ def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | 
         raise ValueError("nanguard.guard_accelerator: policy 'zero' cannot be used with fp16 "
                          "mixed precision: an overflow must skip the step so the GradScaler "
                          "backs its scale off; use policy 'skip'")
+    if not isinstance(summary, bool):
+        raise TypeError(f"nanguard.guard_accelerator: `summary` must be a bool, got {summary!r}")
     guard = GradGuard(optimizer.optimizer, policy, max_consecutive, model=model, scaler=scaler,
                       monitor=monitor, max_events=max_events, accumulation=accumulation)
     install(guard, accelerator, optimizer)
+    _print_at_end_training(accelerator, summary)
     return guard
+
+
+def _print_at_end_training(accelerator: Any, summary: bool) -> None:
+    """Print the installed guard's line at ``end_training()`` (wrapped once per accelerator,
+    like the seams of :func:`install`)."""
+    state = accelerator._nanguard
+    state["summary"] = summary
+    if "end_training" in state:
+        return
+    state["end_training"] = accelerator.end_training  # bound; an instance attribute shadows it
+
+    def end_training(*args: Any, **kwargs: Any) -> Any:
+        if state["summary"] and accelerator.is_main_process:
+            print(state["guard"].records.line(), flush=True)
+        return state["end_training"](*args, **kwargs)
+
+    accelerator.end_training = end_training
 
 
 def check_distributed_type(accelerator: Any, where: str) -> None:
@@ -108,7 +133,7 @@ def install(guard: GradGuard, accelerator: Any, optimizer: Any) -> None:
         params = list(parameters)
         current = state["guard"]
         if same_gradients(params, current.optimizer):
-            return current.clip_grad_norm_(max_norm, norm_type)
+            return current._clip(max_norm, norm_type, params)  # their order: same bits
         return original_clip(params, max_norm, norm_type)  # a subset: not the step's check
 
     accelerator.backward = backward

@@ -14,29 +14,39 @@ accelerator and, when training starts, on its prepared optimizer:
   does for its own fp16 skip; ``state.global_step`` still advances, as it does then;
 - a non-finite micro-batch loss is not backpropagated (``accumulation=``);
 - every training log line gains ``nanguard_skipped_steps`` and
-  ``nanguard_nonfinite_losses`` (the callback runs first, so the reporters see them).
+  ``nanguard_nonfinite_losses`` (the callback runs first, so the reporters see them);
+- the guard's state travels with the Trainer's checkpoints: it is kept in
+  ``state.stateful_callbacks["nanguard"]``, which the Trainer writes to
+  ``trainer_state.json`` and reads back on ``train(resume_from_checkpoint=...)``. (Not as an
+  ``ExportableState`` callback: with ``restore_callback_states_from_checkpoint`` the Trainer
+  would rebuild such a callback from JSON, and this one holds the Trainer);
+- the end of ``train()`` prints one line (counts, the parameters that were non-finite).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nanguard.core.guard_records import GuardRecords
+from nanguard.core.guard_records import COUNTERS, GuardRecords
 from nanguard.torch.guard.guard import GradGuard
 from nanguard.torch.integrations._require import require
 from nanguard.torch.integrations.accelerate import check_distributed_type, install
 
 transformers = require("transformers", "hf", "HF Trainer")
 
+STATE_KEY = "nanguard"  # in TrainerState.stateful_callbacks
+
 
 class TrainerGuard(transformers.TrainerCallback):
     """The Trainer's guard; made by :func:`guard_trainer`. ``.guard`` is the
     :class:`nanguard.GradGuard` once training has started (``None`` before)."""
 
-    def __init__(self, trainer: Any, guard_kwargs: dict[str, Any]) -> None:
+    def __init__(self, trainer: Any, guard_kwargs: dict[str, Any], summary: bool = True) -> None:
         self.trainer = trainer
         self.guard_kwargs = guard_kwargs
+        self.print_summary = summary
         self.guard: GradGuard | None = None
+        self._saved: tuple[int, dict[str, Any]] | None = None  # (events version, their state)
 
     # -- what the user reads ---------------------------------------------------------------
     @property
@@ -47,6 +57,24 @@ class TrainerGuard(transformers.TrainerCallback):
 
     def summary(self) -> str:
         return self.records.summary()
+
+    def plot(self, path: str | None = None, top: int = 8) -> Any:
+        """:meth:`nanguard.GradGuard.plot` of the Trainer's guard."""
+        if self.guard is None:
+            raise RuntimeError("nanguard: the Trainer has not started training yet")
+        return self.guard.plot(path, top)
+
+    def _state(self) -> dict[str, Any]:
+        """The guard's state_dict; its events and per-parameter totals are rebuilt only when
+        an event was added (each adds to one of these counters), not at every step."""
+        assert self.guard is not None
+        r = self.guard.records
+        version = r.skipped + r.zeroed + r.raised + r.nonfinite_losses
+        if self._saved is None or self._saved[0] != version:
+            self._saved = (version, r.state_dict())
+        state = dict(self._saved[1])
+        state.update((k, getattr(r, k)) for k in COUNTERS)
+        return state
 
     # -- Trainer callbacks -----------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -64,7 +92,19 @@ class TrainerGuard(transformers.TrainerCallback):
                                  "fp16: an overflow must skip the step so the GradScaler backs "
                                  "its scale off; use policy 'skip'")
             self.guard = GradGuard(inner, model=trainer.model, scaler=scaler, **self.guard_kwargs)
+        saved = (state.stateful_callbacks or {}).get(STATE_KEY)
+        if saved is not None:  # resumed: the TrainerState came from the checkpoint
+            self.guard.load_state_dict(saved)
+        self._saved = None
         install(self.guard, trainer.accelerator, optimizer)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.guard is not None:  # kept current: the Trainer may save after any step
+            state.stateful_callbacks[STATE_KEY] = self._state()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.print_summary and self.guard is not None and state.is_world_process_zero:
+            print(self.guard.records.line(), flush=True)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
@@ -80,16 +120,17 @@ class TrainerGuard(transformers.TrainerCallback):
 
 def guard_trainer(trainer: Any, *, policy: str = "skip", max_consecutive: int | None = 25,
                   accumulation: str = "skip_window", monitor: bool = False,
-                  max_events: int = 1000) -> TrainerGuard:
+                  max_events: int = 1000, summary: bool = True) -> TrainerGuard:
     """Guard every optimizer step of an HF ``Trainer`` (call before ``trainer.train()``).
 
     Args:
         trainer: the ``transformers.Trainer`` (or a subclass: SFTTrainer and friends).
         policy, max_consecutive, accumulation, monitor, max_events: as for
             :class:`nanguard.GradGuard`. "zero" is refused with ``fp16=True``.
+        summary: print the one-line summary when ``train()`` ends, on the main process.
 
     Returns the :class:`TrainerGuard` callback (already added to the Trainer):
-    ``.records``, ``.summary()`` and ``.guard`` once training has started.
+    ``.records``, ``.summary()``, ``.plot()`` and ``.guard`` once training has started.
 
     Example:
         >>> trainer = Trainer(model=model, args=args, train_dataset=data)
@@ -111,7 +152,9 @@ def guard_trainer(trainer: Any, *, policy: str = "skip", max_consecutive: int | 
     for existing in trainer.callback_handler.callbacks:
         if isinstance(existing, TrainerGuard):
             raise ValueError("nanguard.guard_trainer: this Trainer is already guarded")
-    callback = TrainerGuard(trainer, kwargs)
+    if not isinstance(summary, bool):
+        raise TypeError(f"nanguard.guard_trainer: `summary` must be a bool, got {summary!r}")
+    callback = TrainerGuard(trainer, kwargs, summary)
     # first in line, so that the reporting callbacks see the counters it adds to the logs
     trainer.callback_handler.callbacks.insert(0, callback)
     return callback

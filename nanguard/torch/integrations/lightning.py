@@ -20,7 +20,11 @@ counting run as they always do:
   optimization the module steps its schedulers: ``if callback.last_step_applied()``;
 - a non-finite loss is not backpropagated (``LightningModule.backward``), and with
   ``accumulate_grad_batches`` the window is one step (``accumulation=``);
-- ``nanguard_skipped_steps`` and ``nanguard_nonfinite_losses`` are logged every step.
+- ``nanguard_skipped_steps`` (also on the progress bar) and ``nanguard_nonfinite_losses`` are
+  logged when they change and at the start of each epoch: Lightning shows and logs the last
+  value logged, and each ``self.log`` costs about 0.3 ms, which every step would pay;
+- the guards' counters and records are saved in Lightning's checkpoints (``state_dict``), so
+  a resumed run keeps its streak and its bad steps; the end of ``fit`` prints one line.
 
 Uses ``pytorch_lightning`` when installed, else ``lightning.pytorch``.
 """
@@ -60,10 +64,12 @@ class GuardCallback(pl.Callback):
         policy, max_consecutive, accumulation, monitor, max_events: as for
             :class:`nanguard.GradGuard`. "zero" is refused with ``16-mixed``.
         hold_schedule: hold step-interval LR schedulers on a skipped step (default True).
-        log: log the guard's counters with ``pl_module.log`` every step (default True).
+        log: log the guard's counters with ``pl_module.log`` (default True).
+        summary: print the one-line summary when ``fit`` ends, on global rank 0 (default True).
 
-    After ``fit``: ``callback.records``, ``callback.summary()``; ``callback.guards`` maps each
-    optimizer to its :class:`nanguard.GradGuard` (one per optimizer).
+    After ``fit``: ``callback.records``, ``callback.summary()``, ``callback.plot()``;
+    ``callback.guards`` maps each optimizer to its :class:`nanguard.GradGuard` (one per
+    optimizer).
 
     Example:
         >>> nan_guard = GuardCallback()
@@ -74,31 +80,60 @@ class GuardCallback(pl.Callback):
 
     def __init__(self, policy: str = "skip", max_consecutive: int | None = 25, *,
                  accumulation: str = "skip_window", monitor: bool = False,
-                 max_events: int = 1000, hold_schedule: bool = True, log: bool = True) -> None:
+                 max_events: int = 1000, hold_schedule: bool = True, log: bool = True,
+                 summary: bool = True) -> None:
         self.policy = check_policy(policy, "nanguard.GuardCallback")
         self.max_consecutive = check_max_consecutive(max_consecutive, "nanguard.GuardCallback")
         self.accumulation = check_accumulation(accumulation, "nanguard.GuardCallback")
-        for name, flag in (("hold_schedule", hold_schedule), ("log", log)):
+        for name, flag in (("hold_schedule", hold_schedule), ("log", log), ("summary", summary)):
             if not isinstance(flag, bool):
                 raise TypeError(f"nanguard.GuardCallback: `{name}` must be a bool, got {flag!r}")
         self.monitor, self.max_events = monitor, max_events
-        self.hold_schedule, self.log = hold_schedule, log
+        # not `self.log`: Lightning sets `callback.log = module.log` on every callback
+        self.hold_schedule, self.log_counters, self.print_summary = hold_schedule, log, summary
         self.guards: dict[int, GradGuard] = {}
         self._apply_next: dict[int, bool] = {}  # id(raw optimizer) -> the pending decision
         self._skipped_last: dict[int, bool] = {}
         self._restore: list[tuple[Any, str, Any]] = []
+        self._logged: tuple[int, int] | None = None  # the counters last logged
+        self._loaded: list[dict[str, Any]] | None = None  # checkpointed guard states
 
     # -- what the user reads ---------------------------------------------------------------
     @property
     def records(self) -> GuardRecords:
-        if len(self.guards) != 1:
-            raise RuntimeError(
-                "nanguard.GuardCallback.records: " + ("fit() has not started yet" if not self.guards
-                else "several optimizers are guarded; read callback.guards[...].records"))
-        return next(iter(self.guards.values())).records
+        return self._only_guard("records").records
 
     def summary(self) -> str:
         return "\n\n".join(g.summary() for g in self.guards.values())
+
+    def plot(self, path: str | None = None, top: int = 8) -> Any:
+        """:meth:`nanguard.GradGuard.plot` of the guarded optimizer (with several, call it on
+        ``callback.guards[...]``)."""
+        return self._only_guard("plot").plot(path, top)
+
+    def _only_guard(self, what: str) -> GradGuard:
+        if len(self.guards) != 1:
+            raise RuntimeError(
+                f"nanguard.GuardCallback.{what}: " + ("fit() has not started yet" if not self.guards
+                else f"several optimizers are guarded; use callback.guards[...].{what}"))
+        return next(iter(self.guards.values()))
+
+    # -- checkpoints (Lightning saves a callback's state_dict) -----------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"guards": [g.state_dict() for g in self.guards.values()]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Lightning restores callbacks before on_fit_start makes the guards (or after, for
+        # strategies that restore after setup): keep the states until both exist
+        self._loaded = list(state_dict.get("guards", []))
+        self._load_guards()
+
+    def _load_guards(self) -> None:
+        if self._loaded is None or not self.guards:
+            return
+        for guard, state in zip(self.guards.values(), self._loaded):
+            guard.load_state_dict(state)
+        self._loaded, self._logged = None, None
 
     def last_step_applied(self, optimizer: Any = None) -> bool:
         """Whether the last step of `optimizer` (default: the only one) was applied; in manual
@@ -140,6 +175,7 @@ class GuardCallback(pl.Callback):
                     monitor=self.monitor, max_events=self.max_events,
                     accumulation=self.accumulation)
             self._wrap_step(raw)
+        self._load_guards()
         self._wrap(pl_module, "backward", self._guarded_backward(pl_module.backward))
         self._wrap(pl_module, "configure_gradient_clipping",
                    self._guarded_clipping(pl_module.configure_gradient_clipping))
@@ -156,17 +192,28 @@ class GuardCallback(pl.Callback):
         self._apply_next[id(raw)] = applied
         self._skipped_last[id(raw)] = not applied
 
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._logged = None  # a logger forgets the previous epoch's step values
+
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if not self.log or not self.guards:
+        if not self.log_counters or not self.guards:
             return
-        skipped = sum(g.records.skipped for g in self.guards.values())
-        losses = sum(g.records.nonfinite_losses for g in self.guards.values())
-        pl_module.log("nanguard_skipped_steps", float(skipped), on_step=True, on_epoch=False)
-        pl_module.log("nanguard_nonfinite_losses", float(losses), on_step=True, on_epoch=False)
+        counters = (sum(g.records.skipped for g in self.guards.values()),
+                    sum(g.records.nonfinite_losses for g in self.guards.values()))
+        if counters == self._logged:
+            return  # Lightning keeps showing, and logging, the value logged last
+        self._logged = counters
+        pl_module.log("nanguard_skipped_steps", float(counters[0]), on_step=True, on_epoch=False,
+                      prog_bar=True)
+        pl_module.log("nanguard_nonfinite_losses", float(counters[1]), on_step=True,
+                      on_epoch=False)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._unwrap()
+        if self.print_summary and trainer.is_global_zero:
+            for guard in self.guards.values():
+                print(guard.records.line(), flush=True)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._unwrap()

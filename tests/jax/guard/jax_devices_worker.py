@@ -37,6 +37,10 @@ def run_pmap(policy: str) -> dict:
     p, s = pstep(p, s, good)
     bad = {"w": jnp.array([[1.0, 1.0, 1.0], [1.0, jnp.nan, 1.0]]), "b": jnp.ones((2, 1))}
     p2, s2 = pstep(p, s, bad)
+    try:  # pmap runs asynchronously: a raise comes at the first touch of the step's outputs
+        jax.block_until_ready((p2, s2))
+    except Exception as e:  # policy "raise": from the host, as JAX wraps it
+        return {"step_error": str(e)}
     out = {
         "unchanged": [bits(jax.tree.map(lambda x: x[d], p2)) == bits(jax.tree.map(lambda x: x[d], p)) for d in (0, 1)],
         "skipped": np.asarray(s2.skipped).tolist(),

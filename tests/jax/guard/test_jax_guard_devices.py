@@ -42,10 +42,9 @@ def test_pmap_without_axis_name_lets_devices_diverge():
     assert out["unchanged"] == [False, True] and not out["devices_agree"]
 
 
-def test_pmap_raise_halts_every_device_and_the_host_check_raises():
+def test_pmap_raise_raises_from_the_step_naming_the_leaf():
     out = run_worker("raise")
-    assert out["unchanged"] == [True, True]
-    assert out["error"] is not None and "w [3]: 1 NaN, 0 Inf of 3 elements" in out["error"]
+    assert "w [3]: 1 NaN, 0 Inf of 3 elements" in out["step_error"]
 
 
 def test_shard_map_agrees_over_the_mesh_axis():

@@ -113,21 +113,16 @@ def test_raise_outside_jit_raises_at_once_with_the_leaf_paths():
     assert int(s2.applied) == 1
 
 
-def test_raise_under_jit_halts_until_check_guard_delivers_it():
+def test_raise_under_jit_raises_from_the_step_and_the_caller_goes_on_from_its_state():
     tx = nj.guarded(optax.adam(1e-2), policy="raise")
     step = make_step(tx)
     p, s = step(params0(), tx.init(params0()), grads(1.0))
     nj.check_guard(s)  # nothing pending: no error
-    p_bad, s_bad = step(p, s, grads(1.0, bad=INF))
-    p_after, s_after = step(p_bad, s_bad, grads(1.0))  # halted: even a finite step does nothing
-    assert bits(p_after) == bits(p) and bits(s_after.inner_state) == bits(s.inner_state)
-    with pytest.raises(nj.NonFiniteError, match=r"step 2: non-finite gradients in dense\.bias") as info:
-        nj.check_guard(s_after)
-    assert info.value.report.raised == 1
-    resumed = nj.resume_guard(s_after)
-    nj.check_guard(resumed)
-    p_go, s_go = step(p_after, resumed, grads(1.0))
-    assert bits(p_go) != bits(p_after) and int(s_go.applied) == 2
+    with pytest.raises(Exception,
+                       match=r"NonFiniteError: nanguard: step 2: non-finite gradients in dense\.bias"):
+        step(p, s, grads(1.0, bad=INF))
+    p_go, s_go = step(p, s, grads(1.0))  # the state the caller kept: the next step applies
+    assert bits(p_go) != bits(p) and int(s_go.applied) == 2 and int(s_go.raised) == 0
 
 
 @pytest.mark.parametrize("policy", ["skip", "zero"])
@@ -137,15 +132,14 @@ def test_max_consecutive_raises_instead_of_skipping_forever(policy):
     p, s = params0(), tx.init(params0())
     for _ in range(2):
         p, s = step(p, s, grads(1.0, bad=NAN))
-        nj.check_guard(s)
     p, s = step(p, s, grads(1.0))  # a finite step resets the streak
     for _ in range(2):
         p, s = step(p, s, grads(1.0, bad=NAN))
-    nj.check_guard(s)
-    p, s = step(p, s, grads(1.0, bad=NAN))
-    with pytest.raises(nj.NonFiniteError, match="3 bad steps in a row"):
-        nj.check_guard(s)
-    assert int(s.longest_run) == 3 and int(s.halted) == 6
+    with pytest.raises(Exception, match=r"3 bad steps in a row \(max_consecutive=3\)"):
+        step(p, s, grads(1.0, bad=NAN))
+    assert int(s.longest_run) == 2 and int(s.halted) == 0
+    with pytest.raises(nj.NonFiniteError, match="3 bad steps in a row"):  # eager: at once
+        tx.update(grads(1.0, bad=NAN), s, p)
 
 
 def test_decision_matches_the_core_policy_on_a_random_sequence():
@@ -154,19 +148,24 @@ def test_decision_matches_the_core_policy_on_a_random_sequence():
     tx = nj.guarded(optax.sgd(0.1), policy="zero", max_consecutive=4)
     step = make_step(tx)
     p, s = params0(), tx.init(params0())
-    run, expected = 0, []
+    run, steps, expected, raised, expected_raised = 0, 0, [], [], []
     for k, is_bad in enumerate(pattern, start=1):
-        p, s = step(p, s, grads(1.0, bad=NAN if is_bad else None))
-        if is_bad:
-            run += 1
-            action, _ = decide("zero", run, 4)
-            expected.append((k, action))
-            if action == "raised":
-                s = nj.resume_guard(s)
-        else:
-            run = 0
+        try:
+            p, s = step(p, s, grads(1.0, bad=NAN if is_bad else None))
+        except Exception:
+            raised.append(k)  # the caller keeps its state: this update never happened
+        if not is_bad:
+            run, steps = 0, steps + 1
+            continue
+        action, _ = decide("zero", run + 1, 4)
+        if action == "raised":
+            expected_raised.append(k)
+            continue
+        run, steps = run + 1, steps + 1
+        expected.append((steps, action))
     got = [(e.step, e.action) for e in nj.guard_records(s).events]
-    assert got == expected and any(a == "raised" for _, a in got)
+    assert got == expected and raised == expected_raised != []
+    assert int(s.steps) == steps == 40 - len(raised)
 
 
 def test_found_inside_a_chain_and_with_extra_args():
@@ -206,3 +205,54 @@ def test_bad_arguments_are_refused_early_and_clearly():
         tx.update({"x": jnp.ones(2)}, tx.init(params0()), params0())
     with pytest.raises(TypeError, match="found 0"):
         nj.guard_records(optax.sgd(0.1).init(params0()))
+
+
+def test_max_consecutive_under_jit_raises_from_the_step_and_good_steps_apply_again():
+    # the README's usage, jitted: 2 good steps, 4 bad, 20 good (issue 31: the parameters
+    # stayed frozen with no error, "26 steps, 2 applied, 23 skipped, 1 raised")
+    tx = nj.guarded(optax.adam(1e-2), max_consecutive=3)
+    step = make_step(tx)
+    p, s = params0(), tx.init(params0())
+    errors = []
+    for k in range(26):
+        bad = 2 <= k < 6
+        try:
+            p, s = step(p, s, grads(1.0, bad=NAN if bad else None))
+        except Exception as error:  # raised from the jitted step: the caller keeps its state
+            errors.append((k, error))
+    assert [k for k, _ in errors] == [4, 5]  # the 3rd bad step in a row, and the 4th
+    message = str(errors[0][1])
+    assert "3 bad steps in a row (max_consecutive=3)" in message and "dense.bias" in message
+    r = nj.guard_records(s)
+    assert (r.applied, r.skipped, r.raised, r.consecutive) == (22, 2, 0, 0)
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(p))
+
+
+def test_an_undelivered_raise_does_not_freeze_later_steps():
+    # a state that still carries a raise (delivered by check_guard, not by the step) goes on
+    # applying finite steps; check_guard still reports it
+    tx = nj.guarded(optax.sgd(0.1), policy="raise")
+    step = make_step(tx)
+    p, s = step(params0(), tx.init(params0()), grads(1.0))
+    pending = s.replace(halted=jnp.asarray(1, jnp.int32))
+    p2, s2 = step(p, pending, grads(1.0))
+    assert bits(p2) != bits(p) and int(s2.applied) == 2
+    with pytest.raises(nj.NonFiniteError):
+        nj.check_guard(s2)
+
+
+def test_a_raise_under_vmap_names_the_member_that_raised():
+    tx = nj.guarded(optax.sgd(0.1), max_consecutive=1)
+
+    def one(p, s, g):
+        u, s = tx.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    step = jax.jit(jax.vmap(one))
+    three = lambda tree: jax.tree.map(lambda x: jnp.stack([x, x, x]), tree)  # noqa: E731
+    p, s = step(three(params0()), three(tx.init(params0())), three(grads(1.0)))
+    assert np.asarray(s.applied).tolist() == [1, 1, 1]
+    g = three(grads(1.0))
+    g["layers"][0] = g["layers"][0].at[1, 2].set(NAN)  # member 1 only
+    with pytest.raises(Exception, match=r"layers\.0 \[3\]: 1 NaN"):
+        jax.block_until_ready(step(p, s, g))

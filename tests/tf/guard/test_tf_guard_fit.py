@@ -6,6 +6,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from tf_guard_helpers import bits, make_model
 
 import nanguard.tf as nt
@@ -91,3 +92,49 @@ def test_the_guard_survives_model_save_and_load(tmp_path):
     assert isinstance(opt, nt.GuardedOptimizer)
     assert (opt.policy, opt.max_consecutive, type(opt.inner_optimizer).__name__) == ("zero", 7, "Adam")
     assert opt.records.zeroed == 1 and opt.records.steps == 5  # the counters are optimizer variables
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_max_consecutive_stops_fit_without_the_callback(jit_compile):
+    # issue 31: without GuardCallback, fit skipped forever in silence
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(12, 3)).astype(np.float32)
+    x[2:10, 0] = np.nan  # batches 1-4 of 6: four bad steps in a row
+    y = rng.normal(size=(12, 1)).astype(np.float32)
+    model = make_model()
+    opt = nt.GuardedOptimizer(keras.optimizers.Adam(1e-2), max_consecutive=3)
+    model.compile(optimizer=opt, loss="mse", jit_compile=jit_compile)
+    # in a graph the 3rd bad step raises; XLA cannot, so fit raises the last one when it ends
+    error = nt.NonFiniteError if jit_compile else tf.errors.InvalidArgumentError
+    with pytest.raises(error, match=rf"{4 if jit_compile else 3} bad steps in a row \(max_consecutive=3\)"):
+        model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+
+
+class BatchLogs(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(logs.get("nanguard_skipped_steps"))
+
+
+def test_the_skip_count_reaches_history_csv_and_the_batch_logs_and_fit_ends_with_one_line(
+        tmp_path, capsys):
+    # issue 31: an epoch with a skipped batch showed only `loss: nan`
+    x, y = data()
+    model = make_model()
+    opt = nt.GuardedOptimizer(keras.optimizers.Adam(1e-2))
+    model.compile(optimizer=opt, loss="mse")
+    batches, csv = BatchLogs(), tmp_path / "log.csv"
+    history = model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=2,
+                        callbacks=[nt.GuardCallback(), keras.callbacks.CSVLogger(str(csv)), batches])
+    assert history.history["nanguard_skipped_steps"] == [1, 2]
+    assert batches.seen == [0, 0, 1, 1, 1, 1, 1, 2, 2, 2]
+    assert "nanguard_skipped_steps" in csv.read_text().splitlines()[0]
+    out = capsys.readouterr().out
+    assert "nanguard_skipped_steps: 1" in out  # the progress line of the first epoch
+    lines = [x for x in out.splitlines() if x.startswith("nanguard GuardedOptimizer")]
+    assert lines == ["nanguard GuardedOptimizer (policy 'skip'): 10 steps, 8 applied, 2 skipped, "
+                     "0 zeroed; non-finite gradients in net/head/bias, net/head/kernel, "
+                     "net/hidden/bias and 1 more"]

@@ -115,3 +115,29 @@ def test_no_dump_without_a_bad_step_and_a_failed_dump_only_warns(tmp_path):
         nanguard.GradGuard(opt, dump_dir=3)
     with pytest.raises(ValueError, match="`max_dumps` must be an int >= 0"):
         nanguard.GradGuard(opt, dump_dir=tmp_path, max_dumps=-1)
+
+
+def test_the_guard_state_restores_counters_bad_steps_and_per_parameter_totals():
+    import json
+
+    model = make_model()
+    opt = torch.optim.Adam(model.parameters())
+    guard = nanguard.GradGuard(opt, model=model)
+    for step in range(5):
+        opt.zero_grad()
+        x, y = batch(step)
+        guard.backward(torch.nn.functional.mse_loss(model(x), y) * (nan if step == 3 else 1.0))
+        if step == 1:
+            model.head.bias.grad[0] = nan
+        guard.step()
+    state = json.loads(json.dumps(guard.state_dict()))  # plain data: fits any checkpoint
+
+    resumed = nanguard.GradGuard(torch.optim.Adam(model.parameters()), model=model)
+    resumed.load_state_dict(state)
+    assert resumed.records.bad_steps == [2, 4] == guard.records.bad_steps
+    events = [json.dumps(e.to_dict()) for e in guard.records.events]  # a NaN loss: not ==
+    assert [json.dumps(e.to_dict()) for e in resumed.records.events] == events
+    assert resumed.records.params == guard.records.params
+    assert resumed.summary() == guard.summary()
+    with pytest.raises(ValueError, match="unexpected entry 'nonsense'"):
+        resumed.load_state_dict({"nonsense": 1})

@@ -46,7 +46,7 @@ def test_ddp_nan_batch_on_rank_1_only_both_ranks_skip_together(tmp_path):
     assert grad_event["ranks"] == [0, 1]
     assert [p["name"] for p in grad_event["params"]] == ["embed.weight"]  # DDP's `module.` is gone
     assert loss_event["kind"] == "loss" and loss_event["ranks"] == [1] and loss_event["step"] == 5
-    assert "non-finite losses: 1 (before step 5)" in r1["summary"]
+    assert "non-finite losses: 1 (before step 5 on rank 1)" in r0["summary"] == r1["summary"]
     assert "embed.weight  8×4     32" in r1["summary"]
 
 

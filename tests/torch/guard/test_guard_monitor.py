@@ -341,6 +341,23 @@ def test_plot_draws_modules_total_skipped_steps_and_warnings(tmp_path):
     assert "top 2 of 3 modules" in ax.get_title()
 
 
+def test_a_step_skipped_for_a_nan_loss_is_a_bad_step_and_the_plot_marks_it():
+    pytest.importorskip("matplotlib")
+    model = deep_linear()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    guard = nanguard.GradGuard(opt)
+    for step in range(4):
+        opt.zero_grad()
+        loss = model(torch.randn(4, 8)).sum()
+        guard.backward(loss * float("nan") if step == 1 else loss)
+        guard.step()
+    assert guard.records.bad_steps == [2] == guard.records.skipped_steps
+    ax = guard.plot().axes[0]
+    marks = [line.get_xdata()[0] for line in ax.get_lines() if line.get_color() == "tab:red"]
+    assert marks == [2]
+    assert "non-finite gradients" not in guard.summary()  # the loss was bad, not the gradients
+
+
 def test_plot_without_a_monitor_draws_the_total(tmp_path):
     pytest.importorskip("matplotlib")
     model = deep_linear()

@@ -136,3 +136,47 @@ def test_lbfgs_is_refused_at_construction():
     model = make_model()
     with pytest.raises(TypeError, match="LBFGS cannot be guarded.*closure"):
         nanguard.GradGuard(torch.optim.LBFGS(model.parameters()))
+
+
+@pytest.mark.parametrize("guard_state", [True, False])
+def test_resuming_the_usual_way_keeps_the_schedule_and_still_catches_a_second_stepper(
+        tmp_path, guard_state):
+    # construct model, optimizer, scheduler and guard, then load each from the checkpoint
+    # (issue 31: the guard had recorded the schedule's position at construction)
+    def build():
+        model = make_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        sched = LambdaLR(opt, warmup)
+        return model, opt, sched, nanguard.GradGuard(opt, scheduler=sched)
+
+    def train(model, opt, guard, steps):
+        for step in steps:
+            opt.zero_grad()
+            backward(model, step)
+            if step == 2:
+                model.head.bias.grad[0] = nan
+            guard.step()
+
+    model, opt, sched, guard = build()
+    train(model, opt, guard, range(4))
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                "guard": guard.state_dict()}, path)
+    train(model, opt, guard, range(4, 7))
+    expected = opt.param_groups[0]["lr"], [p.detach().clone() for p in model.parameters()]
+
+    model, opt, sched, guard = build()
+    ckpt = torch.load(path)
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["opt"])
+    sched.load_state_dict(ckpt["sched"])
+    if guard_state:
+        guard.load_state_dict(ckpt["guard"])
+    train(model, opt, guard, range(4, 7))
+    assert opt.param_groups[0]["lr"] == expected[0] and sched.last_epoch == 6
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), expected[1]))
+
+    sched.step()  # a real second stepper, after the resume, is still caught
+    backward(model, 8)
+    with pytest.raises(RuntimeError, match="stepped outside the guard"):
+        guard.step()

@@ -59,7 +59,8 @@ def records_of(owner) -> dict:
     r = owner.records
     return {"steps": r.steps, "applied": r.applied, "skipped": r.skipped,
             "nonfinite_losses": r.nonfinite_losses,
-            "events": [{"step": e.step, "kind": e.kind} for e in r.events]}
+            "events": [{"step": e.step, "kind": e.kind} for e in r.events],
+            "line": r.line(), "summary": r.summary()}
 
 
 def samples(n: int) -> list:

@@ -140,3 +140,12 @@ def test_arguments_are_checked():
     accelerator.scaler = torch.amp.GradScaler("cpu")
     with pytest.raises(ValueError, match="policy 'zero' cannot be used with fp16"):
         guard_accelerator(accelerator, opt, policy="zero")
+
+
+def test_end_training_prints_one_line(capsys):
+    accelerator, model, opt, sched, guard = accelerated()
+    train(accelerator, model, opt, sched, [["ok"] * ACCUM, ["ok", "nan_grad", "ok", "ok"]])
+    accelerator.end_training()
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("nanguard")]
+    assert lines == ["nanguard GradGuard (policy 'skip'): 2 steps, 1 applied, 1 skipped, 0 zeroed; "
+                     "non-finite gradients in embed.weight"]

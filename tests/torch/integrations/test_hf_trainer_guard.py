@@ -80,12 +80,15 @@ class Recorder(transformers.TrainerCallback):
         self.lrs.append(lr_scheduler.get_last_lr()[0])
 
 
-def make_trainer(tmp_path, data, model=None, guarded=True, steps=4, **guard_kw):
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=BATCH,
-        gradient_accumulation_steps=GA, max_steps=steps, learning_rate=1e-2,
-        lr_scheduler_type="linear", logging_steps=1, report_to=[], save_strategy="no",
-        use_cpu=True, disable_tqdm=True, seed=0, dataloader_num_workers=0)
+def make_trainer(tmp_path, data, model=None, guarded=True, steps=4, max_grad_norm=1.0,
+                 args_kw=None, **guard_kw):
+    args = transformers.TrainingArguments(**{
+        "max_grad_norm": max_grad_norm,
+        "output_dir": str(tmp_path), "per_device_train_batch_size": BATCH,
+        "gradient_accumulation_steps": GA, "max_steps": steps, "learning_rate": 1e-2,
+        "lr_scheduler_type": "linear", "logging_steps": 1, "report_to": [], "save_strategy": "no",
+        "use_cpu": True, "disable_tqdm": True, "seed": 0, "dataloader_num_workers": 0,
+        **(args_kw or {})})
     recorder = Recorder()
     trainer = transformers.Trainer(model=model or Regressor(), args=args, train_dataset=data,
                                    callbacks=[recorder])
@@ -194,3 +197,44 @@ def test_arguments_are_checked_before_training(tmp_path):
     trainer2, _, _ = make_trainer(tmp_path, data, guarded=False)
     with pytest.raises(ValueError, match="unknown policy"):
         guard_trainer(trainer2, policy="ignore")
+
+
+def test_a_healthy_guarded_run_is_the_unguarded_run_bit_for_bit(tmp_path):
+    # the Trainer's AdamW has two param groups (decay / no decay), so its parameter order is
+    # not the model's; the guarded clip must still add the norms up as torch's does
+    runs = []
+    for guarded in (False, True):
+        data = Samples(8 * GA * BATCH, make=gpt2_item)
+        trainer, _, rec = make_trainer(tmp_path / str(guarded), data, model=tiny_gpt2(),
+                                       guarded=guarded, steps=8, max_grad_norm=0.1)
+        trainer.train()
+        runs.append(rec.after)
+    assert len(trainer.optimizer.param_groups) == 2
+    assert_bitwise(runs[1], runs[0])
+
+
+def test_the_guard_state_is_saved_with_the_trainer_checkpoint(tmp_path):
+    data = Samples(4 * GA * BATCH, zero_at=[bad_step_samples(1)])
+    saving = {"save_strategy": "steps", "save_steps": 4}
+    trainer, guard, _ = make_trainer(tmp_path, data, args_kw=saving)
+    trainer.train()
+    assert guard.records.bad_steps == [2]
+    # a new Trainer, guarded the same way, resumes from the checkpoint and goes on to step 6
+    trainer2, guard2, _ = make_trainer(tmp_path, Samples(6 * GA * BATCH), steps=6, args_kw=saving)
+    trainer2.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    r = guard2.records
+    assert (r.steps, r.applied, r.skipped, r.bad_steps) == (6, 5, 1, [2])
+    logged = [h for h in trainer2.state.log_history if "loss" in h]
+    assert logged[-1]["nanguard_skipped_steps"] == 1  # not back to 0
+
+
+def test_the_end_of_train_prints_one_line_and_the_guard_plots(tmp_path, capsys):
+    data = Samples(4 * GA * BATCH, zero_at=[bad_step_samples(1)])
+    trainer, guard, _ = make_trainer(tmp_path, data)
+    trainer.train()
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("nanguard")]
+    assert lines == ["nanguard GradGuard (policy 'skip'): 4 steps, 3 applied, 1 skipped, 0 zeroed; "
+                     "non-finite gradients in net.embed.weight"]
+    pytest.importorskip("matplotlib")
+    fig = guard.plot(str(tmp_path / "g.png"))
+    assert "non-finite step" in [line.get_label() for line in fig.axes[0].get_lines()]

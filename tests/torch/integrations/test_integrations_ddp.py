@@ -44,6 +44,9 @@ def check_both_ranks_skip_window_2(r0: dict, r1: dict) -> None:
         # on rank 1 only, and neither rank ran that backward
         assert (r["steps"], r["applied"], r["skipped"], r["nonfinite_losses"]) == (3, 2, 1, 1)
         assert r["events"] == [{"step": 2, "kind": "loss"}]
+        # every rank's summary says whose loss it was
+        assert r["line"].endswith("; 1 non-finite loss on rank 1")
+        assert "micro-batch 2 of 2 on rank 1, window skipped" in r["summary"]
     assert r0["digests"] == r1["digests"]  # replicas identical after every step
 
 
