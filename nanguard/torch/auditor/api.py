@@ -199,11 +199,17 @@ def analyse(trace: Trace, mode: str = "structural", ranges: Optional[Ranges] = N
     for i, (f, hits) in enumerate(groups.values()):
         w: Optional[Witness] = None
         if witness and hits:
-            for hit in hits:
-                if spent >= total_budget:
-                    break
+            # a short try of every hit first (a gradient witness is often immediate where the
+            # value's needs round-off luck), then the rest of the budget, hit by hit
+            short = min(0.5, witness_budget / len(hits)) if len(hits) > 1 else witness_budget
+            tries = [(hit, short) for hit in hits]
+            if len(hits) > 1:
+                tries += [(hit, witness_budget - short) for hit in hits]
+            for hit, budget in tries:
+                if spent >= total_budget or budget <= 0:
+                    continue
                 t0 = time.perf_counter()
-                w = find_witness(trace, analysis, hit, budget_s=min(witness_budget, total_budget - spent))
+                w = find_witness(trace, analysis, hit, budget_s=min(budget, total_budget - spent))
                 spent += time.perf_counter() - t0
                 if w is not None:
                     if hit is not hits[0]:   # say what the witness shows

@@ -95,6 +95,51 @@ CASES: Dict[str, Tuple[Callable[..., torch.Tensor], R, Tuple[Tuple[int, ...], ..
     "in_place_view": (lambda x: _in_place(x), {"x": (-3, 2)}, ((4,),)),
     "recurrent": (lambda x: _LSTM(x.to(_LSTM.weight_ih_l0.dtype))[0].sum(0) + _GRU(x.to(_GRU.weight_ih_l0.dtype))[0].sum(0)
                   + _RNN(x.to(_RNN.weight_ih_l0.dtype))[0].sum(0), {"x": (-3, 2)}, ((5, 2, 3),)),
+    "mod_floordiv": (lambda x, y: torch.remainder(x, y) + torch.fmod(x, y) + torch.floor_divide(x, y),
+                     {"x": (-5, 7), "y": (0.5, 3)}, ((6,), (6,))),
+    "xlogy_logaddexp": (lambda x, y: torch.xlogy(x, y) + torch.logaddexp(x, y) + torch.special.xlogy(y, y),
+                        {"x": (-2, 3), "y": (0.1, 4)}, ((6,), (6,))),
+    "threshold_hardswish_mish": (lambda x: F.threshold(x, 0.5, -2.0) + F.hardswish(x) + F.mish(x) + F.softsign(x)
+                                 + F.hardsigmoid(x) + F.relu6(x) + F.selu(x) + F.celu(x), {"x": (-5, 4)}, ((6,),)),
+    "prod_cumsum": (lambda x: x.prod(1) + x.cumsum(0).sum(1), {"x": (0.5, 1.5)}, ((3, 4),)),
+    "nll_variants": (lambda x: F.nll_loss(x, torch.tensor([0, 2, 1]), weight=torch.tensor([1.0, 2.0, 0.5, 1.0]).to(x.dtype))
+                     + F.nll_loss(x, torch.tensor([0, 2, 1]), reduction="sum")
+                     + F.nll_loss(x, torch.tensor([0, -100, 1]), reduction="none").sum(), {"x": (-3, 1)}, ((3, 4),)),
+    "bce": (lambda p: F.binary_cross_entropy(p, torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5, 1.0]).to(p.dtype)),
+            {"p": (0.01, 0.99)}, ((6,),)),
+    "scatter_index_put": (lambda x, v: x.scatter(1, torch.tensor([[0], [2], [1]]), v[:, :1])
+                          + x.index_put((torch.tensor([0, 2]),), v[:2]) + x.tril() + x.triu(1)
+                          + F.pad(x, (1, 0), value=0.5)[:, 1:] + x.masked_scatter(x > 0, v), {"x": (-3, 2), "v": (0, 4)},
+                          ((3, 3), (3, 3))),
+    "pads_and_shuffles": (lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect")[..., 1:-1, 1:-1]
+                          + F.pad(x, (1, 1, 1, 1), mode="replicate")[..., 1:-1, 1:-1]
+                          + F.pixel_unshuffle(F.pixel_shuffle(x, 2), 2) + F.interpolate(x, scale_factor=2)[..., ::2, ::2],
+                          {"x": (-3, 2)}, ((1, 4, 4, 4),)),
+    "logit_atanh_erfinv_digamma": (lambda x: torch.logit(x, eps=1e-3) + torch.atanh(x * 1.8 - 0.9)
+                                   + torch.erfinv(x * 1.8 - 0.9) + torch.digamma(x + 0.5), {"x": (0.05, 0.95)}, ((6,),)),
+    "reciprocal_int_powers": (lambda x: torch.reciprocal(x) + x ** -2 + x ** 4 + x.sign() + x.round() + x.frac(),
+                              {"x": (0.3, 3)}, ((6,),)),
+    "loss_reductions": (lambda x, y: F.mse_loss(x, y, reduction="none").sum(0) + F.mse_loss(x, y, reduction="sum")
+                        + F.l1_loss(x, y, reduction="none").mean(0), {"x": (-3, 2), "y": (-1, 1)}, ((3, 4), (3, 4))),
+    "var_mean_std_mean": (lambda x: sum(torch.var_mean(x, 1)) + sum(torch.std_mean(x, 0, correction=0)).sum(),
+                          {"x": (-3, 2)}, ((3, 5),)),
+    "distances_norms": (lambda x, y: torch.cdist(x, y).sum() + F.pdist(x).sum() + torch.linalg.vector_norm(x, 1, -1)
+                        + torch.linalg.vector_norm(x, float("inf"), -1) + torch.linalg.vector_norm(x, 3, -1),
+                        {"x": (-3, 2), "y": (-1, 1)}, ((3, 4), (2, 4))),
+    "weight_norm": (lambda v, g: torch._weight_norm(v, g, 0), {"v": (0.5, 2), "g": (-1, 3)}, ((3, 4), (3, 1))),
+    "sorting": (lambda x: x.sort(0, descending=True).values + x.median(0, keepdim=True).values
+                + x.cummax(0).values + x.kthvalue(2, 0, keepdim=True).values, {"x": (-3, 2)}, ((4, 3),)),
+    "products": (lambda a, b, c: torch.mv(a, b) + torch.dot(b, b) + torch.outer(b, b)[0, :3]
+                 + torch.einsum("ij,j->i", a, b) + torch.baddbmm(c, a[None], a.t()[None])[0, 0],
+                 {"a": (-2, 1), "b": (-1, 3), "c": (0, 1)}, ((3, 3), (3,), (1, 3, 3))),
+    "convs": (lambda x, w: F.conv1d(x, w, padding=1).sum(1) + F.conv_transpose1d(x, w.transpose(0, 1)).sum(1)[..., :5],
+              {"x": (-2, 1), "w": (-1, 1)}, ((1, 2, 5), (3, 2, 3))),
+    "norm_layers": (lambda x, w: F.group_norm(x, 2, w, w) + F.rms_norm(x, (3,), w[:3]).sum()
+                    + F.instance_norm(x), {"x": (-2, 1), "w": (0.5, 2)}, ((2, 4, 3), (4,))),
+    "embedding_bag": (lambda w: F.embedding_bag(torch.tensor([0, 2, 1, 1]), w, torch.tensor([0, 2]), mode="mean")
+                      + F.embedding_bag(torch.tensor([0, 2, 1, 1]), w, torch.tensor([0, 2]), mode="max"),
+                      {"w": (-3, 2)}, ((3, 4),)),
+    "dropout_train": (lambda x: F.dropout(x, 0.3, training=True), {"x": (-3, 2)}, ((50,),)),
 }
 torch.manual_seed(0)
 _LSTM, _GRU, _RNN = torch.nn.LSTM(3, 4), torch.nn.GRU(3, 4), torch.nn.RNN(3, 4)

@@ -186,6 +186,14 @@ def cos(ctx: Ctx) -> Box:
     return ctx.out_box(lo, hi)
 
 
+@rule("frac")
+def frac(ctx: Ctx) -> Box:
+    x = ctx.in_box(0)
+    lo = torch.where(x.lo >= 0, torch.tensor(0.0, dtype=F64), torch.tensor(-1.0, dtype=F64))
+    hi = torch.where(x.hi <= 0, torch.tensor(0.0, dtype=F64), torch.tensor(1.0, dtype=F64))
+    return ctx.out_box(lo, hi)
+
+
 @rule("atan2", "arctan2")
 def atan2(ctx: Ctx) -> Box:
     return ctx.out_box(-_PI, _PI)

@@ -237,12 +237,15 @@ def attention(ctx: Ctx) -> List[Optional[Box]]:
 
 
 # ------------------------------------------------------------------ losses
-def _reduce(ctx: Ctx, lo: torch.Tensor, hi: torch.Tensor, reduction: int, k: int = 0) -> Box:
+def _reduce(ctx: Ctx, lo: torch.Tensor, hi: torch.Tensor, reduction: int, k: int = 0,
+            count: Optional[int] = None) -> Box:
+    """Elementwise loss bounds reduced: none (as they are), mean (their hull), sum (``count``
+    terms: the number of elements the loss sums, which a 0-dim bound does not tell)."""
     if reduction == 0:
         return ctx.out_box(lo, hi, k)
     flo, fhi = float(lo.min()) if lo.numel() else 0.0, float(hi.max()) if hi.numel() else 0.0
     if reduction == 2:
-        n = max(lo.numel(), 1)
+        n = max(count if count is not None else lo.numel(), 1)
         return ctx.out_box(flo * n if flo < 0 else flo, fhi * n if fhi > 0 else fhi, k)
     return ctx.out_box(flo, fhi, k)
 
@@ -313,7 +316,8 @@ def pointwise_loss(ctx: Ctx) -> Box:
         lo, hi = torch.zeros_like(absmin), torch.maximum(0.5 * absmax ** 2, delta * absmax)
     else:
         return ctx.out_box(0.0, INF)
-    return _reduce(ctx, lo, hi, reduction)
+    count = math.prod(torch.broadcast_shapes(ctx.in_box(0).shape, ctx.box(ctx.arg(1)).shape))  # type: ignore
+    return _reduce(ctx, lo, hi, reduction, count=count)
 
 
 @rule("binary_cross_entropy")
@@ -443,6 +447,31 @@ def vector_norm(ctx: Ctx) -> Box:
         dims = list(range(len(shape)))
     f = (lambda t: torch.linalg.vector_norm(unbig(t), p, dim=dims, keepdim=keepdim)) if shape else (lambda t: t.abs())
     return ctx.out_box(rebig(f(blo), INF), rebig(f(bhi), INF))
+
+
+@rule("_embedding_bag", "embedding_bag", "_embedding_bag_forward_only")
+def embedding_bag(ctx: Ctx) -> List[Optional[Box]]:
+    """Bags of rows: their sum (``mode`` 0, at most the largest bag's size of rows; an empty bag
+    is 0), mean (1) or max (2), within the hull of the weight."""
+    w = ctx.in_box(0)
+    mode = int(ctx.arg(4, 0, name="mode"))
+    psw = ctx.arg(6, None, name="per_sample_weights")
+    lo, hi = w.bounds()
+    if mode == 0:
+        if psw is not None:
+            return [ctx.top(0)] + [ctx.top(k) if n is not None else None for k, n in enumerate(ctx.outputs) if k]
+        idx, off = ctx.box(ctx.arg(1)), ctx.box(ctx.arg(2))
+        if idx is None or off is None or off.exact is None:
+            big = INF
+        else:
+            edges = torch.cat([off.exact.reshape(-1).long(), torch.tensor([idx.numel])])
+            big = float((edges[1:] - edges[:-1]).max()) if edges.numel() > 1 else float(idx.numel)
+        lo, hi = min(0.0, big * lo) if lo < 0 else 0.0, max(0.0, big * hi) if hi > 0 else 0.0
+    else:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    return [ctx.out_box(lo, hi, 0)] + [None if n is None else (ctx.top(k) if n.is_float else
+                                                               ctx.out_box(0.0, INF, k))
+                                        for k, n in enumerate(ctx.outputs) if k]
 
 
 @rule("_weight_norm_interface", "_weight_norm")

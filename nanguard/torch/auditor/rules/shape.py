@@ -43,7 +43,7 @@ VALUE_MOVING = (
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
     "_adaptive_avg_pool3d", "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
     "_upsample_bilinear2d_aa", "scatter_add", "index_add", "scatter_reduce", "index_reduce", "col2im",
-    "trace", "logsumexp", "logcumsumexp", "embedding_bag", "_embedding_bag", "segment_reduce",
+    "trace", "logsumexp", "logcumsumexp", "segment_reduce",
     "_unsafe_index", "_unsafe_index_put", "any", "all", "count_nonzero",
 )
 # The values of these equal input values: uniform in, uniform out, same bounds.
