@@ -6,7 +6,7 @@
 Each case runs in a fresh subprocess (so its peak memory is its own) which imports torch
 and nanguard, then alternates, in the same process: the program's first training step run
 plainly (the native baseline), and ``nanguard.audit`` of that step (trace up to the first
-backward, the interval analysis, the witness search, 2 s per finding at most). Reported:
+backward, the interval analysis, the witness search, 3 s per finding at most). Reported:
 seconds beyond importing torch for each, their ratio (median over rounds), findings, ops
 traced and the process's peak RSS.
 
@@ -88,7 +88,7 @@ rounds = {rounds}
 plain, audited, result = [], [], None
 for r in range(rounds):
     t = time.perf_counter(); step(); plain.append(time.perf_counter() - t)
-    t = time.perf_counter(); result = nanguard.audit(step, witness_budget=2.0); audited.append(time.perf_counter() - t)
+    t = time.perf_counter(); result = nanguard.audit(step); audited.append(time.perf_counter() - t)
 print(json.dumps({{"import": import_s, "plain": statistics.median(plain), "audit": statistics.median(audited),
                   "ratio": statistics.median(a / p for a, p in zip(audited, plain)),
                   "findings": len(result.findings), "ops": result.ops_traced,

@@ -19,6 +19,7 @@ concrete input that triggers each (the witness, saved as .pt), and the fix."""
 
 _EPILOG = """\
 exit status: 0 no findings, 1 findings, 2 usage error or the script failed before its first backward
+(the script's own output goes to stderr: stdout holds the report alone)
 
 examples:
   nanguard audit train.py -- --epochs 1
@@ -65,8 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--witness-dir", metavar="DIR", default=".nanguard/witnesses",
                    help="where witness inputs are saved (default: .nanguard/witnesses)")
     p.add_argument("--no-witness", action="store_true", help="skip the search for failing inputs")
-    p.add_argument("--witness-budget", type=float, default=2.0, metavar="SECONDS",
-                   help="search time per finding (default 2)")
+    p.add_argument("--witness-budget", type=float, default=3.0, metavar="SECONDS",
+                   help="search time per finding (default 3)")
     p.add_argument("--emit-tests", metavar="DIR", help="write one pytest file per finding that replays its witness")
     p.add_argument("--limit", type=int, default=200_000, help="stop tracing after this many ops (default 200000)")
     p.add_argument("-m", dest="module", metavar="MODULE", help="audit a module as python -m runs it")
@@ -113,9 +114,12 @@ def main(args: argparse.Namespace) -> int:
             sys.path.pop(0)
         if not found:
             return _usage(f"no module named {target!r}")
-    result = audit_script(target, rest, mode=mode, ranges=ranges or None, witness=not args.no_witness,
-                          witness_dir=args.witness_dir, emit_tests=args.emit_tests,
-                          witness_budget=args.witness_budget, module=module, limit=args.limit)
+    import contextlib
+    # the script's own prints go to stderr, so that stdout holds the report alone (json, sarif)
+    with contextlib.redirect_stdout(sys.stderr):
+        result = audit_script(target, rest, mode=mode, ranges=ranges or None, witness=not args.no_witness,
+                              witness_dir=args.witness_dir, emit_tests=args.emit_tests,
+                              witness_budget=args.witness_budget, module=module, limit=args.limit)
     out: Any = sys.stdout
     handle: Optional[Any] = None
     if args.output:

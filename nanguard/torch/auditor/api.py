@@ -161,7 +161,7 @@ def _emit_test(finding: AuditFinding, witness_path: str, directory: str, index: 
 
 
 def analyse(trace: Trace, mode: str = "structural", ranges: Optional[Ranges] = None, witness: bool = True,
-            witness_budget: float = 2.0, witness_dir: Optional[str] = None, emit_tests: Optional[str] = None,
+            witness_budget: float = 3.0, witness_dir: Optional[str] = None, emit_tests: Optional[str] = None,
             total_budget: float = 20.0) -> Tuple[List[AuditFinding], Dict[str, int], List[Optional[Witness]]]:
     """Findings (deduplicated by line, hazard and phase), unsupported ops, and the witnesses."""
     analysis = Analysis(trace, mode, ranges)
@@ -247,7 +247,7 @@ def _data_names(tracer: Tracer, fn: Callable[..., Any], args: Sequence[Any], kwa
 
 def audit(fn_or_module: Callable[..., Any], *example_args: Any, mode: str = "structural",
           ranges: Optional[Ranges] = None, witness: bool = True, witness_dir: Optional[str] = None,
-          emit_tests: Optional[str] = None, witness_budget: float = 2.0, limit: int = 200_000,
+          emit_tests: Optional[str] = None, witness_budget: float = 3.0, limit: int = 200_000,
           **example_kwargs: Any) -> AuditResult:
     """Which ops of ``fn_or_module(*example_args)`` can produce NaN/Inf, before you train.
 
@@ -335,7 +335,7 @@ def trace_script(path: str, argv: Sequence[str] = (), module: bool = False, limi
 
 def audit_script(path: str, argv: Sequence[str] = (), mode: str = "structural", ranges: Optional[Ranges] = None,
                  witness: bool = True, witness_dir: Optional[str] = None, emit_tests: Optional[str] = None,
-                 witness_budget: float = 2.0, module: bool = False, limit: int = 200_000) -> AuditResult:
+                 witness_budget: float = 3.0, module: bool = False, limit: int = 200_000) -> AuditResult:
     """Audit a training script: run it (``python path *argv``) up to its first ``backward()``,
     then report what can produce NaN/Inf on that step (see `audit`)."""
     if not isinstance(path, str) or not path:

@@ -117,9 +117,16 @@ class Slice:
         self.random = [n for r in self.ops for n in r.outputs if n is not None and n.kind == "random"]
         self.targets = list(targets)
 
-    def run(self, values: Dict[int, torch.Tensor]) -> Dict[int, torch.Tensor]:
-        """Recompute the slice; ``values`` maps node ids of sources (and random outputs) to tensors."""
+    def run(self, values: Dict[int, torch.Tensor], cache: Optional[Dict[int, Any]] = None,
+            changed: Optional[Set[int]] = None) -> Dict[int, torch.Tensor]:
+        """Recompute the slice; ``values`` maps node ids of sources (and random outputs) to tensors.
+
+        With ``cache`` (an earlier run's values) and ``changed`` (the source ids whose values
+        differ from it), only the ops downstream of ``changed`` run again: the rest (the data
+        pipeline, when only parameters move) is read from the cache.
+        """
         env: Dict[int, Any] = dict(values)
+        dirty: Optional[Set[int]] = set(changed) if changed is not None and cache is not None else None
 
         def value_of(node: Node) -> Any:
             v = env.get(node.id)
@@ -132,6 +139,14 @@ class Slice:
         for rec in self.ops:
             if all(n is not None and n.id in env for n in rec.outputs if n is not None) and rec.outputs:
                 continue   # random outputs given as values
+            if dirty is not None and cache is not None:
+                if not any(n.id in dirty for n in rec.input_nodes()) and all(
+                        n is None or n.id in cache for n in rec.outputs):
+                    for n in rec.outputs:
+                        if n is not None:
+                            env[n.id] = cache[n.id]
+                    continue
+                dirty.update(n.id for n in rec.outputs if n is not None)
             outs = run_op(rec, value_of)
             for node, v in zip(rec.outputs, outs):
                 if node is not None and isinstance(v, torch.Tensor) and node.id not in env:

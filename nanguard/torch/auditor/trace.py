@@ -219,6 +219,7 @@ class Tracer(TorchDispatchMode):
         self.arguments_are_the_data = False
         self.current_line: Optional[Frame] = None
         self._pending: List[_Entry] = []
+        self.internal_errors = 0
 
     # ------------------------------------------------------------------------ nodes
     def _new_node(self, kind: str, t: torch.Tensor, producer: Optional[OpRecord] = None, **kw: Any) -> Node:
@@ -398,12 +399,17 @@ class Tracer(TorchDispatchMode):
         if len(self.trace.ops) >= self.limit:
             self.trace.stopped_at = "limit"
             raise StopTrace()
-        self.current_line = user_frame(sys._getframe(1))
-        name = str(func)
-        b = functional_name(base_name(func))
-        rec = self._record(func, name, b, args, kwargs)
+        try:
+            self.current_line = user_frame(sys._getframe(1))
+            rec = self._record(func, str(func), functional_name(base_name(func)), args, kwargs)
+        except Exception:   # never break the program: this op is then unknown to the analysis
+            self.internal_errors += 1
+            return func(*args, **kwargs)
         out = func(*args, **kwargs)
-        self._finish(rec, func, args, kwargs, out)
+        try:
+            self._finish(rec, func, args, kwargs, out)
+        except Exception:   # its outputs become new, unbounded sources where they are used
+            self.internal_errors += 1
         return out
 
     def watch_safe_op(self, fn: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any],

@@ -88,9 +88,14 @@ class Search:
         self.free = [n for n in self.slice.sources + self.slice.random if _free(n)]
         self.fixed = [n for n in self.slice.sources + self.slice.random if not _free(n)]
         self.limits = {n.id: _box_limits(analysis, n) for n in self.free}
+        # while only the parameters move, the data pipeline's values are read from a cache
+        self._cache: Optional[Dict[int, Any]] = None
+        self._moving: Optional[set] = None
 
     # --------------------------------------------------------------------- evaluation
     def _env(self, values: Dict[int, torch.Tensor]) -> Dict[int, torch.Tensor]:
+        if self._cache is not None and self._moving is not None:
+            return self.slice.run(values, self._cache, self._moving)
         return self.slice.run(values)
 
     def _op_inputs(self, env: Dict[int, torch.Tensor]) -> Callable[[Node], Any]:
@@ -213,6 +218,26 @@ class Search:
                 return self._witness(one, "zeros")
         if self.hit.node is None or not self.free:
             return None
+        params = [n for n in self.free if n.kind == PARAM]
+        if params and len(params) < len(self.free):
+            # first the weights alone, the data as observed (most NaNs are reached by training)
+            with torch.no_grad():
+                try:
+                    self._cache = {k: (v.detach() if isinstance(v, torch.Tensor) else v)
+                                   for k, v in self.slice.run(base).items()}
+                except Exception:
+                    self._cache = None
+            if self._cache is not None:
+                self._moving = {n.id for n in params}
+                everything = self.free
+                self.free = params
+                try:
+                    found = self._descend(base, start, budget_s / 2, max_steps)
+                finally:
+                    self.free = everything
+                    self._cache, self._moving = None, None
+                if found is not None:
+                    return found
         starts = [base]
         restarts = 0
         while time.perf_counter() - start < budget_s:
@@ -323,7 +348,7 @@ class Search:
 
     def _witness(self, values: Dict[int, torch.Tensor], how: str) -> Witness:
         labels = {}
-        for n in self.free + self.fixed:
+        for n in self.slice.sources + self.slice.random:
             labels[n.id] = n.name or n.kind
         return Witness({k: v.detach() for k, v in values.items()}, labels, how, self.slice, self.hit.rec)
 

@@ -46,7 +46,7 @@ def test_findings_exit_1_with_the_line_the_fix_and_a_witness(tmp_path: Path) -> 
     assert proc.returncode == 1, proc.stderr
     assert f"train.py:{LOG_LINE}: aten.log.default" in proc.stdout
     assert "F.log_softmax" in proc.stdout and "witness  .nanguard/witnesses/" in proc.stdout
-    assert "done" not in proc.stdout        # stopped at the first backward
+    assert "done" not in proc.stdout + proc.stderr        # stopped at the first backward
 
 
 def test_clean_script_exits_0(tmp_path: Path) -> None:
@@ -70,13 +70,14 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 
 def test_json_has_the_documented_fields(tmp_path: Path) -> None:
-    proc = _run(tmp_path, "--format", "json")
+    proc = _run(tmp_path, "--format", "json", source="print('the script talks')\n" + BUGGY)
+    assert "the script talks" in proc.stderr            # stdout holds the report alone
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert set(doc) >= {"findings", "unsupported", "ops_traced", "seconds"}
     (f,) = doc["findings"]
     assert {"file", "line", "op", "kind", "range", "witness", "observed", "fix"} <= set(f)
-    assert f["line"] == LOG_LINE and f["kind"] == "nonpositive" and f["observed"] is False
+    assert f["line"] == LOG_LINE + 1 and f["kind"] == "nonpositive" and f["observed"] is False
     assert f["range"][0] == 0.0 and os.path.exists(tmp_path / f["witness"])
 
 
