@@ -70,6 +70,7 @@ class Singularity:
     result: str
     hazard: str
     summary: str
+    masked_in: tuple[str, ...] = ()   # frameworks whose op masks it (gradient 0 there, not NaN)
 
     def __post_init__(self) -> None:
         if self.condition not in CONDITIONS:
@@ -77,8 +78,8 @@ class Singularity:
 
 
 def _s(ops: tuple[str, ...], argument: int, condition: Condition, phase: Phase, result: str, hazard: str,
-       summary: str) -> Singularity:
-    return Singularity(ops, argument, condition, phase, result, hazard, summary)
+       summary: str, masked_in: tuple[str, ...] = ()) -> Singularity:
+    return Singularity(ops, argument, condition, phase, result, hazard, summary, masked_in)
 
 
 TABLE: tuple[Singularity, ...] = (
@@ -93,6 +94,8 @@ TABLE: tuple[Singularity, ...] = (
        "c ** x overflows to inf for large x"),
     _s(("xlogy",), 1, "nonpositive", "value", "-inf at 0, nan below", "xlogy_zero",
        "xlogy(x, y) is −inf where y = 0 and x ≠ 0, and NaN for y < 0"),
+    _s(("xlogy",), 1, "zero", "gradient", "nan", "xlogy_zero",
+       "xlogy(x, y)'s gradient x/y in y is 0/0 = NaN at x = y = 0 (torch.xlogy(p, p) at p = 0)"),
     _s(("logit",), 0, "outside_open_unit_interval", "value", "inf at 0 and 1, nan outside", "log_zero",
        "logit(p) = log(p / (1 − p)) is ±inf at p = 0 and 1 and NaN outside [0, 1]"),
     # ---------------------------------------------------------------------- roots and powers
@@ -126,7 +129,7 @@ TABLE: tuple[Singularity, ...] = (
     _s(("acosh",), 0, "one", "gradient", "inf", "atanh_domain",
        "acosh's gradient 1/sqrt(x² − 1) is inf at x = 1"),
     _s(("atan2",), 0, "both_zero", "gradient", "nan", "atan2_origin",
-       "atan2(y, x) has a NaN gradient at the origin y = x = 0"),
+       "atan2(y, x) has a NaN gradient at the origin y = x = 0", masked_in=("torch",)),
     _s(("lgamma", "digamma", "polygamma"), 0, "pole", "value", "inf", "unexplained",
        "lgamma/digamma have poles at the non-positive integers"),
     # ------------------------------------------------------------------- softmax and masks
@@ -156,6 +159,7 @@ NOT_SINGULAR: Mapping[str, str] = {
     "std": "gradient 0 on a constant slice (torch masks it)",
     "var": "gradient 0 on a constant slice",
     "cdist": "gradient 0 at identical rows (torch masks it)",
+    "atan2": "gradient 0 at the origin in torch (NaN in some other frameworks)",
     "normalize": "F.normalize clamps ‖x‖ at eps: gradient finite (up to 1/eps)",
     "binary_cross_entropy": "torch clamps its logs at −100",
     "cross_entropy": "computed from log_softmax: finite for finite logits",
@@ -170,9 +174,10 @@ for _entry in TABLE:
         _BY_OP.setdefault(_op, []).append(_entry)
 
 
-def singularities(op: str) -> list[Singularity]:
-    """The singular sets of the canonical op ``op`` (empty for an op that is finite everywhere)."""
-    return list(_BY_OP.get(op, ()))
+def singularities(op: str, framework: str | None = None) -> list[Singularity]:
+    """The singular sets of the canonical op ``op`` (empty for an op that is finite everywhere);
+    with ``framework``, without those that framework's op masks (torch's atan2 at the origin)."""
+    return [s for s in _BY_OP.get(op, ()) if framework is None or framework not in s.masked_in]
 
 
 def table_ops() -> frozenset[str]:

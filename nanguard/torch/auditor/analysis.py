@@ -24,36 +24,27 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-import torch
 
-from nanguard.torch.auditor import checks
-from nanguard.torch.auditor.interval import F64, INF, Box, dtype_tiny
+from nanguard.torch.auditor import checks, facts
+from nanguard.torch.auditor.interval import Box
 from nanguard.torch.auditor.replay import apply_chain, functional, view_scatter
 from nanguard.torch.auditor.rules import RULES, Ctx
 from nanguard.torch.auditor.safe_ops import safe_op_rule
-from nanguard.torch.auditor.trace import DATA, EXACT, PARAM, RANDOM, Node, OpRecord, Ref, Trace
+from nanguard.torch.auditor.graph import DATA, EXACT, PARAM, RANDOM, Node, OpRecord, Ref, Trace
 
 Ranges = Dict[str, Tuple[float, float]]
-# ops whose output is the same value as their input (for x * x and x - max(x))
-_IDENTITY = frozenset({"detach", "alias", "clone", "contiguous", "lift_fresh", "lift_fresh_copy", "_to_copy"})
-# ops that only reshape: a max taken with keepdim=False and unsqueezed is still the row max
-_RESHAPE = frozenset({"unsqueeze", "view", "_unsafe_view", "reshape", "expand", "squeeze"})
-_MAXIMA = frozenset({"amax", "max", "logsumexp"})
 # no gradient flows through these (integer or boolean results, comparisons, detach)
 _NO_GRAD_OPS = frozenset({"detach", "gt", "ge", "lt", "le", "eq", "ne", "argmax", "argmin", "isnan", "isinf",
                           "isfinite", "sign", "floor", "ceil", "round", "trunc", "logical_not", "logical_and",
                           "logical_or", "bitwise_and", "bitwise_or", "bitwise_not"})
-_CMP = frozenset({"gt", "ge", "lt", "le", "ne", "eq"})
 # ops that look at non-finite values without computing with them, and ops that pass them on
 _CHECKERS = frozenset({"isnan", "isinf", "isfinite", "nan_to_num", "isposinf", "isneginf", "eq", "ne"})
 _PASSING = frozenset({"lift_fresh", "lift_fresh_copy", "clone", "contiguous", "detach", "alias", "view",
                       "_unsafe_view", "reshape", "_to_copy", "index", "index_select", "select", "slice", "cat",
                       "stack", "unsqueeze", "squeeze", "permute", "transpose", "t", "expand", "copy",
                       "view_replay", "view_scatter", "split", "unbind", "narrow", "flatten", "gather"})
-_NEGATE = {"gt": "le", "ge": "lt", "lt": "ge", "le": "gt", "eq": "ne", "ne": "eq"}
-_FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
 
 
 @dataclass
@@ -161,82 +152,21 @@ class Analysis:
             self.reaches_root.add(rec.index)
             stack.extend(rec.input_nodes())
 
-    # ------------------------------------------------------------------ identities
-    def canon(self, node: Node, through: frozenset = _IDENTITY) -> Node:
-        seen = 0
-        while node.producer is not None and node.producer.base in through and seen < 64:
-            rec = node.producer
-            if rec.base == "_to_copy" and rec.args and isinstance(rec.args[0], Ref) \
-                    and rec.args[0].node.dtype != node.dtype:
-                break
-            first = rec.args[0] if rec.args else None
-            if not isinstance(first, Ref):
-                break
-            node = first.node
-            seen += 1
-        return node
+    # ------------------------------------------------------------------ identities (facts.py)
+    def canon(self, node: Node, through: frozenset = facts.IDENTITY) -> Node:
+        return facts.canon(node, through)
 
     def same_value(self, a: Any, b: Any) -> bool:
-        return isinstance(a, Ref) and isinstance(b, Ref) and self.canon(a.node) is self.canon(b.node)
+        return facts.same_value(a, b)
 
     def max_subtracted(self, rec: OpRecord) -> bool:
-        """``rec`` is ``x - max(x)`` (or ``x - logsumexp(x)``) along some dims: every entry ≤ 0."""
-        if len(rec.args) < 2 or not isinstance(rec.args[0], Ref) or not isinstance(rec.args[1], Ref):
-            return False
-        alpha = rec.args[2] if len(rec.args) > 2 else rec.kwargs.get("alpha", 1)
-        if alpha != 1:
-            return False
-        x = self.canon(rec.args[0].node)
-        m = self.canon(rec.args[1].node, _IDENTITY | _RESHAPE)
-        prod = m.producer
-        if prod is None or prod.base not in _MAXIMA or not prod.args or not isinstance(prod.args[0], Ref):
-            return False
-        if prod.base == "max" and prod.outputs and prod.outputs[0] is not m:
-            return False
-        return self.canon(prod.args[0].node) is x
+        return facts.max_subtracted(rec)
 
     def refined(self, rec: OpRecord, arg_index: int, box: Box, cond_index: int, branch: bool) -> Box:
-        """``box`` of a where/masked_fill branch, narrowed by what the condition says there."""
-        cond = rec.args[cond_index] if cond_index < len(rec.args) else None
-        value = rec.args[arg_index] if arg_index < len(rec.args) else None
-        if not isinstance(cond, Ref) or not isinstance(value, Ref):
-            return box
-        fact = self.comparison(cond.node)
-        if fact is None:
-            return box
-        subject, op, c = fact
-        if self.canon(value.node) is not subject:
-            return box
-        if not branch:
-            op = _NEGATE[op]
-        return narrow(box, op, c)
+        return facts.refined(rec, arg_index, box, cond_index, branch)
 
     def comparison(self, cond: Node) -> Optional[Tuple[Node, str, float]]:
-        """(x, op, c) when ``cond`` is ``x op c`` for a constant ``c`` (``~(x == c)`` too)."""
-        rec = cond.producer
-        negate = False
-        while rec is not None and rec.base in ("logical_not", "bitwise_not") and isinstance(rec.args[0], Ref):
-            negate = not negate
-            rec = rec.args[0].node.producer
-        if rec is None or rec.base not in _CMP or len(rec.args) < 2:
-            return None
-        a, b = rec.args[0], rec.args[1]
-        op = rec.base
-        if isinstance(a, Ref) and not isinstance(b, Ref):
-            subject, c = a.node, b
-        elif isinstance(a, Ref) and isinstance(b, Ref) and b.node.kind == EXACT and b.node.value is not None \
-                and b.node.value.numel() == 1:
-            subject, c = a.node, float(b.node.value.reshape(-1)[0])
-        elif isinstance(b, Ref) and isinstance(a, Ref) and a.node.kind == EXACT and a.node.value is not None \
-                and a.node.value.numel() == 1:
-            subject, c, op = b.node, float(a.node.value.reshape(-1)[0]), _FLIP[op]
-        else:
-            return None
-        if not isinstance(c, (int, float)):
-            return None
-        if negate:
-            op = _NEGATE[op]
-        return self.canon(subject), op, float(c)
+        return facts.comparison(cond)
 
     # ------------------------------------------------------------------ the analysis
     def run(self) -> AnalysisResult:
@@ -292,7 +222,7 @@ class Analysis:
             return False
         if h.node is not None and not self.requires(h.node):
             return False
-        if h.condition == "zero" and h.node is not None and _relu_zeros(h.node):
+        if h.condition == "zero" and h.node is not None and facts.relu_zeros(h.node):
             return False   # relu's zeros come with a zero gradient (selected, not multiplied)
         return True
 
@@ -444,57 +374,10 @@ class Analysis:
                 return False
             op, c = fact[1], fact[2]
             if not branch:
-                op = _NEGATE[op]
-            if not _excludes(op, c, h.condition):
+                op = facts.NEGATE[op]
+            if not facts.excludes(op, c, h.condition):
                 return False
         return True
-
-
-def narrow(box: Box, op: str, c: float) -> Box:
-    """``box`` where ``x op c`` holds."""
-    lo, hi, nonzero = box.lo, box.hi, box.nonzero
-    ct = torch.tensor(c, dtype=F64)
-    step = dtype_tiny(box.dtype) if c == 0 else abs(c) * float(torch.finfo(box.dtype).eps if box.dtype.is_floating_point
-                                                                 else 1.0)
-    if op == "gt":
-        lo = torch.maximum(lo, ct + step)
-    elif op == "ge":
-        lo = torch.maximum(lo, ct)
-    elif op == "lt":
-        hi = torch.minimum(hi, ct - step)
-    elif op == "le":
-        hi = torch.minimum(hi, ct)
-    elif op == "eq":
-        lo, hi = ct.expand_as(lo) if lo.dim() else ct, ct.expand_as(hi) if hi.dim() else ct
-    elif op == "ne" and c == 0:
-        nonzero = True
-    lo = torch.minimum(lo, hi)
-    return Box(lo, hi, box.shape, box.dtype, nonzero=nonzero or (op in ("gt", "ge") and c > 0)
-               or (op in ("lt", "le") and c < 0) or (op == "gt" and c == 0) or (op == "lt" and c == 0))
-
-
-def _excludes(op: str, c: float, condition: str) -> bool:
-    """Whether ``x op c`` keeps ``x`` out of the singular set ``condition``."""
-    if condition in ("nonpositive",):
-        return (op == "gt" and c >= 0) or (op == "ge" and c > 0)
-    if condition == "negative":
-        return op in ("gt", "ge") and c >= 0
-    if condition in ("zero", "zero_divisor"):
-        return (op == "ne" and c == 0) or (op == "gt" and c >= 0) or (op == "ge" and c > 0) or \
-            (op == "lt" and c <= 0) or (op == "le" and c < 0)
-    if condition == "exp_overflow":
-        return op in ("lt", "le") and c < 80
-    if condition in ("outside_unit", "not_inside_unit", "unit"):
-        return False
-    if condition == "at_or_below_minus_one":
-        return (op == "gt" and c >= -1) or (op == "ge" and c > -1)
-    return False
-
-
-def _relu_zeros(node: Node) -> bool:
-    rec = node.producer
-    return rec is not None and rec.base in ("relu", "threshold") and (
-        rec.base == "relu" or (len(rec.args) > 2 and rec.args[1] == 0 and rec.args[2] == 0))
 
 
 def _as_list(out: Any) -> List[Optional[Box]]:
@@ -505,4 +388,4 @@ def _as_list(out: Any) -> List[Optional[Box]]:
     return list(out)
 
 
-__all__ = ["Analysis", "AnalysisResult", "Ranges", "narrow"]
+__all__ = ["Analysis", "AnalysisResult", "Ranges"]

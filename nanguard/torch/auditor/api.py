@@ -28,7 +28,8 @@ from nanguard.torch.auditor import fixes
 from nanguard.torch.auditor.analysis import Analysis, Ranges
 from nanguard.torch.auditor.checks import Hit
 from nanguard.torch.auditor.replay import slice_spec
-from nanguard.torch.auditor.trace import Trace, Tracer, trace_calls
+from nanguard.torch.auditor.graph import Trace
+from nanguard.torch.auditor.trace import Tracer, trace_calls
 from nanguard.torch.auditor.witness import Witness, find_witness
 
 MODES = ("structural", "bounded")

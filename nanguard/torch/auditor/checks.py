@@ -19,8 +19,9 @@ import torch
 from nanguard.core.singular import Singularity, singularities
 from nanguard.torch.auditor.interval import F64, INF, Box, dtype_max
 from nanguard.torch.auditor.rules.elementwise import exp_limit
-from nanguard.torch.auditor.rules.nn import all_masked, correction_of, reduced_count
-from nanguard.torch.auditor.trace import Node, OpRecord, Ref
+from nanguard.torch.auditor.rules.nn import all_masked
+from nanguard.torch.auditor.rules.stats import correction_of, reduced_count
+from nanguard.torch.auditor.graph import Node, OpRecord, Ref
 
 if TYPE_CHECKING:
     from nanguard.torch.auditor.analysis import Analysis
@@ -132,7 +133,7 @@ def hits(rec: OpRecord, analysis: "Analysis") -> List[Hit]:
         out.append(Hit(rec, s, node, None, (0.0, 0.0)))
     if name is None:
         return out
-    for s in singularities(name):
+    for s in singularities(name, "torch"):
         pos = _ARG_POSITION.get((name, s.argument), s.argument)
         cond = s.condition
         if cond == "empty_slice":
@@ -192,7 +193,7 @@ def hits(rec: OpRecord, analysis: "Analysis") -> List[Hit]:
         m = _cond_mask(cond, b, dtype, limit)
         if m is None or not bool(m.any()):
             continue
-        if name == "xlogy":   # xlogy(0, 0) = 0: only where x can be non-zero
+        if name == "xlogy" and s.phase == "value":   # xlogy(0, 0) = 0: only where x can be non-zero
             x, _ = _arg_box(rec, 0, analysis)
             if x is None or bool(((x.lo == 0) & (x.hi == 0)).all()):
                 continue

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import torch
 
-from nanguard.torch.auditor.trace import EXACT, Node, OpRecord, Ref
+from nanguard.torch.auditor.graph import EXACT, Node, OpRecord, Ref
 
 if TYPE_CHECKING:
     from nanguard.torch.auditor.analysis import Analysis

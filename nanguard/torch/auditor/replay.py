@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 import torch
 from torch.utils import _pytree as pytree
 
-from nanguard.torch.auditor.trace import EXACT, Node, OpRecord, Ref
+from nanguard.torch.auditor.graph import EXACT, Node, OpRecord, Ref
 
 aten = torch.ops.aten
 _FUNCTIONAL: Dict[Any, Callable[..., Any]] = {}

@@ -23,168 +23,28 @@ are kept: only ops that reach them are on the gradient path.
 
 from __future__ import annotations
 
-import re
 import sys
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.core.location import Frame
+from nanguard.torch.auditor.graph import (
+    COMPUTED, DATA, EXACT, FREE_KINDS, PARAM, RANDOM, Node, OpRecord, Ref, StopTrace, Trace, base_name,
+    functional_name,
+)
+from nanguard.torch.auditor.sources import (
+    RANDOM_DATA, RANDOM_EXACT, SHAPE_ONLY, is_literal, is_view, made_nonfinite, version, written,
+)
 from nanguard.torch.detector.frames import user_frame
 from nanguard.torch.detector.values import fast_finite
 
 aten = torch.ops.aten
 _current_node = torch._C._current_autograd_node
-
-PARAM, DATA, RANDOM, EXACT, COMPUTED = "param", "data", "random", "exact", "computed"
-FREE_KINDS = (PARAM, DATA, RANDOM)
-
-#: random factories whose output is data: name -> support given the op's args (lo, hi)
-_RANDOM_DATA: Dict[str, Callable[[Sequence[Any], Dict[str, Any]], Tuple[float, float]]] = {
-    "randn": lambda a, k: (-6.0, 6.0),
-    "randn_like": lambda a, k: (-6.0, 6.0),
-    "rand": lambda a, k: (0.0, 1.0),
-    "rand_like": lambda a, k: (0.0, 1.0),
-    "normal": lambda a, k: _normal_support(*_mean_std(a, k)),
-    "uniform": lambda a, k: (float(a[1] if len(a) > 1 else k.get("from", 0.0)),
-                             float(a[2] if len(a) > 2 else k.get("to", 1.0))),
-    "bernoulli": lambda a, k: (0.0, 1.0),
-    "exponential": lambda a, k: (0.0, 40.0 / float(a[1] if len(a) > 1 else k.get("lambd", 1.0))),
-}
-#: random ops whose output holds a concrete sample that the analysis keeps (indices, masks
-#: applied by their own transfer rule)
-_RANDOM_EXACT = frozenset({"randint", "randint_like", "randperm", "multinomial", "native_dropout"})
-# factories whose value does not depend on their tensor input's values (only its shape)
-_SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full",
-                         "scalar_tensor", "zero", "sym_size", "_shape_as_tensor"})
-_LITERAL = re.compile(r"tensor\(\s*\[([^\]\[]|\[|\])*\]")
-_LITERAL_WORDS = frozenset({"inf", "nan", "INF", "NAN", "NaN", "float", "math", "torch", "np", "numpy", "True",
-                            "False", "e", "E"})
-
-
-def is_literal(code: str) -> bool:
-    """``torch.tensor([...])`` of numbers (inf and nan spelled any usual way): a constant, not data."""
-    m = _LITERAL.search(code)
-    if m is None:
-        return False
-    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", m.group(0))) - {"tensor"}
-    return words <= _LITERAL_WORDS
-
-
-def _mean_std(a: Sequence[Any], k: Dict[str, Any]) -> Tuple[Any, Any]:
-    """(mean, std) of normal_(self, mean, std) or normal(mean, std, size)."""
-    if a and isinstance(a[0], Ref):
-        return (a[1] if len(a) > 1 else k.get("mean", 0.0)), (a[2] if len(a) > 2 else k.get("std", 1.0))
-    return (a[0] if a else k.get("mean", 0.0)), (a[1] if len(a) > 1 else k.get("std", 1.0))
-
-
-def _normal_support(mean: Any, std: Any) -> Tuple[float, float]:
-    try:
-        m, s = float(mean), float(std)
-    except (TypeError, ValueError):
-        return (float("-inf"), float("inf"))
-    return (m - 6 * abs(s), m + 6 * abs(s))
-
-
-def base_name(func: Any) -> str:
-    """``aten.add_.Tensor`` -> ``add_``; a safe op -> ``nanguard.<name>``."""
-    name = getattr(func, "__name__", str(func))
-    return name.split(".")[0]
-
-
-def functional_name(name: str) -> str:
-    """The out-of-place name of an in-place op: ``add_`` -> ``add``."""
-    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
-
-
-class StopTrace(BaseException):
-    """Raised at the program's first backward: one forward pass is traced. A BaseException
-    so that a program's ``except Exception`` does not swallow it."""
-
-
-@dataclass(eq=False)
-class Node:
-    """One value of the trace (a tensor at one version)."""
-
-    id: int
-    kind: str
-    dtype: torch.dtype
-    shape: Tuple[int, ...]
-    producer: Optional["OpRecord"] = None
-    value: Optional[torch.Tensor] = None       # exact/data: a copy; param: the live tensor
-    name: Optional[str] = None
-    finite: bool = True                         # every observed element finite
-    has_nan: bool = False
-    support: Optional[Tuple[float, float]] = None   # random: the factory's support
-    grad_enabled: bool = True
-    device: Optional[torch.device] = None
-
-    @property
-    def is_float(self) -> bool:
-        return self.dtype.is_floating_point
-
-    @property
-    def free(self) -> bool:
-        return self.kind in FREE_KINDS
-
-    def label(self) -> str:
-        shape = "x".join(str(s) for s in self.shape) or "scalar"
-        dt = str(self.dtype).replace("torch.", "")
-        return f"{self.name or self.kind} {dt}[{shape}]"
-
-    def __repr__(self) -> str:
-        return f"Node({self.id}, {self.kind}, {self.label()})"
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A node in an op's recorded arguments."""
-
-    node: Node
-
-
-@dataclass(eq=False)
-class OpRecord:
-    """One op of the trace: its function, arguments (`Ref` for tensors), outputs and line."""
-
-    index: int
-    func: Any                      # an OpOverload, a nanguard safe op, or a view helper
-    name: str                      # "aten.log.default", "nanguard.softmax", "view_scatter"
-    base: str                      # functional base name: "log", "add", "nanguard.softmax"
-    args: Tuple[Any, ...]
-    kwargs: Dict[str, Any]
-    outputs: List[Optional[Node]]  # flattened outputs (None for non-tensor leaves)
-    frame: Optional[Frame]
-    module: Optional[str]
-    grad_enabled: bool
-    made_nonfinite: bool = False   # the traced run itself turned finite inputs non-finite here
-    chain: Tuple[Any, ...] = ()    # view_scatter / view_replay: the view ops from the base
-
-    def input_nodes(self) -> List[Node]:
-        out: List[Node] = []
-        for leaf in pytree.tree_leaves((self.args, self.kwargs)):
-            if isinstance(leaf, Ref):
-                out.append(leaf.node)
-        return out
-
-    def __repr__(self) -> str:
-        where = f"{self.frame.file}:{self.frame.line}" if self.frame else "?"
-        return f"OpRecord({self.index}, {self.name}, {where})"
-
-
-@dataclass
-class Trace:
-    """The recorded ops, their nodes, and how the trace ended."""
-
-    ops: List[OpRecord] = field(default_factory=list)
-    nodes: List[Node] = field(default_factory=list)
-    roots: List[Node] = field(default_factory=list)     # what the first backward differentiated
-    stopped_at: str = "end"                             # "backward", "limit", "end", "error"
-    param_names: Dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -237,7 +97,7 @@ class Tracer(TorchDispatchMode):
                 chain: Tuple[Any, ...] = ()) -> None:
         if _is_param(t):
             return
-        entry = _Entry(weakref.ref(t), node, _version(t), weakref.ref(base) if base is not None else None, chain)
+        entry = _Entry(weakref.ref(t), node, version(t), weakref.ref(base) if base is not None else None, chain)
         self._table[id(t)] = entry
         # an in-place op bumps the version counter after its kernel returns: read it again then
         self._pending.append(entry)
@@ -247,7 +107,7 @@ class Tracer(TorchDispatchMode):
         for entry in self._pending:
             t = entry.ref()
             if t is not None:
-                entry.version = _version(t)
+                entry.version = version(t)
         self._pending.clear()
 
     def _source(self, t: torch.Tensor) -> Node:
@@ -282,14 +142,14 @@ class Tracer(TorchDispatchMode):
         entry = self._table.get(id(t))
         if entry is None or entry.ref() is not t:
             return self._source(t)
-        if entry.version == _version(t):
+        if entry.version == version(t):
             return entry.node
         # written since: through another view of the same base, or behind the trace's back
         if entry.base is not None:
             base = entry.base()
             if base is not None:
                 base_entry = self._table.get(id(base))
-                if base_entry is not None and base_entry.ref() is base and base_entry.version == _version(base):
+                if base_entry is not None and base_entry.ref() is base and base_entry.version == version(base):
                     return self._replay_view(t, base, base_entry.node, entry.chain)
         # changed behind the trace's back (a write it did not see): a new source, its value now
         return self._source(t)
@@ -323,12 +183,12 @@ class Tracer(TorchDispatchMode):
         if b == "bernoulli":   # a dropout mask: a sample the replay keeps
             return self._new_node(RANDOM, t, producer=rec, support=(0.0, 1.0), grad_enabled=rec.grad_enabled,
                                   value=t.detach().clone() if t.numel() <= 1 << 16 else None)
-        if b in _RANDOM_DATA:
-            return self._new_node(RANDOM, t, producer=rec, support=_RANDOM_DATA[b](rec.args, rec.kwargs),
+        if b in RANDOM_DATA:
+            return self._new_node(RANDOM, t, producer=rec, support=RANDOM_DATA[b](rec.args, rec.kwargs),
                                   grad_enabled=rec.grad_enabled)
-        if b in _SHAPE_ONLY or b == "fill" and not any(isinstance(a, Ref) for a in rec.args[1:]):
+        if b in SHAPE_ONLY or b == "fill" and not any(isinstance(a, Ref) for a in rec.args[1:]):
             return self._new_node(EXACT, t, producer=rec, value=t.detach().clone(), grad_enabled=rec.grad_enabled)
-        if b in _RANDOM_EXACT and b != "native_dropout" or (
+        if b in RANDOM_EXACT and b != "native_dropout" or (
                 b != "native_dropout" and all(n.kind == EXACT for n in inputs)):
             return self._new_node(EXACT, t, producer=rec, value=t.detach().clone(), grad_enabled=rec.grad_enabled)
         return self._new_node(COMPUTED, t, producer=rec, grad_enabled=rec.grad_enabled)
@@ -336,8 +196,8 @@ class Tracer(TorchDispatchMode):
     def _finish(self, rec: OpRecord, func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
         inputs = rec.input_nodes()
         leaves = pytree.tree_leaves(out)
-        written = _written(func, args, kwargs)
-        view = _is_view(func)
+        writes = written(func, args, kwargs)
+        view = is_view(func)
         for i, leaf in enumerate(leaves):
             if not isinstance(leaf, torch.Tensor):
                 rec.outputs.append(None)
@@ -346,16 +206,16 @@ class Tracer(TorchDispatchMode):
             rec.outputs.append(node)
             if view and args and isinstance(args[0], torch.Tensor):
                 self._assign_view(leaf, args[0], node, func, args, kwargs, i if len(leaves) > 1 else None)
-            elif written and any(leaf is w for w in written):
+            elif writes and any(leaf is w for w in writes):
                 self._write(leaf, node)
             else:
                 self._assign(leaf, node)
-        for w in written:   # written but not returned (out= of a multi-output op, _foreach_)
+        for w in writes:   # written but not returned (out= of a multi-output op, _foreach_)
             if not any(w is leaf for leaf in leaves):
                 node = self._output_node(rec, w, inputs)
                 rec.outputs.append(node)
                 self._write(w, node)
-        rec.made_nonfinite = _made_nonfinite(rec, inputs)
+        rec.made_nonfinite = made_nonfinite(rec, inputs)
 
     def _assign_view(self, view: torch.Tensor, source: torch.Tensor, node: Node, func: Any, args: Tuple[Any, ...],
                      kwargs: Dict[str, Any], index: Optional[int]) -> None:
@@ -472,71 +332,6 @@ class Tracer(TorchDispatchMode):
             self._module_names.setdefault(id(m), prefix + mname if mname else type(module).__name__)
 
 
-def inputs_have_free(inputs: Sequence[Node]) -> bool:
-    return any(n.kind != EXACT for n in inputs)
-
-
-def _version(t: torch.Tensor) -> int:
-    try:
-        return t._version
-    except RuntimeError:      # inference tensors have no version counter
-        return -1
-
-
-_VIEW: Dict[Any, bool] = {}
-
-
-def _is_view(func: Any) -> bool:
-    """Whether ``func`` returns views of its first argument (``view``, ``split``, ``detach`` ...)."""
-    hit = _VIEW.get(func)
-    if hit is None:
-        schema = getattr(func, "_schema", None)
-        hit = bool(getattr(func, "is_view", False))
-        if not hit and schema is not None and schema.returns:
-            alias = schema.returns[0].alias_info
-            hit = alias is not None and not alias.is_write
-        _VIEW[func] = hit
-    return hit
-
-
-def _written(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[torch.Tensor]:
-    from nanguard.torch.detector.aten import written_tensors
-    return written_tensors(func, args, kwargs)
-
-
-_UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
-                            "empty_permuted", "resize", "set"})
-
-
-def _made_nonfinite(rec: OpRecord, inputs: Sequence[Node]) -> bool:
-    """The detector's rule: a NaN where no input held NaN, or an infinity where every input was finite
-    (uninitialised memory and the workspaces some ops return beside their result do not count)."""
-    if rec.base in _UNINITIALISED or isinstance(rec.func, str):
-        return False
-    from nanguard.torch.detector.aten import result_outputs
-    results = result_outputs(rec.func, rec.outputs) if not rec.base.startswith("nanguard.") else rec.outputs
-    outs = [n for n in results if n is not None and n.is_float and not n.finite]
-    if not outs:
-        return False
-    if any(n.has_nan for n in outs) and not any(n.has_nan for n in inputs if n.is_float) and \
-            not _scalar_nan(rec.args, rec.kwargs):
-        return True
-    return all(n.finite for n in inputs if n.is_float) and _scalars_finite(rec.args, rec.kwargs)
-
-
-def _scalar_nan(args: Any, kwargs: Any) -> bool:
-    return any(isinstance(leaf, float) and leaf != leaf for leaf in pytree.tree_leaves((args, kwargs)))
-
-
-def _scalars_finite(args: Any, kwargs: Any) -> bool:
-    for leaf in pytree.tree_leaves((args, kwargs)):
-        if isinstance(leaf, float) and not (leaf == leaf and abs(leaf) != float("inf")):
-            return False
-        if isinstance(leaf, Ref) and leaf.node.is_float and not leaf.node.finite:
-            return False
-    return True
-
-
 # ---------------------------------------------------------------------------- hooks
 _ENGINE_ATTRS = ((torch.autograd, "_engine_run_backward"), (torch.autograd.graph, "_engine_run_backward"))
 
@@ -600,4 +395,4 @@ class trace_calls:
 
 
 __all__ = ["COMPUTED", "DATA", "EXACT", "FREE_KINDS", "Node", "OpRecord", "PARAM", "RANDOM", "Ref", "StopTrace",
-           "Trace", "Tracer", "base_name", "functional_name", "trace_calls"]
+           "Trace", "Tracer", "trace_calls"]

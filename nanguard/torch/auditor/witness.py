@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
 from nanguard.torch.auditor.checks import Hit
 from nanguard.torch.auditor.replay import Slice, run_op
-from nanguard.torch.auditor.trace import DATA, PARAM, RANDOM, Node, Ref, Trace
+from nanguard.torch.auditor.graph import DATA, PARAM, RANDOM, Node, Trace
 
 UNBOUNDED_BOX = 1e4
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 
 from nanguard.torch.auditor.interval import Box
-from nanguard.torch.auditor.trace import Node, OpRecord, Ref
+from nanguard.torch.auditor.graph import Node, OpRecord, Ref
 
 Rule = Callable[["Ctx"], "Sequence[Optional[Box]] | Box | None"]
 RULES: Dict[str, Rule] = {}
@@ -97,6 +97,6 @@ def exact_value(b: Optional[Box]) -> Optional[torch.Tensor]:
 
 
 # the rule modules register themselves on import
-from nanguard.torch.auditor.rules import elementwise, linear, nn, shape  # noqa: E402,F401
+from nanguard.torch.auditor.rules import arithmetic, elementwise, linear, losses, nn, shape, stats  # noqa: E402,F401,I001
 
 __all__ = ["Ctx", "RULES", "Rule", "exact_value", "rule"]

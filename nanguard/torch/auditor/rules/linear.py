@@ -13,7 +13,7 @@ from typing import Any, Callable, List, Optional
 
 import torch
 
-from nanguard.torch.auditor.interval import F64, INF, Box, centre_radius, rebig, unbig
+from nanguard.torch.auditor.interval import INF, Box, centre_radius, rebig, unbig
 from nanguard.torch.auditor.rules import Ctx, rule
 
 aten = torch.ops.aten

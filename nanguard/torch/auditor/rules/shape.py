@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 
 from nanguard.torch.auditor.interval import F64, INF, Box
 from nanguard.torch.auditor.rules import Ctx, rule
-from nanguard.torch.auditor.trace import Ref
+from nanguard.torch.auditor.graph import Ref
 
 # Ops whose outputs are made of their data inputs' values (and of constants in their args).
 VALUE_MOVING = (
