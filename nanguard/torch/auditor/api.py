@@ -284,13 +284,7 @@ def audit(fn_or_module: Callable[..., Any], *example_args: Any, mode: str = "str
         out = fn_or_module(*example_args, **example_kwargs)
     trace = tracer.trace
     if trace.stopped_at != "backward":
-        roots = []
-        for leaf in pytree.tree_leaves(out):
-            if isinstance(leaf, torch.Tensor):
-                entry = tracer._table.get(id(leaf))
-                if entry is not None and entry.ref() is leaf:
-                    roots.append(entry.node)
-        trace.roots = roots
+        trace.roots = tracer.nodes_of(out)
         trace.stopped_at = "output" if trace.stopped_at == "end" else trace.stopped_at
     findings, unsupported, _ = analyse(trace, mode, ranges, witness, witness_budget, witness_dir, emit_tests)
     return AuditResult(findings=findings, unsupported=unsupported, ops_traced=len(trace.ops),
@@ -372,12 +366,7 @@ def output_bounds(fn: Callable[..., Any], *example_args: Any, ranges: Optional[R
     with tc:
         out = fn(*example_args, **example_kwargs)
     analysis = Analysis(tracer.trace, "bounded" if checked else "structural", checked)
-    roots = []
-    for leaf in pytree.tree_leaves(out):
-        if isinstance(leaf, torch.Tensor):
-            entry = tracer._table.get(id(leaf))
-            if entry is not None and entry.ref() is leaf:
-                roots.append(entry.node)
+    roots = tracer.nodes_of(out)
     tracer.trace.roots = roots
     analysis.run()
     result = []

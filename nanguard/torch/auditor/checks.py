@@ -147,13 +147,9 @@ def hits(rec: OpRecord, analysis: "Analysis") -> List[Hit]:
                 if bool(dead.any()):
                     out.append(Hit(rec, s, rec.args[0].node, dead, (-INF, -INF)))
             continue
-        if cond == "inf_minus_inf":
-            h = _inf_minus_inf(rec, analysis, s)
-            if h is not None:
-                out.append(h)
-            continue
-        if cond == "zero_times_inf":
-            h = _zero_times_inf(rec, analysis, s)
+        special = _SPECIAL.get(cond)
+        if special is not None:
+            h = special(rec, analysis, s)
             if h is not None:
                 out.append(h)
             continue
@@ -162,11 +158,6 @@ def hits(rec: OpRecord, analysis: "Analysis") -> List[Hit]:
             n = reduced_count(b.shape, rec.args[1] if len(rec.args) > 1 else rec.kwargs.get("dim"))
             if b.numel and n - correction_of(analysis.ctx(rec)) <= 0:
                 out.append(Hit(rec, s, rec.args[0].node, None, b.bounds()))
-            continue
-        if cond == "no_target":
-            h = _no_target(rec, analysis, s)
-            if h is not None:
-                out.append(h)
             continue
         if cond == "both_zero":
             y, yn = _arg_box(rec, 0, analysis)
@@ -280,6 +271,10 @@ def _no_target(rec: OpRecord, analysis: "Analysis", s: Singularity) -> Optional[
     if bool(((t.lo <= ignore) & (t.hi >= ignore)).all()):
         return Hit(rec, s, target.node, None, t.bounds())
     return None
+
+
+# conditions about several arguments at once, each decided by its own function
+_SPECIAL = {"inf_minus_inf": _inf_minus_inf, "zero_times_inf": _zero_times_inf, "no_target": _no_target}
 
 
 def _empty_selection(rec: OpRecord, analysis: "Analysis") -> bool:

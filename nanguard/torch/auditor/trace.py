@@ -297,6 +297,16 @@ class Tracer(TorchDispatchMode):
             self._paused -= 1
         return out
 
+    def nodes_of(self, out: Any) -> List[Node]:
+        """The nodes of the tensors in ``out`` (what a traced call returned: its roots)."""
+        nodes = []
+        for leaf in pytree.tree_leaves(out):
+            if isinstance(leaf, torch.Tensor):
+                entry = self._table.get(id(leaf))
+                if entry is not None and entry.ref() is leaf:
+                    nodes.append(entry.node)
+        return nodes
+
     # ------------------------------------------------------------------------ modules
     def enter_module(self, module: torch.nn.Module) -> None:
         name = self._module_names.get(id(module))
