@@ -287,3 +287,24 @@ def test_every_fix_names_a_hazard_of_the_catalogue():
     import re
     for key in set(re.findall(r'return "([a-z_0-9]+)"', source)):
         assert key in HAZARDS, key
+
+
+def test_every_fix_the_audit_can_give_names_torch_ops_that_exist():
+    """The fixes are the catalogue's torch wordings: each `nanguard.x`, `torch.x`, `F.x` in
+    them must exist (a fix that names a missing op is worse than none)."""
+    import re
+
+    import nanguard.torch as ng_torch
+    from nanguard.core.singular import TABLE
+    import nanguard.torch.auditor.fixes as fixes
+
+    keys = {entry.hazard for entry in TABLE}
+    keys |= set(re.findall(r'return "([a-z_0-9]+)"', inspect.getsource(fixes)))
+    keys |= {"where_gradient", "nan_input", "overflow", "overflow_low_precision"}
+    for key in sorted(keys):
+        text = HAZARDS[key].fix_text("torch")
+        for name in re.findall(r"\bnanguard\.([a-z_]+)\(", text):
+            assert hasattr(ng_torch, name), (key, name)
+        for module, name in re.findall(r"\b(torch|torch\.nn\.functional|F|torch\.special)\.([a-z_0-9]+)\(", text):
+            owner = {"torch": torch, "F": F, "torch.nn.functional": F, "torch.special": torch.special}[module]
+            assert hasattr(owner, name), (key, module, name)
