@@ -21,11 +21,18 @@ aten = torch.ops.aten
 _FUNCTIONAL: Dict[Any, Callable[..., Any]] = {}
 
 
+def _copy(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """``self.copy_(src)`` out of place and differentiable (aten.copy has no derivative)."""
+    return src.to(dtype=self.dtype, device=self.device).expand(self.shape).clone()
+
+
 def functional(rec: OpRecord) -> Callable[..., Any]:
     """The out-of-place callable of a recorded op."""
     func = rec.func
     if isinstance(func, str):
         return func  # type: ignore[return-value]
+    if rec.base == "copy":
+        return _copy
     hit = _FUNCTIONAL.get(func)
     if hit is not None:
         return hit
@@ -170,6 +177,8 @@ def _op_name(func: Any) -> str:
 def _resolve(name: str) -> Any:
     if name in ("view_scatter", "view_replay"):
         return name
+    if name.startswith("aten.copy"):
+        return _copy
     if name.startswith("aten."):
         packet, _, overload = name[len("aten."):].partition(".")
         if packet.endswith("_") and not packet.endswith("__") and hasattr(aten, packet[:-1]):

@@ -26,6 +26,9 @@ from nanguard.torch.auditor.replay import Slice, run_op
 from nanguard.torch.auditor.graph import DATA, PARAM, RANDOM, Node, Trace
 
 UNBOUNDED_BOX = 1e4
+# conditions met at exactly 0, where setting sources to 0 is the first thing to try
+_ZERO_TARGETS = frozenset({"zero", "zero_divisor", "nonpositive", "negative", "both_zero", "degenerate_count",
+                           "no_target", "empty_slice"})
 
 
 @dataclass
@@ -206,16 +209,17 @@ class Search:
         base = {n.id: _initial(n, self.gen) for n in self.free + self.fixed}
         if self.triggers(base):
             return self._witness(base, "observed")
-        zeros = dict(base)
-        for n in self.free:
-            zeros[n.id] = torch.zeros_like(base[n.id])
-        if self.free and self.triggers(zeros):
-            return self._witness(zeros, "zeros")
-        for n in self.free:   # one source at 0, the others as observed
-            one = dict(base)
-            one[n.id] = torch.zeros_like(base[n.id])
-            if self.triggers(one):
-                return self._witness(one, "zeros")
+        if self.hit.condition in _ZERO_TARGETS:   # exactly 0 is where these conditions live
+            zeros = dict(base)
+            for n in self.free:
+                zeros[n.id] = torch.zeros_like(base[n.id])
+            if self.free and self.triggers(zeros):
+                return self._witness(zeros, "zeros")
+            for n in self.free[:8]:   # one source at 0, the others as observed
+                one = dict(base)
+                one[n.id] = torch.zeros_like(base[n.id])
+                if self.triggers(one):
+                    return self._witness(one, "zeros")
         if self.hit.node is None or not self.free:
             return None
         params = [n for n in self.free if n.kind == PARAM]
@@ -232,7 +236,8 @@ class Search:
                 everything = self.free
                 self.free = params
                 try:
-                    found = self._descend(base, start, budget_s / 2, max_steps)
+                    remaining = budget_s - (time.perf_counter() - start)
+                    found = self._descend(base, time.perf_counter(), remaining * 0.6, max_steps)
                 finally:
                     self.free = everything
                     self._cache, self._moving = None, None

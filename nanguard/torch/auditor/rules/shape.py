@@ -154,7 +154,8 @@ _REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean", "logsumexp", "amax"
 def value_moving(ctx: Ctx) -> List[Optional[Box]]:
     base = ctx.rec.base
     data = [b for b in _data_boxes(ctx) if b.numel or base not in ("cat", "stack")]   # cat([empty cache, k])
-    if data and all(b.uniform for b in data) and \
+    same = len({(float(b.lo), float(b.hi)) for b in data if b.uniform}) <= 1   # cat of different boxes: per part
+    if data and all(b.uniform for b in data) and (same or math.prod(ctx.out(0).shape) > 1 << 24) and \
             len(ctx.rec.input_nodes()) == len(_data_boxes(ctx)) + _exact_count(ctx):
         if base in _SAME_VALUES or base in _REDUCTIONS:
             lo = min(float(b.lo) for b in data)
