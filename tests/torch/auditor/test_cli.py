@@ -124,3 +124,32 @@ def test_demo_section_finds_the_story_before_it_fires() -> None:
     text = out.getvalue()
     assert "aten.sqrt.default can produce" in text and "witness replayed" in text
     assert "distance_matrix_fixed.py audited: 0 findings" in text and "with log_softmax: 0 findings" in text
+
+
+def test_module_form_and_script_arguments(tmp_path: Path) -> None:
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(BUGGY.replace("for step in range(3):", "import sys\nassert sys.argv[1:] == ['--lr', '0.1']\nfor step in range(3):"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3]), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "nanguard", "audit", "--no-witness", "-m", "mypkg.train", "--",
+                           "--lr", "0.1"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "train.py:10: aten.log.default" in proc.stdout
+
+
+def test_an_inference_script_without_backward_is_traced_to_its_end(tmp_path: Path) -> None:
+    source = textwrap.dedent("""\
+        import torch
+        net = torch.nn.Linear(4, 3)
+        with torch.no_grad():
+            for _ in range(2):
+                x = torch.randn(5, 4)
+                y = torch.sqrt(net(x))
+        print("done")
+    """)
+    proc = _run(tmp_path, "--format", "json", "--no-witness", source=source)
+    doc = json.loads(proc.stdout)
+    assert doc["stopped_at"] == "end" and proc.returncode == 1
+    assert [(f["line"], f["kind"], f["phase"]) for f in doc["findings"]] == [(6, "negative", "value")]
