@@ -278,9 +278,8 @@ def audit(fn_or_module: Callable[..., Any], *example_args: Any, mode: str = "str
         target = fn_or_module
     _data_names(tracer, target, example_args, example_kwargs)
     tracer.arguments_are_the_data = True
-    error: Optional[str] = None
     out: Any = None
-    with tc:
+    with tc:   # an error of the function itself propagates: the caller sees it as from a plain call
         out = fn_or_module(*example_args, **example_kwargs)
     trace = tracer.trace
     if trace.stopped_at != "backward":
@@ -289,11 +288,7 @@ def audit(fn_or_module: Callable[..., Any], *example_args: Any, mode: str = "str
     findings, unsupported, _ = analyse(trace, mode, ranges, witness, witness_budget, witness_dir, emit_tests)
     return AuditResult(findings=findings, unsupported=unsupported, ops_traced=len(trace.ops),
                        seconds=time.perf_counter() - start, mode=mode, stopped_at=trace.stopped_at,
-                       peak_memory_mb=_peak_mb(), script_error=error)
-
-
-class ScriptError(Exception):
-    """The audited script raised before its first backward (carries the formatted traceback)."""
+                       peak_memory_mb=_peak_mb())
 
 
 def trace_script(path: str, argv: Sequence[str] = (), module: bool = False, limit: int = 200_000
@@ -375,4 +370,4 @@ def output_bounds(fn: Callable[..., Any], *example_args: Any, ranges: Optional[R
         lo, hi = box.full()
         result.append((lo.clone(), hi.clone()))
     return result
-__all__ = ["MODES", "ScriptError", "analyse", "audit", "audit_script", "output_bounds", "trace_script"]
+__all__ = ["MODES", "analyse", "audit", "audit_script", "output_bounds", "trace_script"]
