@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 import torch
 from torch.utils import _pytree as pytree
 
+from nanguard.core.nonfinite import Flags, created
 from nanguard.torch.auditor.graph import EXACT, Node, OpRecord, Ref
 
 #: random factories whose output is data: name -> support given the op's args (lo, hi)
@@ -95,9 +96,10 @@ _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided",
                             "empty_permuted", "resize", "set"})
 
 
-def made_nonfinite(rec: OpRecord, inputs: Sequence[Node]) -> bool:
-    """The detector's rule: a NaN where no input held NaN, or an infinity where every input was finite
-    (uninitialised memory and the workspaces some ops return beside their result do not count)."""
+def made_nonfinite(rec: OpRecord, inputs: Sequence[Node], args: Sequence[Any] = (), out: Any = None) -> bool:
+    """`nanguard.core.nonfinite.created` on a traced op, from its nodes' flags (uninitialised
+    memory and the workspaces some ops return beside their result do not count); ``args`` and
+    ``out`` (the live values) decide the rounded ``finfo`` extremes of float16 masks."""
     if rec.base in _UNINITIALISED or isinstance(rec.func, str):
         return False
     from nanguard.torch.detector.aten import result_outputs
@@ -105,10 +107,17 @@ def made_nonfinite(rec: OpRecord, inputs: Sequence[Node]) -> bool:
     outs = [n for n in results if n is not None and n.is_float and not n.finite]
     if not outs:
         return False
-    if any(n.has_nan for n in outs) and not any(n.has_nan for n in inputs if n.is_float) and \
-            not _scalar_nan(rec.args, rec.kwargs):
-        return True
-    return all(n.finite for n in inputs if n.is_float) and _scalars_finite(rec.args, rec.kwargs)
+    out_nan = any(n.has_nan for n in outs)
+    in_nan = any(n.has_nan for n in inputs if n.is_float) or _scalar_nan(rec.args, rec.kwargs)
+    in_finite = all(n.finite for n in inputs if n.is_float) and _scalars_finite(rec.args, rec.kwargs)
+    rounded = False
+    if not out_nan and in_finite and out is not None:
+        from nanguard.torch.detector.values import iter_scalars, rounded_extreme
+        tensors = [a for a in pytree.tree_leaves(tuple(args)) if isinstance(a, torch.Tensor)]
+        outputs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        rounded = rounded_extreme(tensors, list(iter_scalars(tuple(args))), outputs)
+    return created(Flags(out_nan=out_nan, out_inf=not out_nan, in_nan=in_nan, in_finite=in_finite,
+                         rounded_extreme=rounded))
 
 
 def _scalar_nan(args: Any, kwargs: Any) -> bool:

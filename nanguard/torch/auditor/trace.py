@@ -215,7 +215,7 @@ class Tracer(TorchDispatchMode):
                 node = self._output_node(rec, w, inputs)
                 rec.outputs.append(node)
                 self._write(w, node)
-        rec.made_nonfinite = made_nonfinite(rec, inputs)
+        rec.made_nonfinite = made_nonfinite(rec, inputs, args, out)
 
     def _assign_view(self, view: torch.Tensor, source: torch.Tensor, node: Node, func: Any, args: Tuple[Any, ...],
                      kwargs: Dict[str, Any], index: Optional[int]) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
+from nanguard.core.nonfinite import Flags, created
 from nanguard.torch.auditor.checks import Hit
 from nanguard.torch.auditor.replay import Slice, run_op
 from nanguard.torch.auditor.graph import DATA, PARAM, RANDOM, Node, Trace
@@ -135,10 +136,9 @@ class Search:
                     outs = [o for o in run_op(rec, value_of) if isinstance(o, torch.Tensor) and o.is_floating_point()]
                 except Exception:
                     return False
-            # the detector's rule: a NaN out of NaN-free inputs, an inf out of finite ones
-            if any(bool(torch.isnan(o).any()) for o in outs):
-                return True
-            return in_finite and any(not bool(torch.isfinite(o).all()) for o in outs)
+            out_nan = any(bool(torch.isnan(o).any()) for o in outs)
+            out_inf = any(bool(torch.isinf(o).any()) for o in outs)
+            return created(Flags(out_nan=out_nan, out_inf=out_inf, in_nan=in_nan, in_finite=in_finite))
         return self._gradient_triggers(env)
 
     def _gradient_triggers(self, env: Dict[int, torch.Tensor]) -> bool:

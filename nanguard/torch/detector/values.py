@@ -9,11 +9,12 @@ clean, and only a non-finite sum (rare) pays for the exact element-wise test. On
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
+from nanguard.core.nonfinite import INF, NAN, Flags, made
+from nanguard.core.nonfinite import Verdict as _CoreVerdict
 from nanguard.core.summary import ScalarArg, TensorSummary
 
 FLOATING = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
@@ -22,8 +23,6 @@ CHECKED = FLOATING | COMPLEX
 _LOW_PRECISION = frozenset({torch.float16, torch.bfloat16, torch.complex32})
 _Tensor = torch.Tensor
 
-NAN = "nan"
-INF = "inf"
 
 
 # Tensor subclasses with their own semantics (FakeTensor, DTensor, wrapper subclasses) are
@@ -134,46 +133,26 @@ def iter_scalars(obj: Any, depth: int = 0) -> Iterator[float]:
                 yield from iter_scalars(item, depth + 1)
 
 
-@dataclass
-class Verdict:
-    """What an op did with non-finite values, by the rule of the issue.
-
-    ``kind`` is ``"nan"`` or ``"inf"`` (what was found); ``origin`` is ``"created"`` (the op
-    made it from clean inputs) or ``"input"`` (a NaN arrived from outside the checked code).
-    """
-
-    kind: str
-    origin: str
+# The verdict and the rule itself live in core (one rule for the detector, the audit and every
+# backend); this module reads the flags off torch tensors.
+Verdict = _CoreVerdict
 
 
 def judge(inputs: Sequence[torch.Tensor], scalars: Iterable[float], outputs: Sequence[torch.Tensor],
           check: frozenset) -> Optional[Verdict]:
-    """Apply the rule once an output is known to be non-finite.
+    """`nanguard.core.nonfinite.made` on an op whose output is known to be non-finite.
 
-    * NaN in an output while no input holds NaN: the op created it (reported wherever it first
-      appears, deliberate or not: NaN is never a useful value).
-    * NaN in an output and in an input: the NaN came from outside the checked code (every NaN
-      made inside would have been reported where it was made), so it is an ``input`` finding.
-    * ±Inf in an output while every input (tensors and Python scalars) is finite: the op
-      created it (overflow, log 0, x/0). Infinities that flow in (a ``-inf`` mask, a ``-inf``
-      constant) are deliberate and are not reported.
-    * ±Inf made from an input that holds its dtype's extreme of the same sign (the
-      ``torch.finfo(dtype).min`` mask of float16 attention, where ``scores + min`` rounds to
-      ``-inf``) is the same deliberate extreme, rounded: not reported either. If it goes on to
-      make a NaN (a fully masked row through softmax), that NaN is.
+    The flags are read lazily: a NaN output needs only the inputs' NaN, an infinite one their
+    finiteness and (for the ``finfo.min`` masks of float16 attention) `rounded_extreme`.
     """
     scalars = list(scalars)
-    out_nan = any(has_nan(o) for o in outputs)
-    want_nan = NAN in check
-    if out_nan and want_nan:
-        in_nan = any(math.isnan(s) for s in scalars) or any(has_nan(t) for t in inputs)
-        return Verdict(NAN, "input" if in_nan else "created")
-    if INF in check and any(has_inf(o) for o in outputs):
-        if all(math.isfinite(s) for s in scalars) and all(is_finite(t) for t in inputs):
-            if rounded_extreme(inputs, scalars, outputs):
-                return None
-            return Verdict(INF, "created")
-    return None
+    out_nan = NAN in check and any(has_nan(o) for o in outputs)
+    in_nan = out_nan and (any(math.isnan(s) for s in scalars) or any(has_nan(t) for t in inputs))
+    out_inf = not out_nan and INF in check and any(has_inf(o) for o in outputs)
+    in_finite = out_inf and all(math.isfinite(s) for s in scalars) and all(is_finite(t) for t in inputs)
+    rounded = in_finite and rounded_extreme(inputs, scalars, outputs)
+    return made(Flags(out_nan=out_nan, out_inf=out_inf, in_nan=in_nan, in_finite=in_finite,
+                      rounded_extreme=rounded), check)
 
 
 _EXTREMES = frozenset(torch.finfo(d).max for d in FLOATING)

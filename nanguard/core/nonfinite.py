@@ -1,0 +1,67 @@
+"""The rule that says an op *made* a NaN/Inf, decided once from what a backend reads off its tensors.
+
+* A NaN in an output while no input (tensor or Python scalar) holds NaN: the op created it,
+  deliberate or not (NaN is never a useful value).
+* A NaN in an output and in an input: it came from outside (``origin="input"``).
+* An infinity in an output while every input is finite: the op created it (overflow, log 0,
+  x/0). Infinities that flow in (a ``-inf`` mask) are deliberate and not reported; nor is an
+  infinity made by rounding an input that holds its dtype's extreme of the same sign (the
+  ``torch.finfo(dtype).min`` mask of float16 attention, where ``scores + min`` is ``-inf``).
+
+The detector (which op to report), the audit (whether the traced run made a NaN/Inf, whether
+a witness triggers one) and their replays all ask this one function. Nothing here imports a
+framework: a backend computes the `Flags`.
+
+    >>> made(Flags(out_nan=True, out_inf=False, in_nan=False, in_finite=False))
+    Verdict(kind='nan', origin='created')
+    >>> made(Flags(out_nan=False, out_inf=True, in_nan=False, in_finite=False)) is None
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AbstractSet, Optional
+
+NAN, INF = "nan", "inf"
+BOTH: frozenset = frozenset({NAN, INF})
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What the values of one op show: NaN/Inf among its outputs, NaN among its inputs, whether
+    every input is finite, and whether each infinity of the outputs is an input's dtype extreme
+    rounded (see the module docstring)."""
+
+    out_nan: bool
+    out_inf: bool
+    in_nan: bool
+    in_finite: bool
+    rounded_extreme: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``kind``: ``"nan"`` or ``"inf"``; ``origin``: ``"created"`` (the op made it) or ``"input"``
+    (a NaN that arrived from outside the checked code)."""
+
+    kind: str
+    origin: str
+
+
+def made(flags: Flags, check: AbstractSet[str] = BOTH) -> Optional[Verdict]:
+    """The verdict on one op whose outputs are known, or None when it made nothing to report."""
+    if flags.out_nan and NAN in check:
+        return Verdict(NAN, "input" if flags.in_nan else "created")
+    if flags.out_inf and INF in check and flags.in_finite and not flags.rounded_extreme:
+        return Verdict(INF, "created")
+    return None
+
+
+def created(flags: Flags, check: AbstractSet[str] = BOTH) -> bool:
+    """Whether the op itself made a NaN/Inf (`made` with origin ``"created"``)."""
+    verdict = made(flags, check)
+    return verdict is not None and verdict.origin == "created"
+
+
+__all__ = ["BOTH", "INF", "NAN", "Flags", "Verdict", "created", "made"]
