@@ -248,8 +248,8 @@ class Analysis(Walk):
         if rule.code not in self.enabled:
             return
         confidence = confidence or rule.confidence
-        if fix_safety.in_test_code(self.path, self.scope):
-            confidence = POSSIBLE  # a test's reference formula runs on the test's own inputs only
+        if fix_safety.in_test_file(self.path):
+            confidence = POSSIBLE  # a test file's formula runs on the test's own inputs only (README)
         if confidence == POSSIBLE and rule.code not in self.possible:
             return
         framework = self.framework_at(node)

@@ -63,9 +63,11 @@ def _test_function(name: str) -> bool:
         or re.search(r"(^|_)ref(_|$)", low) is not None
 
 
-def in_test_code(path: str, scope: Scope | None) -> bool:
-    """A test file, or a test or reference function (`test_*`, `*reference*`, `ref_*`)."""
-    return is_test_path(path) or any(_test_function(n) for n in enclosing_functions(scope))
+def in_test_file(path: str) -> bool:
+    """A test file (`test_*.py`, `*_test.py`, `conftest.py`, or under `test/`, `tests/`, `testing/`):
+    its formulas run on the test's own inputs, so its findings are lowered to "possible". A function's
+    name (`naive_attention`, `reference_loss`) lowers nothing: production code is linted as such."""
+    return is_test_path(path)
 
 
 def refusal(path: str, scope: Scope, replacement_text: str) -> str | None:

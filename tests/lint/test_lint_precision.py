@@ -225,13 +225,22 @@ def test_each_finding_carries_its_confidence(body, code, confidence):
 @pytest.mark.parametrize("path,body", [
     ("torch/testing/_internal/common_nn.py", "ref = lambda i: i.sigmoid().log()\n"),
     ("tests/test_loss.py", "y = torch.log(torch.softmax(x, 1))\n"),
-    ("lib/loss.py", "def reference_loss(x):\n    return torch.log(torch.softmax(x, 1))\n"),
+    ("lib/loss_test.py", "y = torch.log(torch.softmax(x, 1))\n"),
+    ("conftest.py", "y = torch.log(torch.softmax(x, 1))\n"),
 ])
-def test_test_oracles_are_possible_not_certain(path, body):
-    # A test's reference formula runs on the test's own small inputs: not the default set.
+def test_findings_in_test_files_are_possible_not_certain(path, body):
+    # A test file's formula runs on the test's own inputs: not the default set (README, "Lint").
     [f] = lint_source(HEADER + body, path=path)
     assert f.confidence == POSSIBLE
     assert lint_source(HEADER + body, path=path, confidence="certain") == []
+
+
+@pytest.mark.parametrize("fn", ["naive_attention", "reference_loss", "oracle_softmax", "test_helper", "ref_loss"])
+def test_a_function_name_lowers_nothing_outside_test_files(fn):
+    # Production code named `naive_attention` is linted like any other function.
+    body = f"def {fn}(x):\n    return torch.log(torch.softmax(x, 1))\n"
+    [f] = lint_source(HEADER + body, path="lib/attention.py", confidence="certain")
+    assert (f.code, f.confidence) == ("NG101", CERTAIN)
 
 
 def test_lint_source_rejects_an_unknown_confidence():
