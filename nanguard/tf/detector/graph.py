@@ -20,7 +20,10 @@ Default mode checks the ops that can make NaN/Inf from finite values at a singul
 (`SINGULAR_OPS`), forward and in gradients, and an optimizer's update once, at its end: the
 variables it wrote (`trace_update`), not the dozens of ops per variable inside it (a Keras
 Adam step has four singular ops per variable: checking them made a transformer's ``fit`` step
-1.6x slower and its first trace 95 s long). ``exhaustive=True`` checks every float op.
+1.6x slower and its first trace 95 s long). A float16/bfloat16 op that overflows in practice
+(`OVERFLOW_OPS`) is checked in the forward pass too: mixed precision runs matmuls in float16,
+and the loss scaler skips every step whose forward overflows, leaving nothing else
+non-finite. ``exhaustive=True`` checks every float op.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ SINGULAR_OPS = frozenset({
 # check of them would be a cycle.
 PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient", "ReadVariableOp",
                           "Placeholder", "Const", "Enter", "Exit", "Switch", "Merge", "NextIteration"})
+# float16/bfloat16 ops whose finite inputs overflow the dtype in practice (float16 ends at 65504:
+# a matmul of ordinary activations passes it). Checked in the forward only: in a gradient, an
+# overflow is the loss scaler's to handle (it skips the step and lowers the scale).
+OVERFLOW_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "Conv3D",
+                          "DepthwiseConv2dNative", "Conv2DBackpropInput", "BiasAdd", "Sum", "Square", "Cast"})
+LOW_PRECISION = frozenset({"float16", "bfloat16"})
 # In a gradient these make NaN from an Inf (0 * inf, inf - inf) that only a check of "inf" catches
 # where it is made; with check="nan" they are where the NaN first shows.
 _ARITHMETIC = frozenset({"Mul", "AddV2", "Add", "AddN", "Sub", "Sum"})
@@ -111,7 +120,10 @@ def _float(values: Sequence[Any]) -> List[Any]:
             and v.dtype.is_floating]
 
 
-def wanted(session: Session, op_type: str, backward: Optional[Backward], in_update: bool = False) -> bool:
+def wanted(session: Session, op_type: str, backward: Optional[Backward], in_update: bool = False,
+           low_precision: bool = False) -> bool:
+    """Whether the default (or exhaustive) mode checks this op (``low_precision``: its output is
+    float16/bfloat16)."""
     if op_type in PASS_THROUGH:
         return False
     if session.exhaustive:
@@ -119,6 +131,8 @@ def wanted(session: Session, op_type: str, backward: Optional[Backward], in_upda
     if in_update:
         return False  # the update is checked once, at its end (trace_update)
     if op_type in SINGULAR_OPS:
+        return True
+    if low_precision and backward is None and op_type in OVERFLOW_OPS and "inf" in session.check:
         return True
     return (backward is not None and backward.op in SINGULAR_OPS and "inf" not in session.check
             and op_type in _ARITHMETIC)
@@ -219,9 +233,10 @@ def _harmless(op_type: str, inputs: Sequence[Any]) -> bool:
 def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Sequence[Any],
              backward: Optional[Backward]) -> None:
     """Add the check of one op being traced into a graph (called from the op callback)."""
-    if not wanted(session, op_type, backward, LOCAL.optimizer is not None):
-        return
     outs, ins = _float(outputs), _float(inputs)
+    low_precision = bool(outs) and outs[0].dtype.name in LOW_PRECISION
+    if not wanted(session, op_type, backward, LOCAL.optimizer is not None, low_precision):
+        return
     if not outs or not ins:
         return  # a constant or a fill: an infinity it holds is deliberate
     if not session.exhaustive and _harmless(op_type, inputs):
@@ -347,4 +362,5 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
     return report
 
 
-__all__ = ["NONE", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll", "trace_op", "trace_update", "wanted"]
+__all__ = ["LOW_PRECISION", "NONE", "OVERFLOW_OPS", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll",
+           "trace_op", "trace_update", "wanted"]
