@@ -47,9 +47,10 @@ class detect(contextlib.ContextDecorator):
       is active gets an in-graph check next to each op that can make NaN/Inf at a singular point
       (sqrt, log, exp, division, pow, softmax, acos, mean ...) and next to every op of their
       gradients, and next to each float16/bfloat16 op that overflows in practice (matmul,
-      convolution, sum, cast ...) in the forward pass; ``exhaustive=True`` checks every float
-      op. The function reports when it returns. A function traced before ``detect()`` was
-      entered is checked at its outputs only.
+      convolution, sum, cast ...) in the forward pass; with ``check="nan"``, also next to the
+      ops downstream of those where an inf turns into NaN (``0 * inf``); ``exhaustive=True``
+      checks every float op. The function reports when it returns. A function traced before
+      ``detect()`` was entered is checked at its outputs only.
 
     The rule: NaN where no input held NaN, or ±Inf where every input was finite. A ``-inf``
     mask that flows through softmax and comes out finite is not reported; ``log(0)``, exp

@@ -23,7 +23,10 @@ Adam step has four singular ops per variable: checking them made a transformer's
 1.6x slower and its first trace 95 s long). A float16/bfloat16 op that overflows in practice
 (`OVERFLOW_OPS`) is checked in the forward pass too: mixed precision runs matmuls in float16,
 and the loss scaler skips every step whose forward overflows, leaving nothing else
-non-finite. ``exhaustive=True`` checks every float op.
+non-finite. With ``check="nan"``, the ops that turn an inf into NaN (0·inf, inf − inf) are
+checked downstream of an op that can make inf, forward or in a gradient: the inf itself is not
+looked for, and the NaN would otherwise first show in the variables, or as the output of the
+whole function. ``exhaustive=True`` checks every float op.
 """
 
 from __future__ import annotations
@@ -64,9 +67,11 @@ PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "
 OVERFLOW_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "Conv3D",
                           "DepthwiseConv2dNative", "Conv2DBackpropInput", "BiasAdd", "Sum", "Square", "Cast"})
 LOW_PRECISION = frozenset({"float16", "bfloat16"})
-# In a gradient these make NaN from an Inf (0 * inf, inf - inf) that only a check of "inf" catches
-# where it is made; with check="nan" they are where the NaN first shows.
-_ARITHMETIC = frozenset({"Mul", "AddV2", "Add", "AddN", "Sub", "Sum"})
+# Ops that make NaN from an inf (0 * inf, inf - inf): only a check of "inf" catches the inf where it
+# is made, so with check="nan" these are where the NaN first shows, downstream of an op that can make inf.
+_NAN_FROM_INF = frozenset({"Mul", "AddV2", "Add", "AddN", "Sub", "Sum", "Prod", "SquaredDifference", "MatMul",
+                           "BatchMatMulV2", "BatchMatMulV3", "Einsum", "BiasAdd", "BiasAddGrad", "Conv2D",
+                           "Conv2DBackpropInput", "Conv2DBackpropFilter", "Sin", "Cos"})
 _ROWS, _STATS, _DIMS = 4, 9, 8
 NONE = -1
 
@@ -121,9 +126,12 @@ def _float(values: Sequence[Any]) -> List[Any]:
 
 
 def wanted(session: Session, op_type: str, backward: Optional[Backward], in_update: bool = False,
-           low_precision: bool = False) -> bool:
-    """Whether the default (or exhaustive) mode checks this op (``low_precision``: its output is
-    float16/bfloat16)."""
+           low_precision: bool = False, after_inf: bool = False) -> bool:
+    """Whether the default (or exhaustive) mode checks this op.
+
+    ``low_precision``: its output is float16/bfloat16; ``after_inf``: an input descends from
+    an op that can make inf (see `_after_inf`).
+    """
     if op_type in PASS_THROUGH:
         return False
     if session.exhaustive:
@@ -134,8 +142,27 @@ def wanted(session: Session, op_type: str, backward: Optional[Backward], in_upda
         return True
     if low_precision and backward is None and op_type in OVERFLOW_OPS and "inf" in session.check:
         return True
-    return (backward is not None and backward.op in SINGULAR_OPS and "inf" not in session.check
-            and op_type in _ARITHMETIC)
+    return after_inf and "inf" not in session.check and op_type in _NAN_FROM_INF
+
+
+def _after_inf(session: Session, op_type: str, backward: Optional[Backward], ins: List[tf.Tensor],
+               outs: List[tf.Tensor], low_precision: bool) -> bool:
+    """With ``check="nan"``: whether an input of this op descends from one that can make inf.
+
+    An op that can make inf from finite values (a singular one, a float16 overflow) marks its
+    graph op, and so does every op fed by a marked one: an inf can travel that far before a
+    ``0 * inf`` turns it into the NaN looked for. Not needed when "inf" is checked (the inf is
+    found where it is made), nor in exhaustive mode (every op is checked).
+    """
+    if "inf" in session.check or session.exhaustive or not outs:
+        return False
+    after = any(getattr(t.op, "_nanguard_inf", False) for t in ins)
+    if after or op_type in SINGULAR_OPS or (low_precision and backward is None and op_type in OVERFLOW_OPS):
+        try:
+            outs[0].op._nanguard_inf = True
+        except AttributeError:
+            pass
+    return after
 
 
 def _stats(t: tf.Tensor) -> tf.Tensor:
@@ -235,7 +262,8 @@ def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seq
     """Add the check of one op being traced into a graph (called from the op callback)."""
     outs, ins = _float(outputs), _float(inputs)
     low_precision = bool(outs) and outs[0].dtype.name in LOW_PRECISION
-    if not wanted(session, op_type, backward, LOCAL.optimizer is not None, low_precision):
+    after_inf = _after_inf(session, op_type, backward, ins, outs, low_precision)
+    if not wanted(session, op_type, backward, LOCAL.optimizer is not None, low_precision, after_inf):
         return
     if not outs or not ins:
         return  # a constant or a fill: an infinity it holds is deliberate
