@@ -326,7 +326,8 @@ ENTRIES: list[Hazard] = [
              "jax": "Check the data where it is loaded (jnp.isnan(batch).any()), e.g. a header row or a missing value "
                     "parsed as NaN; clean it (drop the rows, or jnp.nan_to_num) before the model sees it",
          },
-         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"}),
+         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op",
+                   "data": "{nan} of {numel} values of `{name}` were NaN in the batch the data pipeline returned"}),
     make("optimizer_step", "an optimizer step that makes NaN/Inf", ("step",),
          value="NaN/Inf in the parameters after a step with finite gradients", gradient="-",
          why="an optimizer step can turn finite gradients into non-finite parameters: a learning rate too large "

@@ -318,9 +318,10 @@ def update_words(name: str, optimizer: Any, kind: str) -> Tuple[str, str]:
     return why, fix
 
 
-def input_words(name: str, nan: int, numel: int) -> Tuple[str, str]:
-    """The words of a NaN that was already in the data when an op consumed it."""
-    return words(Said("nan_input", "forward", {"name": name, "nan": nan, "numel": numel}))
+def input_words(name: str, nan: int, numel: int, data: bool = False) -> Tuple[str, str]:
+    """The words of a NaN that was already in the data when an op consumed it (``data``: in the
+    batch a tf.data iterator returned)."""
+    return words(Said("nan_input", "data" if data else "forward", {"name": name, "nan": nan, "numel": numel}))
 
 
 __all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "mixed_precision", "update_words",

@@ -23,10 +23,12 @@ Adam step has four singular ops per variable: checking them made a transformer's
 1.6x slower and its first trace 95 s long). A float16/bfloat16 op that overflows in practice
 (`OVERFLOW_OPS`) is checked in the forward pass too: mixed precision runs matmuls in float16,
 and the loss scaler skips every step whose forward overflows, leaving nothing else
-non-finite. With ``check="nan"``, the ops that turn an inf into NaN (0·inf, inf − inf) are
-checked downstream of an op that can make inf, forward or in a gradient: the inf itself is not
-looked for, and the NaN would otherwise first show in the variables, or as the output of the
-whole function. ``exhaustive=True`` checks every float op.
+non-finite. The batch a ``tf.data`` iterator hands a step (`DATA_OPS`) is checked for NaN:
+there it came with the data (phase ``input``), and no op of the step would make it. With
+``check="nan"``, the ops that turn an inf into NaN (0·inf, inf − inf) are checked downstream
+of an op that can make inf, forward or in a gradient: the inf itself is not looked for, and
+the NaN would otherwise first show in the variables, or as the output of the whole function.
+``exhaustive=True`` checks every float op.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
 from nanguard.core.report import Report
-from nanguard.tf.detector.build import input_names, message, producer_of, update_report
+from nanguard.tf.detector.build import data_report, input_names, message, producer_of, update_report
 from nanguard.tf.detector.explain import Evidence, explain
 from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
 from nanguard.tf.detector.state import LOCAL, Backward, Session
@@ -67,6 +69,9 @@ PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "
 OVERFLOW_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "Conv3D",
                           "DepthwiseConv2dNative", "Conv2DBackpropInput", "BiasAdd", "Sum", "Square", "Cast"})
 LOW_PRECISION = frozenset({"float16", "bfloat16"})
+# The ops that hand a traced step its batch from a tf.data iterator (Keras' fit fetches it inside
+# its compiled step): NaN in their outputs came with the data.
+DATA_OPS = frozenset({"IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue"})
 # Ops that make NaN from an inf (0 * inf, inf - inf): only a check of "inf" catches the inf where it
 # is made, so with check="nan" these are where the NaN first shows, downstream of an op that can make inf.
 _NAN_FROM_INF = frozenset({"Mul", "AddV2", "Add", "AddN", "Sub", "Sum", "Prod", "SquaredDifference", "MatMul",
@@ -114,6 +119,7 @@ class TracedOp:
     optimizer: Any = None          # a weak reference to the optimizer, for an update's check
     variable: Any = None           # a weak reference to the variable it wrote
     xla: bool = False              # compiled by XLA: shapes recorded, not statistics
+    data: bool = False             # a tf.data batch: NaN in it came with the data (phase "input")
 
 
 REGISTRY: Dict[int, TracedOp] = {}
@@ -197,9 +203,10 @@ def _in_xla() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
-def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor], xla: bool) -> None:
+def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor], xla: bool,
+            rows: Optional[List[tf.Tensor]] = None) -> None:
     store = flags()
-    rows = (ins[:_ROWS - 1] + outs[:1])
+    rows = rows if rows is not None else (ins[:_ROWS - 1] + outs[:1])
 
     def record_first() -> tf.Tensor:
         shapes = tf.stack([_shape(t) for t in rows] + [tf.fill([_DIMS], tf.constant(-1, tf.int64))] * (_ROWS - len(rows)))
@@ -261,6 +268,9 @@ def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seq
              backward: Optional[Backward]) -> None:
     """Add the check of one op being traced into a graph (called from the op callback)."""
     outs, ins = _float(outputs), _float(inputs)
+    if op_type in DATA_OPS and backward is None:
+        _trace_data(session, op_type, outs)
+        return
     low_precision = bool(outs) and outs[0].dtype.name in LOW_PRECISION
     after_inf = _after_inf(session, op_type, backward, ins, outs, low_precision)
     if not wanted(session, op_type, backward, LOCAL.optimizer is not None, low_precision, after_inf):
@@ -279,6 +289,26 @@ def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seq
     REGISTRY[op_id] = TracedOp(op_type, frame, layer, names, backward, producer_of(ins[0]), xla=xla)
     with record.stop_recording():
         _insert(session.check, op_id, ins, outs, xla)
+
+
+def _trace_data(session: Session, op_type: str, outs: List[tf.Tensor]) -> None:
+    """Check the batch a tf.data iterator hands a traced step: NaN in it came with the data.
+
+    Only NaN: an infinity in the data may be deliberate (a ``-inf`` mask), as a constant's is.
+    The line is the one that fetched the batch (``model.fit``, the ``for`` over the dataset),
+    not the one that built the dataset: only there is the NaN data the program uses (a
+    pipeline's ``filter`` or ``map`` may drop or replace it before).
+    """
+    if "nan" not in session.check or LOCAL.optimizer is not None or not outs:
+        return
+    op = outs[0].op
+    rows = outs[:_ROWS]
+    names = [(f"batch[{i}]" if len(outs) > 1 else "batch", "output", t.dtype.name) for i, t in enumerate(rows)]
+    op_id = next(_IDS)
+    xla = _in_xla()
+    REGISTRY[op_id] = TracedOp(op_type, graph_frame(op) or user_frame(), layer_path(), names, xla=xla, data=True)
+    with record.stop_recording():
+        _insert(frozenset({"nan"}), op_id, [], rows, xla, rows=rows)
 
 
 def trace_update(session: Session, optimizer: Any, grads: Sequence[Any], variables: Sequence[Any]) -> None:
@@ -362,6 +392,10 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
                          else summary_from_stats(name, role, dtype, shape, stats[row]))
     ins = [s for s in summaries if s.role == "input"]
     outs = [s for s in summaries if s.role == "output"]
+    if traced.data:
+        report = data_report(traced.op, outs, traced.frame, traced.layer)
+        report.how = "graph"
+        return report
     back = traced.backward
     ev = Evidence(op=back.op if back else traced.op, phase="backward" if back else "forward", kind=kind,
                   inputs=ins, outputs=outs, producer=traced.producer)
@@ -390,5 +424,5 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
     return report
 
 
-__all__ = ["LOW_PRECISION", "NONE", "OVERFLOW_OPS", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll",
+__all__ = ["DATA_OPS", "LOW_PRECISION", "NONE", "OVERFLOW_OPS", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll",
            "trace_op", "trace_update", "wanted"]

@@ -4,6 +4,7 @@ XLA, forward and backward; their fixed versions and a deliberate -inf mask are q
 from __future__ import annotations
 
 import inspect
+import io
 import os
 
 import keras
@@ -201,3 +202,30 @@ def test_check_nan_does_not_check_arithmetic_far_from_any_op_that_can_make_inf()
     with ngt.detect(check="nan", mode="raise"):
         plain(tf.ones([2, 2]))
     assert not set(graph.REGISTRY) - before
+
+
+def _csv_batches():
+    """A CSV with a missing value, parsed by NumPy (the empty field becomes NaN), batched by tf.data."""
+    rows = np.genfromtxt(io.StringIO("1,2,3\n4,,6\n7,8,9\n1,1,1\n"), delimiter=",", dtype=np.float32)
+    return tf.data.Dataset.from_tensor_slices((rows, np.ones((4, 1), np.float32))).batch(2)
+
+
+def test_nan_that_arrives_with_tf_data_batches_is_input_at_the_line_that_fetched_them():
+    ds = _csv_batches()
+    with ngt.detect(mode="record") as det:
+        for x, y in ds:  # AT: fetch
+            tf.reduce_sum(x * y)
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.op) == ("input", "nan", "IteratorGetNext")
+    assert (report.file, report.line) == (THIS, _marked("fetch"))
+    assert report.outputs[0].nan == 1 and report.outputs[0].numel == 6
+    assert "1 of 6 values of `batch[0]` were NaN in the batch" in report.explanation
+    assert "tf.math.is_nan" in report.suggestion
+
+
+def test_a_pipeline_that_replaces_its_nan_is_quiet():
+    ds = _csv_batches().map(lambda x, y: (tf.where(tf.math.is_nan(x), tf.zeros_like(x), x), y))
+    with ngt.detect(mode="raise"):
+        for x, y in ds:
+            tf.reduce_sum(x * y)

@@ -1,10 +1,12 @@
 """Keras model.fit (the train step compiled by Keras, with and without XLA): a NaN in a layer's
 backward and in a hand-written loss is found at the user's line with the layer path; the fixed
 model and a -inf attention mask train quietly and identically with and without detection; under
-mixed precision a float16 overflow is found and the loss scaler's own overflows are not."""
+mixed precision a float16 overflow is found and the loss scaler's own overflows are not; NaN in a
+tf.data dataset is input at the fit line."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import keras
@@ -236,3 +238,19 @@ def test_healthy_mixed_precision_training_and_the_loss_scalers_skips_are_quiet(m
     (plain_loss, plain_scale), (det_loss, det_scale) = results
     assert plain_scale == det_scale < 2.0 ** 15, "the scaler must have skipped steps whose gradients overflowed"
     assert np.all(np.isfinite(det_loss)) and plain_loss == det_loss
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_nan_in_a_tf_data_dataset_is_input_at_the_fit_line(jit):
+    rows = np.genfromtxt(io.StringIO("1,2,3\n4,,6\n7,8,9\n1,1,1\n"), delimiter=",", dtype=np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((rows, np.ones((4, 1), np.float32))).batch(2)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit)
+    with ngt.detect(mode="record") as det:
+        model.fit(ds, epochs=1, verbose=0, shuffle=False)  # BUG: dataset
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.file, report.line) == ("input", "nan", HERE, _line("dataset"))
+    assert report.op in ("IteratorGetNext", "OptionalGetValue")
+    assert "NaN in the batch" in report.explanation and "tf.math.is_nan" in report.suggestion
