@@ -131,7 +131,7 @@ def _eager(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seque
     if verdict is None or (verdict.origin == "input" and backward is not None):
         return None  # in a gradient, a NaN that flows in was made (and reported) in the forward pass
     frame = user_frame(3)
-    handed = _handed_over(op_type, inputs) if backward is None else None
+    handed = _handed_over(op_type, inputs)
     if handed == "data" and verdict.kind == "nan" and not ins:
         return data_report(op_type, batch_summaries(outs), frame, layer_path(), stack=user_stack())
     report = eager_report(op_type, ins, outs, verdict.kind, verdict.origin, frame, layer_path(), backward,

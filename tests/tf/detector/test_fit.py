@@ -254,3 +254,18 @@ def test_nan_in_a_tf_data_dataset_is_input_at_the_fit_line(jit):
     assert (report.phase, report.kind, report.file, report.line) == ("input", "nan", HERE, _line("dataset"))
     assert report.op in ("IteratorGetNext", "OptionalGetValue")
     assert "NaN in the batch" in report.explanation and "tf.math.is_nan" in report.suggestion
+
+
+def test_a_fit_whose_step_was_traced_before_detection_says_so_at_its_results():
+    # Keras hands the step's results back in an optional: reading the NaN loss out of it is not
+    # an op that made NaN, it is the compiled step's output (traced, unchecked, by the first fit)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((4, 3), np.float32), np.ones((4, 1), np.float32)
+    model.fit(x, y, epochs=1, verbose=0)
+    x[1, 1] = np.nan
+    with ngt.detect(mode="record") as det:
+        model.fit(x, y, epochs=1, verbose=0)
+    assert det.report is not None and det.report.op == "OptionalGetValue"
+    assert any("traced before detection began" in note for note in det.report.notes)
