@@ -9,6 +9,10 @@ from __future__ import annotations
 from nanguard.core.hazard import Hazard, make, nanguard_op
 
 _TORCH_CLAMP = {"torch": "torch.clamp", "tf": "tf.clip_by_value", "jax": "jax.numpy.clip"}
+# What a finding of overflow states, whichever remedy fits the program (the three overflow hazards)
+_OVERFLOW_EVIDENCE = {"forward": "the result exceeds {dtype}'s largest finite value {limit}",
+                      "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}
+_FLOAT16_OPS = ("mul", "matmul", "mm", "addmm", "sum", "_to_copy")
 
 
 def _inverse_trig(fn: str, derivative: str) -> Hazard:
@@ -248,7 +252,7 @@ ENTRIES: list[Hazard] = [
          fix="drop the clamp (softmax is already stable) and find the NaN's source with `nanguard run`",
          safe={"torch": "torch.softmax", "tf": "tf.nn.softmax", "jax": "jax.nn.softmax"}, lint=("NG602",)),
     # ------------------------------------------------------------------------ overflow
-    make("overflow_low_precision", "float16 overflow", ("mul", "matmul", "mm", "addmm", "sum", "_to_copy"),
+    make("overflow_low_precision", "float16 overflow", _FLOAT16_OPS,
          value="inf above 65504", gradient="inf, then NaN, with the value",
          why="float16 holds values up to 65504 only, so products, sums and casts of ordinary activations "
              "overflow to inf",
@@ -261,15 +265,30 @@ ENTRIES: list[Hazard] = [
                    "float32 and scales the loss",
              "jax": "compute this op in float32 (x.astype(jnp.float32)), keeping only storage in float16",
          },
-         evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
-                   "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
+         evidence=_OVERFLOW_EVIDENCE),
+    # the same overflow in a program already under mixed precision: its remedy must not be "use it"
+    make("overflow_mixed_precision", "float16 overflow under mixed precision", _FLOAT16_OPS,
+         value="inf above 65504", gradient="inf, then NaN, with the value",
+         why="float16 holds values up to 65504 only, and mixed precision runs this op in float16; the loss "
+             "scaler cannot help an overflow in the forward pass: it skips every such step and lowers the scale",
+         fix="keep mixed precision but run this op in float32 (on x.float(), inside torch.autocast(device_type, "
+             "enabled=False)), or keep its inputs smaller (normalise them, a normalisation layer before it, a lower "
+             "learning rate)",
+         safe={"torch": "torch.float32", "tf": "tf.float32", "jax": "jax.numpy.float32"},
+         fix_in={
+             "tf": "keep the mixed precision policy but run this layer in float32 (give it dtype=\"float32\") "
+                   "or this op on tf.cast(x, tf.float32), or keep its inputs smaller (normalise them, a "
+                   "normalisation layer before it, a lower learning rate)",
+             "jax": "compute this op in float32 (x.astype(jnp.float32)), or keep its inputs smaller (normalise "
+                    "them, a normalisation layer before it, a lower learning rate)",
+         },
+         evidence=_OVERFLOW_EVIDENCE),
     make("overflow", "overflow of the dtype's range", ("mul", "matmul", "mm", "addmm", "sum", "pow", "exp"),
          value="inf above the dtype's largest finite value", gradient="inf, then NaN, with the value",
          why="a finite result too large for its dtype rounds to inf",
          fix="rescale the values (normalise the inputs, lower the learning rate) or compute in float64",
          safe={"torch": "torch.float64", "tf": "tf.float64", "jax": "jax.numpy.float64"},
-         evidence={"forward": "the result exceeds {dtype}'s largest finite value {limit}",
-                   "peak": "the result exceeds {dtype}'s largest finite value {limit} (the inputs reach {peak})"}),
+         evidence=_OVERFLOW_EVIDENCE),
     make("diverged_scale", "activations or weights grown huge (training diverged)",
          ("layer_norm", "native_layer_norm", "native_batch_norm", "rms_norm", "pow", "mul", "matmul", "mm",
           "addmm", "bmm", "sum", "mean", "var", "exp", "softmax", "_softmax"),
@@ -307,7 +326,8 @@ ENTRIES: list[Hazard] = [
              "jax": "Check the data where it is loaded (jnp.isnan(batch).any()), e.g. a header row or a missing value "
                     "parsed as NaN; clean it (drop the rows, or jnp.nan_to_num) before the model sees it",
          },
-         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op"}),
+         evidence={"forward": "{nan} of {numel} values of `{name}` were already NaN when it reached this op",
+                   "data": "{nan} of {numel} values of `{name}` were NaN in the batch the data pipeline returned"}),
     make("optimizer_step", "an optimizer step that makes NaN/Inf", ("step",),
          value="NaN/Inf in the parameters after a step with finite gradients", gradient="-",
          why="an optimizer step can turn finite gradients into non-finite parameters: a learning rate too large "

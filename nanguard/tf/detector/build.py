@@ -130,6 +130,27 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
     return report
 
 
+def data_report(op_type: str, batch: List[TensorSummary], frame: Optional[Frame], layer: Optional[str],
+                stack: Optional[List[Frame]] = None) -> Report:
+    """NaN in the batch a tf.data iterator returned: it came with the data (phase ``input``),
+    at the line that fetched the batch. ``batch`` summarises its floating components."""
+    bad = next((s for s in batch if s.nan), batch[0] if batch else None)
+    why, fix = input_words(bad.name if bad else "batch", bad.nan if bad else 0, bad.numel if bad else 0,
+                           data=True)
+    report = Report(phase="input", kind="nan", op=op_type, module=layer, outputs=list(batch), explanation=why,
+                    suggestion=fix, stack=list(stack or []))
+    _place(report, frame)
+    report.message = f"NaN arrived with the data: the batch the tf.data iterator ({op_type}) returned at " \
+                     f"{_where(frame)} held NaN"
+    return report
+
+
+def batch_summaries(tensors: Sequence[Any]) -> List[TensorSummary]:
+    """Exact summaries of the floating components of an eager batch, named as `data_report` names them."""
+    floats = [t for t in tensors if t is not None and is_float(t)]
+    return [summarize(t, f"batch[{i}]" if len(floats) > 1 else "batch", "output") for i, t in enumerate(floats)]
+
+
 def update_report(name: str, optimizer: Any, path: Optional[str], variable: Any, kind: str,
                   frame: Optional[Frame]) -> Report:
     """An optimizer's update made a variable non-finite from finite gradients (a graph's update check).
@@ -146,4 +167,5 @@ def update_report(name: str, optimizer: Any, path: Optional[str], variable: Any,
     return report
 
 
-__all__ = ["eager_report", "input_names", "message", "producer_of", "update_report"]
+__all__ = ["batch_summaries", "data_report", "eager_report", "input_names", "message", "producer_of",
+           "update_report"]

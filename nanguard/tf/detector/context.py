@@ -46,13 +46,19 @@ class detect(contextlib.ContextDecorator):
     * a ``tf.function`` (and ``model.fit``'s compiled step, XLA included) traced while detection
       is active gets an in-graph check next to each op that can make NaN/Inf at a singular point
       (sqrt, log, exp, division, pow, softmax, acos, mean ...) and next to every op of their
-      gradients; ``exhaustive=True`` checks every float op. The function reports when it
-      returns. A function traced before ``detect()`` was entered is checked at its outputs only.
+      gradients, next to each float16/bfloat16 op that overflows in practice (matmul,
+      convolution, sum, cast ...) in the forward pass, and next to the batch a ``tf.data``
+      iterator hands the step; with ``check="nan"``, also next to the ops downstream of those
+      where an inf turns into NaN (``0 * inf``); ``exhaustive=True`` checks every float op. The
+      function reports when it returns. A function traced before ``detect()`` was entered is
+      checked at its outputs only.
 
     The rule: NaN where no input held NaN, or ±Inf where every input was finite. A ``-inf``
     mask that flows through softmax and comes out finite is not reported; ``log(0)``, exp
-    overflow and ``x/0`` are. NaN already in the data is reported with phase ``"input"`` at the
-    line that first used it.
+    overflow and ``x/0`` are, and so is a float16 overflow under mixed precision (which the loss
+    scaler would skip at every step), but not the overflows in its gradients that the loss
+    scaler exists for. NaN already in the data is reported with phase ``"input"`` at the line
+    that first used it (for a ``tf.data`` batch, the line that fetched it).
 
     Args:
         check: ``"nan"``, ``"inf"`` or ``"both"`` (default): which values count as a finding.

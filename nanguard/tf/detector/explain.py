@@ -9,6 +9,7 @@ facts followed by the hazard's why; the suggestion is the hazard's fix worded fo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -19,6 +20,16 @@ from nanguard.core.summary import TensorSummary, format_number
 # ln of the largest finite value: exp overflows above it
 EXP_LIMIT = {"float16": 11.09, "bfloat16": 88.72, "float32": 88.72, "float64": 709.78}
 MAX_FINITE = {"float16": "65504", "bfloat16": "3.39e38", "float32": "3.4e38", "float64": "1.8e308"}
+
+
+def mixed_precision() -> bool:
+    """Whether the program runs under a Keras mixed precision policy (``mixed_float16``,
+    ``mixed_bfloat16``): then "use mixed precision" is no remedy for a float16 overflow."""
+    keras = sys.modules.get("keras")
+    try:
+        return keras is not None and keras.mixed_precision.global_policy().name.startswith("mixed_")
+    except Exception:  # noqa: BLE001  (another Keras layout: worded as for a plain float16 program)
+        return False
 
 
 @dataclass
@@ -33,6 +44,7 @@ class Evidence:
     producer: Optional[str] = None   # the op type that made the first input (``Softmax`` before a Log)
     diagonal_zeros: Optional[int] = None  # zeros on the diagonal of a square first input (eager only)
     over: Optional[int] = None       # inputs of exp above its overflow limit (eager only)
+    mixed: bool = field(default_factory=mixed_precision)  # under a Keras mixed precision policy
 
 
 @dataclass(frozen=True)
@@ -204,13 +216,18 @@ def _xlogy(ev: Evidence) -> Optional[Said]:
     return Said("xlogy_zero", "backward", _counts(ev.inputs[0])) if ev.inputs else None
 
 
-def _overflow(ev: Evidence) -> Optional[Said]:
+def _overflow(ev: Evidence, counted: bool = True) -> Optional[Said]:
+    """An op whose finite inputs gave a result beyond its dtype's range (``counted=False``: the
+    values were not read, so the inputs' peak is not quoted)."""
     if ev.kind != "inf" or not ev.outputs:
         return None
     dtype = ev.outputs[0].dtype
     peak = max((max(abs(s.min or 0), abs(s.max or 0)) for s in ev.inputs), default=0.0)
     fields = {"dtype": dtype, "limit": MAX_FINITE.get(dtype, "?"), "peak": format_number(peak)}
-    return Said("overflow_low_precision" if dtype in ("float16", "bfloat16") else "overflow", "peak", fields)
+    key = "overflow"  # bfloat16 has float32's range: beyond it, values have diverged
+    if dtype == "float16":
+        key = "overflow_mixed_precision" if ev.mixed else "overflow_low_precision"
+    return Said(key, "peak" if counted else "forward", fields)
 
 
 def _static(ev: Evidence) -> Optional[Said]:
@@ -262,8 +279,8 @@ def diagnose(ev: Evidence, counted: bool = True) -> Said:
     try:
         found = RULES.get(ev.op) if counted else _static
         said = found(ev) if found is not None else None
-        if said is None and ev.phase == "forward" and counted:
-            said = _overflow(ev)
+        if said is None and ev.phase == "forward":
+            said = _overflow(ev, counted)
     except Exception:  # noqa: BLE001  (an explanation must never hide the finding itself)
         said = None
     if said is None:
@@ -301,9 +318,11 @@ def update_words(name: str, optimizer: Any, kind: str) -> Tuple[str, str]:
     return why, fix
 
 
-def input_words(name: str, nan: int, numel: int) -> Tuple[str, str]:
-    """The words of a NaN that was already in the data when an op consumed it."""
-    return words(Said("nan_input", "forward", {"name": name, "nan": nan, "numel": numel}))
+def input_words(name: str, nan: int, numel: int, data: bool = False) -> Tuple[str, str]:
+    """The words of a NaN that was already in the data when an op consumed it (``data``: in the
+    batch a tf.data iterator returned)."""
+    return words(Said("nan_input", "data" if data else "forward", {"name": name, "nan": nan, "numel": numel}))
 
 
-__all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "update_words", "words"]
+__all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "mixed_precision", "update_words",
+           "words"]

@@ -20,7 +20,15 @@ Default mode checks the ops that can make NaN/Inf from finite values at a singul
 (`SINGULAR_OPS`), forward and in gradients, and an optimizer's update once, at its end: the
 variables it wrote (`trace_update`), not the dozens of ops per variable inside it (a Keras
 Adam step has four singular ops per variable: checking them made a transformer's ``fit`` step
-1.6x slower and its first trace 95 s long). ``exhaustive=True`` checks every float op.
+1.6x slower and its first trace 95 s long). A float16/bfloat16 op that overflows in practice
+(`OVERFLOW_OPS`) is checked in the forward pass too: mixed precision runs matmuls in float16,
+and the loss scaler skips every step whose forward overflows, leaving nothing else
+non-finite. The batch a ``tf.data`` iterator hands a step (`DATA_OPS`) is checked for NaN:
+there it came with the data (phase ``input``), and no op of the step would make it. With
+``check="nan"``, the ops that turn an inf into NaN (0·inf, inf − inf) are checked downstream
+of an op that can make inf, forward or in a gradient: the inf itself is not looked for, and
+the NaN would otherwise first show in the variables, or as the output of the whole function.
+``exhaustive=True`` checks every float op.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
 from nanguard.core.report import Report
-from nanguard.tf.detector.build import input_names, message, producer_of, update_report
+from nanguard.tf.detector.build import data_report, input_names, message, producer_of, update_report
 from nanguard.tf.detector.explain import Evidence, explain
 from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
 from nanguard.tf.detector.state import LOCAL, Backward, Session
@@ -55,9 +63,20 @@ SINGULAR_OPS = frozenset({
 # check of them would be a cycle.
 PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient", "ReadVariableOp",
                           "Placeholder", "Const", "Enter", "Exit", "Switch", "Merge", "NextIteration"})
-# In a gradient these make NaN from an Inf (0 * inf, inf - inf) that only a check of "inf" catches
-# where it is made; with check="nan" they are where the NaN first shows.
-_ARITHMETIC = frozenset({"Mul", "AddV2", "Add", "AddN", "Sub", "Sum"})
+# float16/bfloat16 ops whose finite inputs overflow the dtype in practice (float16 ends at 65504:
+# a matmul of ordinary activations passes it). Checked in the forward only: in a gradient, an
+# overflow is the loss scaler's to handle (it skips the step and lowers the scale).
+OVERFLOW_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "Conv3D",
+                          "DepthwiseConv2dNative", "Conv2DBackpropInput", "BiasAdd", "Sum", "Square", "Cast"})
+LOW_PRECISION = frozenset({"float16", "bfloat16"})
+# The ops that hand a traced step its batch from a tf.data iterator (Keras' fit fetches it inside
+# its compiled step): NaN in their outputs came with the data.
+DATA_OPS = frozenset({"IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue"})
+# Ops that make NaN from an inf (0 * inf, inf - inf): only a check of "inf" catches the inf where it
+# is made, so with check="nan" these are where the NaN first shows, downstream of an op that can make inf.
+_NAN_FROM_INF = frozenset({"Mul", "AddV2", "Add", "AddN", "Sub", "Sum", "Prod", "SquaredDifference", "MatMul",
+                           "BatchMatMulV2", "BatchMatMulV3", "Einsum", "BiasAdd", "BiasAddGrad", "Conv2D",
+                           "Conv2DBackpropInput", "Conv2DBackpropFilter", "Sin", "Cos"})
 _ROWS, _STATS, _DIMS = 4, 9, 8
 NONE = -1
 
@@ -100,6 +119,7 @@ class TracedOp:
     optimizer: Any = None          # a weak reference to the optimizer, for an update's check
     variable: Any = None           # a weak reference to the variable it wrote
     xla: bool = False              # compiled by XLA: shapes recorded, not statistics
+    data: bool = False             # a tf.data batch: NaN in it came with the data (phase "input")
 
 
 REGISTRY: Dict[int, TracedOp] = {}
@@ -111,7 +131,13 @@ def _float(values: Sequence[Any]) -> List[Any]:
             and v.dtype.is_floating]
 
 
-def wanted(session: Session, op_type: str, backward: Optional[Backward], in_update: bool = False) -> bool:
+def wanted(session: Session, op_type: str, backward: Optional[Backward], in_update: bool = False,
+           low_precision: bool = False, after_inf: bool = False) -> bool:
+    """Whether the default (or exhaustive) mode checks this op.
+
+    ``low_precision``: its output is float16/bfloat16; ``after_inf``: an input descends from
+    an op that can make inf (see `_after_inf`).
+    """
     if op_type in PASS_THROUGH:
         return False
     if session.exhaustive:
@@ -120,8 +146,29 @@ def wanted(session: Session, op_type: str, backward: Optional[Backward], in_upda
         return False  # the update is checked once, at its end (trace_update)
     if op_type in SINGULAR_OPS:
         return True
-    return (backward is not None and backward.op in SINGULAR_OPS and "inf" not in session.check
-            and op_type in _ARITHMETIC)
+    if low_precision and backward is None and op_type in OVERFLOW_OPS and "inf" in session.check:
+        return True
+    return after_inf and "inf" not in session.check and op_type in _NAN_FROM_INF
+
+
+def _after_inf(session: Session, op_type: str, backward: Optional[Backward], ins: List[tf.Tensor],
+               outs: List[tf.Tensor], low_precision: bool) -> bool:
+    """With ``check="nan"``: whether an input of this op descends from one that can make inf.
+
+    An op that can make inf from finite values (a singular one, a float16 overflow) marks its
+    graph op, and so does every op fed by a marked one: an inf can travel that far before a
+    ``0 * inf`` turns it into the NaN looked for. Not needed when "inf" is checked (the inf is
+    found where it is made), nor in exhaustive mode (every op is checked).
+    """
+    if "inf" in session.check or session.exhaustive or not outs:
+        return False
+    after = any(getattr(t.op, "_nanguard_inf", False) for t in ins)
+    if after or op_type in SINGULAR_OPS or (low_precision and backward is None and op_type in OVERFLOW_OPS):
+        try:
+            outs[0].op._nanguard_inf = True
+        except AttributeError:
+            pass
+    return after
 
 
 def _stats(t: tf.Tensor) -> tf.Tensor:
@@ -156,9 +203,10 @@ def _in_xla() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
-def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor], xla: bool) -> None:
+def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Tensor], xla: bool,
+            rows: Optional[List[tf.Tensor]] = None) -> None:
     store = flags()
-    rows = (ins[:_ROWS - 1] + outs[:1])
+    rows = rows if rows is not None else (ins[:_ROWS - 1] + outs[:1])
 
     def record_first() -> tf.Tensor:
         shapes = tf.stack([_shape(t) for t in rows] + [tf.fill([_DIMS], tf.constant(-1, tf.int64))] * (_ROWS - len(rows)))
@@ -219,9 +267,14 @@ def _harmless(op_type: str, inputs: Sequence[Any]) -> bool:
 def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Sequence[Any],
              backward: Optional[Backward]) -> None:
     """Add the check of one op being traced into a graph (called from the op callback)."""
-    if not wanted(session, op_type, backward, LOCAL.optimizer is not None):
-        return
     outs, ins = _float(outputs), _float(inputs)
+    if op_type in DATA_OPS and backward is None:
+        _trace_data(session, op_type, outs)
+        return
+    low_precision = bool(outs) and outs[0].dtype.name in LOW_PRECISION
+    after_inf = _after_inf(session, op_type, backward, ins, outs, low_precision)
+    if not wanted(session, op_type, backward, LOCAL.optimizer is not None, low_precision, after_inf):
+        return
     if not outs or not ins:
         return  # a constant or a fill: an infinity it holds is deliberate
     if not session.exhaustive and _harmless(op_type, inputs):
@@ -236,6 +289,26 @@ def trace_op(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seq
     REGISTRY[op_id] = TracedOp(op_type, frame, layer, names, backward, producer_of(ins[0]), xla=xla)
     with record.stop_recording():
         _insert(session.check, op_id, ins, outs, xla)
+
+
+def _trace_data(session: Session, op_type: str, outs: List[tf.Tensor]) -> None:
+    """Check the batch a tf.data iterator hands a traced step: NaN in it came with the data.
+
+    Only NaN: an infinity in the data may be deliberate (a ``-inf`` mask), as a constant's is.
+    The line is the one that fetched the batch (``model.fit``, the ``for`` over the dataset),
+    not the one that built the dataset: only there is the NaN data the program uses (a
+    pipeline's ``filter`` or ``map`` may drop or replace it before).
+    """
+    if "nan" not in session.check or LOCAL.optimizer is not None or not outs:
+        return
+    op = outs[0].op
+    rows = outs[:_ROWS]
+    names = [(f"batch[{i}]" if len(outs) > 1 else "batch", "output", t.dtype.name) for i, t in enumerate(rows)]
+    op_id = next(_IDS)
+    xla = _in_xla()
+    REGISTRY[op_id] = TracedOp(op_type, graph_frame(op) or user_frame(), layer_path(), names, xla=xla, data=True)
+    with record.stop_recording():
+        _insert(frozenset({"nan"}), op_id, [], rows, xla, rows=rows)
 
 
 def trace_update(session: Session, optimizer: Any, grads: Sequence[Any], variables: Sequence[Any]) -> None:
@@ -319,6 +392,10 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
                          else summary_from_stats(name, role, dtype, shape, stats[row]))
     ins = [s for s in summaries if s.role == "input"]
     outs = [s for s in summaries if s.role == "output"]
+    if traced.data:
+        report = data_report(traced.op, outs, traced.frame, traced.layer)
+        report.how = "graph"
+        return report
     back = traced.backward
     ev = Evidence(op=back.op if back else traced.op, phase="backward" if back else "forward", kind=kind,
                   inputs=ins, outputs=outs, producer=traced.producer)
@@ -347,4 +424,5 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
     return report
 
 
-__all__ = ["NONE", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll", "trace_op", "trace_update", "wanted"]
+__all__ = ["DATA_OPS", "LOW_PRECISION", "NONE", "OVERFLOW_OPS", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll",
+           "trace_op", "trace_update", "wanted"]

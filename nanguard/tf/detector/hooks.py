@@ -24,7 +24,7 @@ from tensorflow.python.eager import backprop
 from tensorflow.python.framework import op_callbacks
 
 from nanguard.tf.detector import graph
-from nanguard.tf.detector.build import eager_report
+from nanguard.tf.detector.build import batch_summaries, data_report, eager_report, producer_of
 from nanguard.tf.detector.frames import gradient_call_name, graph_frame, layer_path, user_frame, user_stack
 from nanguard.tf.detector.state import LOCAL, Backward, Session
 from nanguard.tf.detector.values import all_finite, float_tensors, judge
@@ -40,6 +40,24 @@ _USERS = 0
 
 def _is_function_call(op_type: str) -> bool:
     return op_type.startswith("__inference_") or op_type in ("PartitionedCall", "StatefulPartitionedCall")
+
+
+def _handed_over(op_type: str, inputs: Sequence[Any]) -> Optional[str]:
+    """Where an eager op's values come from when it computes none of them itself: ``"data"``, a
+    batch from a tf.data iterator (``for x, y in dataset``, ``next(iterator)``); ``"function"``,
+    the outputs of a compiled function (Keras' ``fit`` hands its step's results back in an
+    optional, read by ``OptionalGetValue``); None for any other op."""
+    if _is_function_call(op_type):
+        return "function"
+    if op_type in ("IteratorGetNext", "IteratorGetNextSync"):
+        return "data"
+    if op_type == "OptionalGetValue" and inputs:
+        producer = producer_of(inputs[0])  # the op that made the optional, tagged by `_tag`
+        if producer == "IteratorGetNextAsOptional":
+            return "data"
+        if producer is not None and _is_function_call(producer):
+            return "function"
+    return None
 
 
 def _tape_active() -> bool:
@@ -113,10 +131,13 @@ def _eager(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seque
     if verdict is None or (verdict.origin == "input" and backward is not None):
         return None  # in a gradient, a NaN that flows in was made (and reported) in the forward pass
     frame = user_frame(3)
+    handed = _handed_over(op_type, inputs)
+    if handed == "data" and verdict.kind == "nan" and not ins:
+        return data_report(op_type, batch_summaries(outs), frame, layer_path(), stack=user_stack())
     report = eager_report(op_type, ins, outs, verdict.kind, verdict.origin, frame, layer_path(), backward,
                           stack=user_stack(), gradient_call=LOCAL.gradient_call,
                           gradient_call_name=LOCAL.gradient_call_name)
-    if _is_function_call(op_type):
+    if handed == "function":
         report.notes.append("found at the output of a compiled function that was traced before detection began "
                             "(or by an op the default mode does not check inside it); run with exhaustive=True, "
                             "or enter detect() before the function is first called, to name the op inside")

@@ -341,6 +341,19 @@ def autocast_state() -> Optional[tuple]:
     return tuple(out) or None
 
 
+def in_autocast() -> bool:
+    """Whether the caller runs inside a ``torch.autocast`` region (a replay re-enters the region
+    of the call it replays). Read from autocast's nesting count: inside an op's dispatch, where
+    findings are made, ``torch.is_autocast_enabled`` answers False (autocast excludes itself
+    there). A region entered with ``enabled=False`` counts too: the program uses autocast."""
+    try:
+        depth = torch.autocast_increment_nesting()
+        torch.autocast_decrement_nesting()
+    except (AttributeError, RuntimeError):  # a torch without them: autocast is not seen
+        return False
+    return depth > 1
+
+
 class autocast_context:
     """Re-enter the autocast regions a call was made under (a no-op for None)."""
 

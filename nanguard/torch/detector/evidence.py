@@ -19,6 +19,7 @@ import torch
 
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.torch.detector.frames import op_base
+from nanguard.torch.detector._state import in_autocast
 
 Arg = tuple[TensorSummary, torch.Tensor | None]
 
@@ -41,6 +42,7 @@ class Evidence:
     scalars: list[ScalarArg] = field(default_factory=list)
     outputs: list[TensorSummary] = field(default_factory=list)
     dim: int | None = None
+    autocast: bool = field(default_factory=in_autocast)  # made inside a torch.autocast region
 
     @property
     def base(self) -> str:

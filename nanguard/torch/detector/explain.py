@@ -18,7 +18,7 @@ from nanguard.torch.detector.why_backward import BACKWARD
 from nanguard.torch.detector.why_forward import FORWARD, diverged, nan_input, overflow
 
 # diagnoses that only say "it overflowed" or nothing: huge inputs explain more
-_GENERIC = frozenset({"overflow", "overflow_low_precision", "unexplained"})
+_GENERIC = frozenset({"overflow", "overflow_low_precision", "overflow_mixed_precision", "unexplained"})
 
 
 def diagnose(ev: Evidence) -> Said:

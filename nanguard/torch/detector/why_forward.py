@@ -272,7 +272,9 @@ def overflow(ev: Evidence) -> Said | None:
     limit = MAX_FINITE.get(dtype)
     if ev.kind != "inf" or limit is None:
         return None
-    key = "overflow_low_precision" if dtype == "float16" else "overflow"
+    key = "overflow"
+    if dtype == "float16":
+        key = "overflow_mixed_precision" if ev.autocast else "overflow_low_precision"
     peak = max((max(abs(s.min or 0), abs(s.max or 0)) for s, _ in ev.inputs if s.min is not None), default=None)
     fields = {"dtype": dtype, "limit": f"{limit:.6g}", "peak": fmt(peak)}
     return Said(key, "forward" if peak is None else "peak", fields)

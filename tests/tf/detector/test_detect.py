@@ -4,7 +4,11 @@ XLA, forward and backward; their fixed versions and a deliberate -inf mask are q
 from __future__ import annotations
 
 import inspect
+import io
+import os
 
+import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -13,6 +17,13 @@ from nanguard.errors import NonFiniteError
 from tests.tf.detector.cases import CASES, HERE, attention_mask, line_of
 
 FLAVOURS = ("eager", "function", "xla")
+THIS = os.path.abspath(__file__)
+
+
+def _marked(marker: str) -> int:
+    """The line of this file that carries ``# AT: marker``."""
+    with open(THIS, encoding="utf-8") as fh:
+        return next(n for n, text in enumerate(fh, 1) if f"# AT: {marker}" in text)
 
 
 def _compiled(fn, flavour):
@@ -145,3 +156,76 @@ def test_a_masked_softmax_fix_names_the_function_that_exists():
         for counted in (True, False):
             _, fix = explain(Evidence(op, "forward", "nan", [row]), counted=counted)
             assert fix.startswith(f"nanguard.tf.{name}(") and hasattr(ngt, name)
+
+
+def _norm_step(w, opt):
+    """A custom training step whose row norm has a zero row: sqrt's gradient is inf there, and
+    the gradient of ``h * h`` multiplies it by 0."""
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            h = tf.matmul(x, w)
+            norm = tf.sqrt(tf.reduce_sum(h * h, axis=1))  # AT: row norm
+            loss = tf.reduce_mean((norm - y) ** 2)
+        grads = tape.gradient(loss, [w])  # AT: gradient call
+        opt.apply_gradients(zip(grads, [w]))
+        return loss
+    return train_step
+
+
+def test_a_nan_made_by_a_gradient_op_in_a_tf_function_step_is_that_op_at_its_forward_line():
+    # check="nan": the inf of sqrt's gradient is not looked for; the NaN it becomes (0 * inf in
+    # the gradient of h * h) was found only as the next call's output, the whole function blamed
+    w = tf.Variable(np.ones((3, 2), np.float32))
+    step = _norm_step(w, keras.optimizers.SGD(0.1))
+    x = tf.constant([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    with ngt.detect(check="nan", mode="record") as det:
+        for _ in range(2):
+            step(x, tf.ones([2]))
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.op, report.forward_op) == ("backward", "nan", "Mul", "Mul"), \
+        report.format(color=False)
+    assert (report.file, report.line, report.forward_line) == (THIS, _marked("row norm"), _marked("row norm"))
+    assert (report.call_line, report.call_name) == (_marked("gradient call"), "tape.gradient()")
+    assert "0 · ±inf" in report.explanation
+
+
+def test_check_nan_does_not_check_arithmetic_far_from_any_op_that_can_make_inf():
+    from nanguard.tf.detector import graph
+
+    @tf.function
+    def plain(x):
+        return tf.reduce_sum(tf.matmul(x, x) * 2.0 + x)   # nothing here can make inf from finite values
+
+    before = set(graph.REGISTRY)
+    with ngt.detect(check="nan", mode="raise"):
+        plain(tf.ones([2, 2]))
+    assert not set(graph.REGISTRY) - before
+
+
+def _csv_batches():
+    """A CSV with a missing value, parsed by NumPy (the empty field becomes NaN), batched by tf.data."""
+    rows = np.genfromtxt(io.StringIO("1,2,3\n4,,6\n7,8,9\n1,1,1\n"), delimiter=",", dtype=np.float32)
+    return tf.data.Dataset.from_tensor_slices((rows, np.ones((4, 1), np.float32))).batch(2)
+
+
+def test_nan_that_arrives_with_tf_data_batches_is_input_at_the_line_that_fetched_them():
+    ds = _csv_batches()
+    with ngt.detect(mode="record") as det:
+        for x, y in ds:  # AT: fetch
+            tf.reduce_sum(x * y)
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.op) == ("input", "nan", "IteratorGetNext")
+    assert (report.file, report.line) == (THIS, _marked("fetch"))
+    assert report.outputs[0].nan == 1 and report.outputs[0].numel == 6
+    assert "1 of 6 values of `batch[0]` were NaN in the batch" in report.explanation
+    assert "tf.math.is_nan" in report.suggestion
+
+
+def test_a_pipeline_that_replaces_its_nan_is_quiet():
+    ds = _csv_batches().map(lambda x, y: (tf.where(tf.math.is_nan(x), tf.zeros_like(x), x), y))
+    with ngt.detect(mode="raise"):
+        for x, y in ds:
+            tf.reduce_sum(x * y)

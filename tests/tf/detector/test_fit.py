@@ -1,9 +1,12 @@
 """Keras model.fit (the train step compiled by Keras, with and without XLA): a NaN in a layer's
 backward and in a hand-written loss is found at the user's line with the layer path; the fixed
-model and a -inf attention mask train quietly and identically with and without detection."""
+model and a -inf attention mask train quietly and identically with and without detection; under
+mixed precision a float16 overflow is found and the loss scaler's own overflows are not; NaN in a
+tf.data dataset is input at the fit line."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import keras
@@ -162,3 +165,107 @@ def test_a_healthy_update_is_quiet_and_checked_once_not_op_by_op():
     # default: no check inside Adam's update (its Sqrt of the second moment), one per variable at its end
     assert counts[False][0] == 0 and counts[False][1] >= 2
     assert counts[True][0] >= 2 and counts[True][1] == 0
+
+
+@pytest.fixture
+def mixed_float16():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+class Amplifier(keras.Model):
+    """A Dense layer whose float16 product of ordinary inputs exceeds 65504."""
+
+    def __init__(self):
+        super().__init__()
+        self.big = keras.layers.Dense(8, name="big", kernel_initializer=keras.initializers.Constant(10.0))
+        self.head = keras.layers.Dense(1, dtype="float32", name="head")
+
+    def call(self, x):
+        h = self.big(x)  # BUG: float16 overflow
+        return self.head(h)
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_a_float16_overflow_under_mixed_precision_is_found_by_the_default_mode(mixed_float16, jit):
+    # the loss scaler skips every step (the weights stay finite) and nothing else goes non-finite
+    keras.utils.set_random_seed(0)
+    model = Amplifier()
+    model.compile(optimizer="adam", loss="mse", jit_compile=jit)
+    x = np.full((8, 4), 3e4, "float32")
+    with ngt.detect(mode="record") as det:
+        history = model.fit(x, np.ones((8, 1), "float32"), epochs=1, batch_size=4, verbose=0)
+    assert not np.isfinite(history.history["loss"][0])
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.op) == ("forward", "inf", "MatMul")
+    assert (report.file, report.line) == (HERE, _line("float16 overflow")) and report.module.endswith("/big")
+    assert "65504" in report.explanation and "loss scaler" in report.explanation
+    # the program runs under mixed_float16 already: the fix must not be to turn it on
+    assert "set_global_policy" not in report.suggestion and 'dtype="float32"' in report.suggestion
+
+
+def test_a_float16_overflow_without_mixed_precision_still_suggests_it():
+    from nanguard.tf.detector.explain import mixed_precision
+
+    with ngt.detect(mode="record") as det:
+        tf.matmul(tf.fill([2, 2], tf.constant(300.0, tf.float16)), tf.fill([2, 2], tf.constant(300.0, tf.float16)))
+    assert not mixed_precision() and "set_global_policy(\"mixed_float16\")" in det.report.suggestion
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_healthy_mixed_precision_training_and_the_loss_scalers_skips_are_quiet(mixed_float16, jit):
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(16, 6, 8).astype("float32") * 10, rng.randn(16, 3).astype("float32") * 100
+    results = []
+    for detecting in (False, True):
+        keras.utils.set_random_seed(0)
+        inp = keras.Input((6, 8))
+        h = keras.layers.Dense(16)(inp)
+        h = keras.layers.LayerNormalization()(h + keras.layers.MultiHeadAttention(2, 8)(h, h, use_causal_mask=True))
+        model = keras.Model(inp, keras.layers.Dense(3, dtype="float32")(keras.layers.Flatten()(h)))
+        model.compile(optimizer="adam", loss="mse", jit_compile=jit)
+        if detecting:
+            with ngt.detect():
+                history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
+        else:
+            history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
+        results.append((history.history["loss"], float(model.optimizer.dynamic_scale.numpy())))
+    (plain_loss, plain_scale), (det_loss, det_scale) = results
+    assert plain_scale == det_scale < 2.0 ** 15, "the scaler must have skipped steps whose gradients overflowed"
+    assert np.all(np.isfinite(det_loss)) and plain_loss == det_loss
+
+
+@pytest.mark.parametrize("jit", (False, True))
+def test_nan_in_a_tf_data_dataset_is_input_at_the_fit_line(jit):
+    rows = np.genfromtxt(io.StringIO("1,2,3\n4,,6\n7,8,9\n1,1,1\n"), delimiter=",", dtype=np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((rows, np.ones((4, 1), np.float32))).batch(2)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit)
+    with ngt.detect(mode="record") as det:
+        model.fit(ds, epochs=1, verbose=0, shuffle=False)  # BUG: dataset
+    report = det.report
+    assert report is not None
+    assert (report.phase, report.kind, report.file, report.line) == ("input", "nan", HERE, _line("dataset"))
+    assert report.op in ("IteratorGetNext", "OptionalGetValue")
+    assert "NaN in the batch" in report.explanation and "tf.math.is_nan" in report.suggestion
+
+
+def test_a_fit_whose_step_was_traced_before_detection_says_so_at_its_results():
+    # Keras hands the step's results back in an optional: reading the NaN loss out of it is not
+    # an op that made NaN, it is the compiled step's output (traced, unchecked, by the first fit)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((4, 3), np.float32), np.ones((4, 1), np.float32)
+    model.fit(x, y, epochs=1, verbose=0)
+    x[1, 1] = np.nan
+    with ngt.detect(mode="record") as det:
+        model.fit(x, y, epochs=1, verbose=0)
+    assert det.report is not None and det.report.op == "OptionalGetValue"
+    assert any("traced before detection began" in note for note in det.report.notes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -188,3 +190,45 @@ def test_a_real_singularity_under_a_grad_scaler_is_still_reported(exhaustive):
     report, _ = _amp_steps(exhaustive, bug=True, steps=1)
     assert report is not None and report.phase == "backward"
     assert "sqrt" in (report.torch_function or "") or "Sqrt" in (report.node or ""), report
+
+
+def _overflowing_amp_steps(exhaustive: bool, in_module: bool):
+    """An AMP loop whose float16 forward overflows: the loss is non-finite, the scaler skips every step."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 1)
+    with torch.no_grad():
+        lin.weight.fill_(30.0)
+    opt = torch.optim.SGD(lin.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    x, y = torch.full((4, 8), 300.0), torch.ones(4, 1)
+    losses = []
+    with nanguard.detect(mode="record", exhaustive=exhaustive) as d:
+        for _ in range(2):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                if in_module:
+                    out = lin(x)  # AMP: module
+                else:
+                    out = x @ lin.weight.T  # AMP: matmul
+                loss = F.mse_loss(out.float(), y)
+            losses.append(loss.item())
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    return d.report, losses, scaler.get_scale(), lin.weight
+
+
+@pytest.mark.parametrize("in_module", (True, False), ids=("module", "top-level"))
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_a_forward_overflow_the_scaler_skips_is_found_at_its_line_and_not_told_to_use_autocast(exhaustive,
+                                                                                               in_module):
+    report, losses, scale, weight = _overflowing_amp_steps(exhaustive, in_module)
+    assert not any(map(math.isfinite, losses)) and scale < 65536.0 and bool(torch.isfinite(weight).all())
+    assert report is not None
+    marker = "# AMP: module" if in_module else "# AMP: matmul"
+    line = next(n for n, text in enumerate(open(__file__, encoding="utf-8"), 1) if text.rstrip().endswith(marker))
+    assert (report.phase, report.kind, report.line) == ("forward", "inf", line), report.format(color=False)
+    assert report.op in ("aten.addmm.default", "aten.mm.default")
+    assert "65504" in report.explanation and "loss scaler" in report.explanation
+    # the program already runs under torch.autocast with a GradScaler: that cannot be the fix
+    assert "use torch.autocast" not in report.suggestion and "enabled=False" in report.suggestion
