@@ -237,7 +237,10 @@ def hazard_of(hit: "Hit", analysis: "Analysis", discarded: bool) -> str:
         return "asin_domain"
     if cond == "overflow":
         dt = next((n.dtype for n in rec.outputs if n is not None), torch.float32)
-        return "overflow_low_precision" if dt in (torch.float16, torch.bfloat16) else "overflow"
+        if dt in (torch.float16, torch.bfloat16):
+            # under autocast the fix keeps autocast (the op in float32), never "use autocast"
+            return "overflow_mixed_precision" if rec.autocast else "overflow_low_precision"
+        return "overflow"
     return hit.singularity.hazard
 
 

@@ -92,6 +92,7 @@ class OpRecord:
     module: Optional[str]
     grad_enabled: bool
     made_nonfinite: bool = False   # the traced run itself turned finite inputs non-finite here
+    autocast: bool = False         # run inside a torch.autocast region
     chain: Tuple[Any, ...] = ()    # view_scatter / view_replay: the view ops from the base
 
     def input_nodes(self) -> List[Node]:

@@ -40,6 +40,7 @@ from nanguard.torch.auditor.graph import (
 from nanguard.torch.auditor.sources import (
     RANDOM_DATA, RANDOM_EXACT, SHAPE_ONLY, is_literal, is_view, made_nonfinite, version, written,
 )
+from nanguard.torch.detector._state import in_autocast
 from nanguard.torch.detector.frames import user_frame
 from nanguard.torch.detector.values import fast_finite
 
@@ -164,7 +165,7 @@ class Tracer(TorchDispatchMode):
         rargs, rkwargs = pytree.tree_map(to_ref, (tuple(args), dict(kwargs)))
         rec = OpRecord(index=len(self.trace.ops), func=func, name=name, base=base, args=rargs, kwargs=rkwargs,
                        outputs=[], frame=self.current_line, module=self._modules[-1] if self._modules else None,
-                       grad_enabled=torch.is_grad_enabled(), chain=chain)
+                       grad_enabled=torch.is_grad_enabled(), chain=chain, autocast=in_autocast())
         self.trace.ops.append(rec)
         return rec
 

@@ -248,6 +248,19 @@ def test_bounded_mode_finds_float16_matmul_overflow_that_structural_mode_cannot_
                  witness=False).findings == []
 
 
+def test_float16_overflow_under_autocast_keeps_autocast_in_its_fix():
+    lin = torch.nn.Linear(64, 8)
+
+    def forward(x):
+        with torch.autocast("cpu", dtype=torch.float16):
+            return lin(x)  # AUTOCAST
+
+    result = audit(forward, torch.rand(2, 64), mode="bounded", ranges={"x": (0, 100), "params": (-30, 30)},
+                   witness=False)
+    (f,) = _found(result, forward, "AUTOCAST")
+    assert f.hazard == "overflow_mixed_precision" and f.fix.startswith("keep mixed precision")
+
+
 def test_module_audit_names_parameters_and_ranges_apply_by_module():
     class Net(torch.nn.Module):
         def __init__(self):
