@@ -39,9 +39,11 @@ ACCUMULATION = ("skip_window", "drop")
 DEFAULT_MAX_CONSECUTIVE = 25
 
 # Policy "rollback" snapshots every DEFAULT_SNAPSHOT_EVERY-th applied step unless told
-# otherwise: see benchmarks/guard.py (the cost of a snapshot against a step, on the benchmark
-# transformer) and the README's Recover section for the choice.
-DEFAULT_SNAPSHOT_EVERY = 100
+# otherwise. A snapshot costs 0.04 of a step on the benchmark transformer (CPU), about a
+# whole step where a large model's state crosses PCIe from a GPU; a rollback undoes up to
+# this many steps. 20 keeps the first at ~1.002x, the second near 1.05x, and the work a
+# rollback throws away small (benchmarks/guard_rollback.py; README, Recover).
+DEFAULT_SNAPSHOT_EVERY = 20
 
 
 def check_policy(policy: object, owner: str = "nanguard.GradGuard",
