@@ -333,7 +333,7 @@ class GuardRecords:
             where = [f"{e.step} ({e.kind}, {e.rolled_back} undone)" for e in self.events
                      if e.action == ROLLED_BACK]
             shown = ", ".join(where[:8]) + (", …" if len(where) > 8 else "")
-            lr = f"; learning rate ×{self.lr_scale:g} since" if self.lr_scale != 1.0 else ""
+            lr = f"; learning rate scaled ×{self.lr_scale:g}" if self.lr_scale != 1.0 else ""
             times = f"{self.rolled_back} time{'s' if self.rolled_back > 1 else ''}"
             lines.append(f"  rolled back {times}, {self.steps_undone} applied steps undone: "
                          f"at step {shown}{lr}")
