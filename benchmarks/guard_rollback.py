@@ -138,7 +138,7 @@ def planted(steps: int, snapshot_every: Optional[int]) -> Dict[str, Dict[str, An
     for name, kwargs in runs.items():
         final, guard, losses = planted_run(steps, **kwargs)  # type: ignore[arg-type]
         out[name] = {"final_loss": final, "max_loss": max(losses),
-                     "rollbacks": [(e.step, e.kind, e.rolled_back) for e in guard.records.events
+                     "rollbacks": [(e.step, e.kind, e.steps_undone) for e in guard.records.events
                                    if e.action == "rolled back"],
                      "lr_scale": guard.lr_scale}
     for r in out.values():

@@ -61,7 +61,7 @@ class GuardEvent:
     data-parallel ranks whose values were non-finite or spiked (``(0,)`` without
     torch.distributed). A spike (``kind`` "loss spike" or "gradient-norm spike") keeps the
     value in ``loss`` or ``total_norm`` and the limit it crossed in ``threshold``. A rollback
-    says how many applied steps it undid (``rolled_back``) and, with a learning-rate backoff,
+    says how many applied steps it undid (``steps_undone``) and, with a learning-rate backoff,
     the scale of the learning rate from then on (``lr_scale``). ``params`` is empty when the
     non-finite values were on another rank only, or for a loss event or a spike; otherwise it
     is ordered from the output side (last registered first), so for a model registered in
@@ -78,7 +78,7 @@ class GuardEvent:
     loss: Optional[float] = None
     micro_batches: Tuple[int, ...] = ()
     window: int = 0
-    rolled_back: int = 0  # applied steps undone by a rollback
+    steps_undone: int = 0  # applied steps undone by a rollback
     threshold: Optional[float] = None  # the limit a spike crossed
     lr_scale: Optional[float] = None  # the learning rate's scale after a rollback's backoff
 
@@ -111,7 +111,7 @@ class GuardEvent:
         scale = f" (GradScaler scale {self.scale:g})" if self.scale is not None else ""
         action = self.action
         if action == ROLLED_BACK:
-            action += f" {self.rolled_back} step{'s' if self.rolled_back != 1 else ''}"
+            action += f" {self.steps_undone} step{'s' if self.steps_undone != 1 else ''}"
             if self.lr_scale is not None:
                 action += f", learning rate ×{self.lr_scale:g}"
         return f"step {self.step}: {what}{ranks}{scale} -> {action}"
@@ -227,7 +227,7 @@ class GuardRecords:
             self.spikes += 1
         if event.action == ROLLED_BACK:  # also check_loss's, which is no step outcome
             self.rolled_back += 1
-            self.steps_undone += event.rolled_back
+            self.steps_undone += event.steps_undone
             if event.lr_scale is not None:
                 self.lr_scale = event.lr_scale
         elif event.is_step:  # a batch left out is not a step outcome: steps counts calls
@@ -330,7 +330,7 @@ class GuardRecords:
             shown = "; ".join(where[:8]) + ("; …" if len(where) > 8 else "")
             lines.append(f"  non-finite losses: {self.nonfinite_losses} ({shown})")
         if self.rolled_back:
-            where = [f"{e.step} ({e.kind}, {e.rolled_back} undone)" for e in self.events
+            where = [f"{e.step} ({e.kind}, {e.steps_undone} undone)" for e in self.events
                      if e.action == ROLLED_BACK]
             shown = ", ".join(where[:8]) + (", …" if len(where) > 8 else "")
             lr = f"; learning rate scaled ×{self.lr_scale:g}" if self.lr_scale != 1.0 else ""

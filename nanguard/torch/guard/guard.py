@@ -648,7 +648,7 @@ class GradGuard:
         """The rollback's part of an event: the applied steps it undoes, the new LR scale."""
         if action != ROLLED_BACK or self._rollback is None:
             return {}
-        return {"rolled_back": self._rollback.undoes(self._current_table().key),
+        return {"steps_undone": self._rollback.undoes(self._current_table().key),
                 "lr_scale": self._rollback.backed_off(self.records.lr_scale)}
 
     def _roll_back(self) -> None:

@@ -163,10 +163,10 @@ def test_rollback_restores_every_rank_to_the_same_bits_as_a_single_process(tmp_p
     assert len(set(fp)) == 8  # 10 fingerprints, two of them repeats
     nan_event, spike_event = r0["events"]
     assert nan_event == r1["events"][0] and spike_event["kind"] == r1["events"][1]["kind"]
-    assert (nan_event["kind"], nan_event["action"], nan_event["rolled_back"]) == (
+    assert (nan_event["kind"], nan_event["action"], nan_event["steps_undone"]) == (
         "gradients", "rolled back", 1)
     assert nan_event["ranks"] == [0, 1]  # DDP averaged rank 1's NaN into rank 0's gradient
-    assert (spike_event["kind"], spike_event["ranks"], spike_event["rolled_back"]) == (
+    assert (spike_event["kind"], spike_event["ranks"], spike_event["steps_undone"]) == (
         "loss spike", [1], 1)
     assert spike_event["loss"] is None and r1["events"][1]["loss"] > 1e5  # rank 1's own value
     assert r0["lr_scale"] == r1["lr_scale"] == 0.25

@@ -72,12 +72,14 @@ def test_a_rollback_restores_the_snapshot_bit_for_bit():
     assert opt.state[model.embed.weight]["step"] == 3 and sched.last_epoch == 3
     assert opt.param_groups[0]["lr"] == 5e-3  # the group's hyperparameters come back too
     (event,) = guard.records.events
-    assert (event.step, event.kind, event.action, event.rolled_back) == (7, "loss", "rolled back", 3)
+    assert (event.step, event.kind, event.action, event.steps_undone) == (
+        7, "loss", "rolled back", 3)
     assert event.lr_scale is None and guard.lr_scale == 1.0
     r = guard.records
     assert (r.steps, r.applied, r.rolled_back, r.steps_undone, r.skipped) == (7, 6, 1, 3, 0)
     assert "7 steps, 6 applied, 0 skipped, 0 zeroed, 1 rolled back" in guard.summary()
-    assert "rolled back 1 time, 3 applied steps undone: at step 7 (loss, 3 undone)" in guard.summary()
+    assert ("rolled back 1 time, 3 applied steps undone: at step 7 (loss, 3 undone)"
+            in guard.summary())
     scaler.update()
     opt.zero_grad()  # the schedule goes on from its restored position, no second-stepper error
     guard.backward(loss_of(model, 8))
@@ -96,7 +98,7 @@ def test_a_nan_forward_pass_is_undone_in_batchnorm_too():
     assert torch.isnan(model.norm.running_mean).any()  # the forward pass poisoned it
     assert guard.step() is False
     assert guard.safe_to_save() is True
-    assert guard.records.events[0].rolled_back == 1
+    assert guard.records.events[0].steps_undone == 1
 
 
 def test_state_created_after_the_snapshot_is_removed():
@@ -140,7 +142,7 @@ def test_training_goes_on_from_the_snapshot(opt_name):
             backward(model, 13)
             model.embed.weight.grad[1, 2] = nan
             assert guard.step() is False
-            assert guard.records.events[-1].rolled_back == 3
+            assert guard.records.events[-1].steps_undone == 3
         train(model, opt, guard, range(20, 24))
         runs.append(snapshot(model, opt))
     assert_bitwise(runs[0], runs[1])
@@ -154,7 +156,7 @@ def test_without_a_snapshot_yet_a_rollback_undoes_nothing():
     assert guard.check_loss(loss_of(model, 0) * nan) is False
     assert_bitwise(snapshot(model, opt), before)
     (event,) = guard.records.events
-    assert (event.action, event.rolled_back, event.lr_scale) == ("rolled back", 0, 0.5)
+    assert (event.action, event.steps_undone, event.lr_scale) == ("rolled back", 0, 0.5)
     assert event.step == 1 and not event.is_step  # check_loss's: no step outcome
 
 
@@ -190,7 +192,7 @@ def test_a_loss_spike_rolls_back_and_backs_the_learning_rate_off(tmp_path):
     (event,) = guard.records.events
     assert (event.step, event.kind, event.action) == (13, "loss spike", "rolled back")
     assert event.loss > event.threshold > 0 and event.micro_batches == (1,) and event.window == 1
-    assert event.rolled_back == 4  # back to the snapshot before step 9's update
+    assert event.steps_undone == 4  # back to the snapshot before step 9's update
     assert event.lr_scale == 0.5 and guard.lr_scale == 0.5 and guard.records.spikes == 1
     assert "loss spike" in event.describe() and "learning rate ×0.5" in event.describe()
     # quarantined: the batch is in dump_dir, and the records name the file
@@ -231,7 +233,7 @@ def test_a_gradient_norm_spike_rolls_back_to_the_snapshot():
     assert (event.kind, event.action, event.step, event.ranks) == ("gradient-norm spike",
                                                                    "rolled back", 10, (0,))
     assert event.total_norm > event.threshold and event.is_step
-    assert event.rolled_back == 1  # snapshots before steps 1, 5 and 9: step 9 undone
+    assert event.steps_undone == 1  # snapshots before steps 1, 5 and 9: step 9 undone
     reference = make_model()
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     for step in range(1, 9):
@@ -260,7 +262,7 @@ def test_the_snapshot_is_taken_before_the_update_so_a_learning_rate_spike_is_und
         assert guard.step() is (step != 9) and ran is (step != 9)  # step 9's loss spiked
         if step == 9:
             assert_bitwise([p.detach() for p in model.parameters()], good)
-    assert guard.records.events[0].rolled_back == 1 and guard.records.rolled_back == 1
+    assert guard.records.events[0].steps_undone == 1 and guard.records.rolled_back == 1
 
 
 def test_check_loss_rolls_back_on_a_spike_and_names_the_limit():
@@ -275,7 +277,7 @@ def test_check_loss_rolls_back_on_a_spike_and_names_the_limit():
         guard.step()
     assert guard.check_loss(loss_of(model, 5) * 100) is False
     event = guard.records.events[0]
-    assert event.kind == "loss spike" and event.rolled_back == 4 and event.threshold > 0
+    assert event.kind == "loss spike" and event.steps_undone == 4 and event.threshold > 0
 
 
 def test_an_overflow_under_an_active_grad_scaler_is_skipped_not_rolled_back():
@@ -344,8 +346,9 @@ def test_state_dict_keeps_the_learning_rate_scale_and_the_spike_history():
                                  bad=spike_at_12, n=13)
     state = guard.state_dict()
     assert state["lr_scale"] == 0.5 and state["rolled_back"] == 1 and state["spikes"] == 1
-    assert len(state["spike_history"]["loss"]) == 10 and len(state["spike_history"]["grad_norm"]) == 10
-    fresh = nanguard.GradGuard(opt, policy="rollback", spike=dict(loss=5.0, grad_norm=50.0, window=10))
+    assert [len(v) for v in state["spike_history"].values()] == [10, 10]  # loss, grad_norm
+    fresh = nanguard.GradGuard(opt, policy="rollback",
+                               spike=dict(loss=5.0, grad_norm=50.0, window=10))
     fresh.load_state_dict(state)
     assert fresh.state_dict() == state and fresh.lr_scale == 0.5
     assert fresh._loss_spikes.limit() == guard._loss_spikes.limit() > 0
@@ -377,7 +380,8 @@ def test_rollback_arguments_are_checked_with_clear_errors():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     guard = nanguard.GradGuard(opt, policy="rollback")
     assert guard.snapshot_every == DEFAULT_SNAPSHOT_EVERY
-    with pytest.raises(ValueError, match=r"unknown policy 'rolback'.*'skip', 'zero', 'raise', 'rollback'"):
+    with pytest.raises(ValueError,
+                       match=r"unknown policy 'rolback'.*'skip', 'zero', 'raise', 'rollback'"):
         nanguard.GradGuard(opt, policy="rolback")
     with pytest.raises(ValueError, match="`snapshot_every` must be an int >= 1.*got 0"):
         nanguard.GradGuard(opt, policy="rollback", snapshot_every=0)
