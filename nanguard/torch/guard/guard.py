@@ -537,7 +537,9 @@ class GradGuard:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` wrote; the schedulers' positions are read again at
-        the next step, as after building the guard (a resume loads them too)."""
+        the next step, as after building the guard (a resume loads them too). A rollback
+        snapshot taken before is dropped: the model and optimizer were most likely loaded
+        too, and the next step takes a new one."""
         owner = "nanguard.GradGuard.load_state_dict"
         state = dict(state)
         history = state.pop("spike_history", {})
@@ -546,6 +548,8 @@ class GradGuard:
         for name, values in history.items():
             if name in watches:  # a quantity this guard does not watch has nothing to resume
                 watches[name].load_state_dict(values, owner)
+        if self._rollback is not None:
+            self._rollback.forget()
         self._schedule.reread()
 
     @property

@@ -204,6 +204,10 @@ class Rollback:
         """Whether the step about to be applied starts with a snapshot."""
         return self.snapshot is None or self.since >= self.every or key != self._key
 
+    def forget(self) -> None:
+        """Drop the snapshot (a resume loaded another state); the next step takes one."""
+        self.snapshot, self._key, self.since, self.returns = None, None, 0, 0
+
     def applied(self) -> None:
         """One more update went through since the snapshot."""
         self.since += 1

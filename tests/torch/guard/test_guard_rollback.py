@@ -355,6 +355,12 @@ def test_state_dict_keeps_the_learning_rate_scale_and_the_spike_history():
     with pytest.raises(ValueError, match="spike history"):
         fresh.load_state_dict(dict(state, spike_history={"loss": "bogus"}))
     json.dumps(state)  # plain data
+    # a resume drops the snapshot of the state before it: a rollback now undoes nothing
+    assert guard._rollback.snapshot is not None
+    guard.load_state_dict(state)
+    assert guard._rollback.snapshot is None
+    assert guard.check_loss(torch.tensor(nan)) is False
+    assert guard.records.events[-1].steps_undone == 0
 
 
 def test_a_loss_that_can_be_negative_is_never_a_spike():
