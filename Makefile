@@ -32,6 +32,7 @@ bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/ops.py
 	$(PY) benchmarks/detect.py
 	$(PY) benchmarks/guard.py
+	$(PY) benchmarks/guard_rollback.py
 	$(PY) benchmarks/guard_integrations.py
 	$(PY) benchmarks/lint.py
 	$(PY) benchmarks/audit.py

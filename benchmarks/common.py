@@ -45,6 +45,17 @@ def single_thread() -> None:
     torch.manual_seed(0)
 
 
+def transformer(d_model: int = 128, heads: int = 4, ff: int = 256, layers: int = 4,
+                seed: int = 0) -> torch.nn.Module:
+    """The shared benchmark model: a 4-layer nn.TransformerEncoder with a linear head (0.53 M
+    parameters), the same weights for the same seed."""
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=ff, dropout=0.0,
+                                             batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+    return torch.nn.Sequential(model, torch.nn.Linear(d_model, 1))
+
+
 def transformer_step_factory(batch: int = 16, seq: int = 32, d_model: int = 128, heads: int = 4,
                              ff: int = 256, layers: int = 4,
                              make_update: Optional[Callable[[torch.nn.Module, torch.optim.Optimizer],
@@ -54,12 +65,7 @@ def transformer_step_factory(batch: int = 16, seq: int = 32, d_model: int = 128,
     Returns (model, optimizer, step) where step() runs forward, backward and the update:
     optimizer.step(), or what `make_update(model, optimizer)` returns (e.g. a guard's step).
     """
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=ff, dropout=0.0,
-                                             batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-    head = torch.nn.Linear(d_model, 1)
-    net = torch.nn.Sequential(model, head)
+    net = transformer(d_model, heads, ff, layers)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
     inputs = torch.randn(batch, seq, d_model)
     target = torch.randn(batch, seq, 1)

@@ -14,14 +14,17 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-# What was non-finite
+# What was wrong (non-finite, or a finite spike: `nanguard.core.guard_spike`)
 GRADIENTS = "gradients"
 LOSS = "loss"  # check_loss() saw it; the caller skips the batch
+LOSS_SPIKE = "loss spike"  # a finite loss far above its recent median
+NORM_SPIKE = "gradient-norm spike"  # a finite total gradient norm far above its recent median
 # What the guard did about it
 SKIPPED = "skipped"  # optimizer.step() not called (for a loss: the batch is skipped)
 ZEROED = "zeroed"  # non-finite gradient elements replaced by 0, then stepped
 RAISED = "raised"  # NonFiniteError raised (policy "raise" or max_consecutive reached)
 DROPPED = "dropped"  # non-finite micro-batches left out of an accumulation window, the rest stepped
+ROLLED_BACK = "rolled back"  # the last snapshot restored (policy "rollback"), the step not applied
 
 
 @dataclass(frozen=True)
@@ -54,16 +57,20 @@ class GuardEvent:
     micro-batches backpropagated through ``guard.backward`` since the last step) lists the
     1-based positions of the non-finite ones in ``micro_batches``; its action is "skipped"
     (the whole window was not applied: it counts as a skipped step), "dropped" (the step was
-    applied with the other micro-batches) or "raised". ``ranks`` lists the data-parallel ranks whose values were
-    non-finite (``(0,)`` without torch.distributed). ``params`` is empty when the non-finite
-    values were on another rank only, or for a loss event; otherwise it is ordered from the
-    output side (last registered first), so for a model registered in forward order the
-    first entry is where the non-finite values entered the backward pass.
+    applied with the other micro-batches), "rolled back" or "raised". ``ranks`` lists the
+    data-parallel ranks whose values were non-finite or spiked (``(0,)`` without
+    torch.distributed). A spike (``kind`` "loss spike" or "gradient-norm spike") keeps the
+    value in ``loss`` or ``total_norm`` and the limit it crossed in ``threshold``. A rollback
+    says how many applied steps it undid (``steps_undone``) and, with a learning-rate backoff,
+    the scale of the learning rate from then on (``lr_scale``). ``params`` is empty when the
+    non-finite values were on another rank only, or for a loss event or a spike; otherwise it
+    is ordered from the output side (last registered first), so for a model registered in
+    forward order the first entry is where the non-finite values entered the backward pass.
     """
 
     step: int
-    kind: str  # "gradients" or "loss"
-    action: str  # "skipped", "zeroed" or "raised"
+    kind: str  # "gradients", "loss", "loss spike" or "gradient-norm spike"
+    action: str  # "skipped", "zeroed", "dropped", "rolled back" or "raised"
     params: Tuple[ParamIssue, ...] = ()
     ranks: Tuple[int, ...] = (0,)
     total_norm: Optional[float] = None
@@ -71,12 +78,15 @@ class GuardEvent:
     loss: Optional[float] = None
     micro_batches: Tuple[int, ...] = ()
     window: int = 0
+    steps_undone: int = 0  # applied steps undone by a rollback
+    threshold: Optional[float] = None  # the limit a spike crossed
+    lr_scale: Optional[float] = None  # the learning rate's scale after a rollback's backoff
 
     @property
     def is_step(self) -> bool:
         """Whether this event is the outcome of a ``guard.step()`` call (a gradient check, or an
         accumulation window skipped for a non-finite loss), as opposed to a batch left out."""
-        return self.kind == GRADIENTS or (self.window > 0 and self.action != DROPPED)
+        return self.kind in (GRADIENTS, NORM_SPIKE) or (self.window > 0 and self.action != DROPPED)
 
     def describe(self, limit: int = 5) -> str:
         where = ", ".join(
@@ -84,19 +94,27 @@ class GuardEvent:
         )
         if len(self.params) > limit:
             where += f", … {len(self.params) - limit} more"
-        if self.kind == LOSS and self.window:
-            which = ", ".join(map(str, self.micro_batches))
-            plural = "es" if len(self.micro_batches) > 1 else ""
-            what = (f"non-finite loss ({self.loss}) in micro-batch{plural} {which} of "
-                    f"{self.window}" + (", left out of the window" if self.action == DROPPED
-                                        else ""))
-        elif self.kind == LOSS:
-            what = f"non-finite loss ({self.loss})"
+        if self.kind in (LOSS, LOSS_SPIKE):
+            what = (f"non-finite loss ({self.loss})" if self.kind == LOSS
+                    else f"loss spike ({_value(self.loss)} above {_value(self.threshold)})")
+            if self.window:
+                which = ", ".join(map(str, self.micro_batches))
+                plural = "es" if len(self.micro_batches) > 1 else ""
+                what += (f" in micro-batch{plural} {which} of {self.window}"
+                         + (", left out of the window" if self.action == DROPPED else ""))
+        elif self.kind == NORM_SPIKE:
+            what = (f"gradient-norm spike ({_value(self.total_norm)} above "
+                    f"{_value(self.threshold)})")
         else:
             what = "non-finite gradients" + (f" in {where}" if where else "")
         ranks = f" on rank {', '.join(map(str, self.ranks))}" if self.ranks != (0,) else ""
         scale = f" (GradScaler scale {self.scale:g})" if self.scale is not None else ""
-        return f"step {self.step}: {what}{ranks}{scale} -> {self.action}"
+        action = self.action
+        if action == ROLLED_BACK:
+            action += f" {self.steps_undone} step{'s' if self.steps_undone != 1 else ''}"
+            if self.lr_scale is not None:
+                action += f", learning rate ×{self.lr_scale:g}"
+        return f"step {self.step}: {what}{ranks}{scale} -> {action}"
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -113,6 +131,10 @@ class GuardEvent:
             if key in d:
                 d[key] = tuple(d[key])
         return cls(**d)
+
+
+def _value(x: Optional[float]) -> str:
+    return "?" if x is None else f"{x:.4g}"
 
 
 def _loss_place(event: GuardEvent, world: int = 1) -> str:
@@ -143,7 +165,8 @@ class ParamTotals:
 
 # The counters of GuardRecords, as a checkpoint and `to_dict` hold them.
 COUNTERS = ("steps", "applied", "skipped", "zeroed", "raised", "nonfinite_losses",
-            "dropped_micro_batches", "consecutive", "longest_run")
+            "dropped_micro_batches", "consecutive", "longest_run", "rolled_back",
+            "steps_undone", "spikes")
 
 
 @dataclass
@@ -158,7 +181,7 @@ class GuardRecords:
     policy: str
     max_consecutive: Optional[int]
     max_events: int = 1000
-    steps: int = 0  # guard.step() calls = applied + skipped + zeroed + raised
+    steps: int = 0  # guard.step() calls: applied, skipped, zeroed, rolled back or raised
     applied: int = 0  # finite steps, applied as they were
     skipped: int = 0
     zeroed: int = 0
@@ -167,6 +190,11 @@ class GuardRecords:
     dropped_micro_batches: int = 0  # left out of windows whose step was still applied
     consecutive: int = 0  # bad steps/losses since the last applied finite step
     longest_run: int = 0
+    rolled_back: int = 0  # rollbacks (policy "rollback"), at a step or at check_loss
+    steps_undone: int = 0  # applied steps that those rollbacks undid
+    spikes: int = 0  # finite losses and gradient norms far above their recent median
+    lr_scale: float = 1.0  # what the rollbacks' backoff multiplies the learning rate by
+    dumps: List[str] = field(default_factory=list)  # files of bad batches written (dump_dir)
     events: Deque[GuardEvent] = field(default_factory=deque)
     params: Dict[str, ParamTotals] = field(default_factory=dict)
     growth_warnings: List[Any] = field(default_factory=list)
@@ -195,7 +223,14 @@ class GuardRecords:
             self.nonfinite_losses += max(1, len(event.micro_batches))
             if event.action == DROPPED:
                 self.dropped_micro_batches += len(event.micro_batches)
-        if event.is_step:  # a batch left out is not a step outcome: steps counts calls
+        elif event.kind in (LOSS_SPIKE, NORM_SPIKE):
+            self.spikes += 1
+        if event.action == ROLLED_BACK:  # also check_loss's, which is no step outcome
+            self.rolled_back += 1
+            self.steps_undone += event.steps_undone
+            if event.lr_scale is not None:
+                self.lr_scale = event.lr_scale
+        elif event.is_step:  # a batch left out is not a step outcome: steps counts calls
             if event.action == SKIPPED:
                 self.skipped += 1
             elif event.action == ZEROED:
@@ -209,8 +244,10 @@ class GuardRecords:
             t.steps += 1
             t.last = event.step
 
-    def bad(self) -> int:
-        self.consecutive += 1
+    def bad(self, floor: int = 0) -> int:
+        """Count one more bad step in a row (at least `floor`: a rollback's streak also counts
+        the earlier rollbacks to the same snapshot, whose good steps in between it undid)."""
+        self.consecutive = max(self.consecutive + 1, floor)
         self.longest_run = max(self.longest_run, self.consecutive)
         return self.consecutive
 
@@ -226,6 +263,8 @@ class GuardRecords:
         d: Dict[str, Any] = {k: getattr(self, k) for k in COUNTERS}
         d["events"] = [e.to_dict() for e in self.events]
         d["params"] = {n: asdict(t) for n, t in self.params.items()}
+        d["lr_scale"] = self.lr_scale
+        d["dumps"] = list(self.dumps)
         return d
 
     def load_state_dict(self, state: Dict[str, Any], owner: str) -> None:
@@ -234,7 +273,8 @@ class GuardRecords:
         for k, v in state.items():
             if k in COUNTERS and isinstance(v, int) and not isinstance(v, bool):
                 continue
-            if (k, type(v)) not in (("events", list), ("params", dict)):
+            if (k, type(v)) not in (("events", list), ("params", dict), ("lr_scale", float),
+                                    ("dumps", list)):
                 raise ValueError(f"{owner}: unexpected entry {k!r}")
         for k in COUNTERS:
             if k in state:
@@ -245,10 +285,13 @@ class GuardRecords:
         if "params" in state:
             self.params = {n: ParamTotals(**dict(t, shape=tuple(t["shape"])))
                            for n, t in state["params"].items()}
+        self.lr_scale = state.get("lr_scale", self.lr_scale)
+        self.dumps = list(state.get("dumps", self.dumps))
 
     def _counts_line(self) -> str:
         return (f"nanguard {self.guard} (policy {self.policy!r}): {self.steps} steps, "
                 f"{self.applied} applied, {self.skipped} skipped, {self.zeroed} zeroed"
+                + (f", {self.rolled_back} rolled back" if self.rolled_back else "")
                 + (f", {self.raised} raised" if self.raised else ""))
 
     def _params_by_badness(self) -> List[Tuple[str, ParamTotals]]:
@@ -270,6 +313,8 @@ class GuardRecords:
             ranks = sorted({r for e in self.events if e.kind == LOSS for r in e.ranks})
             on = f" on rank {', '.join(map(str, ranks))}" if self.world > 1 and ranks else ""
             parts.append(f"{self.nonfinite_losses} non-finite loss{plural}{on}")
+        if self.spikes:
+            parts.append(f"{self.spikes} spike{'s' if self.spikes > 1 else ''}")
         return "; ".join(parts)
 
     def summary(self, max_rows: int = 10) -> str:
@@ -284,6 +329,17 @@ class GuardRecords:
                                        if e.kind == LOSS))
             shown = "; ".join(where[:8]) + ("; …" if len(where) > 8 else "")
             lines.append(f"  non-finite losses: {self.nonfinite_losses} ({shown})")
+        if self.rolled_back:
+            where = [f"{e.step} ({e.kind}, {e.steps_undone} undone)" for e in self.events
+                     if e.action == ROLLED_BACK]
+            shown = ", ".join(where[:8]) + (", …" if len(where) > 8 else "")
+            lr = f"; learning rate scaled ×{self.lr_scale:g}" if self.lr_scale != 1.0 else ""
+            times = f"{self.rolled_back} time{'s' if self.rolled_back > 1 else ''}"
+            lines.append(f"  rolled back {times}, {self.steps_undone} applied steps undone: "
+                         f"at step {shown}{lr}")
+        if self.dumps:
+            shown = ", ".join(self.dumps[:3]) + (", …" if len(self.dumps) > 3 else "")
+            lines.append(f"  bad batches written: {shown}")
         lines.append(f"  longest run of bad steps: {self.longest_run} (raises at {limit})")
         if self.params:
             lines.append(f"  {len(self.params)}" + (f" of {self.n_params}" if self.n_params else "")

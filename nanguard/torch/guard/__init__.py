@@ -1,20 +1,22 @@
 """Recover: guard the training step against non-finite gradients, on one process or many.
 
 - :class:`GradGuard` — ``guard.step()`` instead of ``optimizer.step()``: skip / zero / raise
-  on NaN/Inf gradients, records what happened, works with GradScaler, clipping, gradient
-  accumulation (``guard.backward``), LR schedulers, torch.distributed (DDP, ZeRO) and
-  sharded gradients (FSDP2's DTensors, FSDP1's flat parameters).
+  / roll back on NaN/Inf gradients (rolling back, also on loss or gradient-norm spikes),
+  records what happened, works with GradScaler, clipping, gradient accumulation
+  (``guard.backward``), LR schedulers, torch.distributed (DDP, ZeRO) and sharded gradients
+  (FSDP2's DTensors, FSDP1's flat parameters).
 - :class:`GradNormMonitor` — early warning (:class:`GradientGrowthWarning`) when per-module
   gradient norms explode, naming the module where the growth started.
 
 Modules, one concept each: ``guard`` (the GradGuard class and its API), ``policy`` (skip,
-zero or raise: the arguments, the decision, the error message), ``verdict`` (one step's
+zero, raise or roll back: the arguments, the decision, the error message), ``verdict`` (one step's
 inspection and its single host read), ``check`` (the fused finiteness check), ``amp``
 (GradScaler protocol), ``distributed`` (agreement across ranks), ``clip`` (the guarded clip),
 ``monitor`` (norm history and early warning), ``nanguard.core.guard_records`` (events and the summary),
 ``params`` (names), ``plot`` (matplotlib, optional), ``window`` (gradient-accumulation windows),
 ``schedule`` (LR schedules held on a skip), ``checkpoint`` (safe_to_save, post-mortem dumps),
-``sharded`` (FSDP2/FSDP1: which rank counts which shard, norms and counts of full tensors).
+``rollback`` (policy "rollback": the snapshot and its restore; spikes in
+``nanguard.core.guard_spike``), ``sharded`` (FSDP2/FSDP1: which rank counts which shard, norms and counts of full tensors).
 """
 
 from nanguard.core.guard_records import GuardEvent, GuardRecords, ParamIssue

@@ -7,8 +7,9 @@ no second pass over the gradients, no second unscale (``unscale_`` twice raises)
 scaler's own bookkeeping stays intact: ``scaler.update()`` sees the same ``found_inf`` and
 backs the scale off exactly once per bad step.
 
-This relies on two GradScaler internals that have been stable since PyTorch 1.6:
-``_per_optimizer_states[id(optimizer)]["stage"]`` and ``["found_inf_per_device"]``.
+This relies on GradScaler internals that have been stable since PyTorch 1.6:
+``_per_optimizer_states[id(optimizer)]["stage"]`` and ``["found_inf_per_device"]``, and (for
+policy "rollback"'s snapshots) the ``_scale`` and ``_growth_tracker`` tensors.
 """
 
 from __future__ import annotations
@@ -101,3 +102,17 @@ def share_found_inf(scaler: Any, optimizer: torch.optim.Optimizer) -> None:
 
 def scale(scaler: Any) -> float:
     return float(scaler.get_scale())
+
+
+def save_state(scaler: Any) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The scale and growth tracker, copied on their device (``state_dict()`` would read them
+    on the host: a device sync at every snapshot)."""
+    return tuple(None if t is None else t.detach().clone()  # type: ignore[return-value]
+                 for t in (scaler._scale, scaler._growth_tracker))
+
+
+def load_state(scaler: Any, saved: tuple[torch.Tensor | None, torch.Tensor | None]) -> None:
+    """Put back what `save_state` copied, in place."""
+    for current, old in zip((scaler._scale, scaler._growth_tracker), saved):
+        if current is not None and old is not None:
+            current.copy_(old)

@@ -4,7 +4,9 @@ A rank that skips while its peers step holds different parameters and a differen
 step count from then on; a rank that raises while its peers continue leaves them blocked in
 their next collective. So the verdict is never local: each rank contributes a one-hot row
 (its own flag at its own rank index) and one ``all_reduce(SUM)`` gives every rank the same
-vector, which says both *whether* to skip and *which* ranks saw the non-finite values.
+vector, which says both *whether* to skip and *which* ranks saw the non-finite values. The
+same row carries the values a spike test needs (each rank's loss or gradient norm), so the
+ranks judge the same numbers and take the same decision.
 """
 
 from __future__ import annotations
@@ -68,12 +70,21 @@ class Agreement:
 
         Returns a 1-element tensor holding `local_flag` when agreement is off.
         """
-        flag = local_flag.reshape(1).to(torch.float32)
+        return self.rows(local_flag.reshape(1))[:, 0]
+
+    def rows(self, local: torch.Tensor) -> torch.Tensor:
+        """Every rank's `local` values (1-d, as long on every rank), one row per rank, in
+        float32 and not yet read on the host: each rank fills its own row of zeros and one
+        ``all_reduce(SUM)`` gives all of them to everyone (x + 0 is x, NaN and Inf included).
+
+        Returns `local` as the only row when agreement is off.
+        """
+        row = local.reshape(1, -1).to(torch.float32)
         if not self.active():
-            return flag
+            return row
         rank, size = self.rank_and_size()
-        device = self._device(flag.device)
-        row = torch.zeros(size, dtype=torch.float32, device=device)
-        row[rank] = flag.to(device)[0]
-        _dist().all_reduce(row, op=_dist().ReduceOp.SUM, group=self.group)
-        return row.to(local_flag.device)
+        device = self._device(row.device)
+        table = torch.zeros(size, row.shape[1], dtype=torch.float32, device=device)
+        table[rank] = row.to(device)[0]
+        _dist().all_reduce(table, op=_dist().ReduceOp.SUM, group=self.group)
+        return table.to(local.device)

@@ -10,8 +10,10 @@ One step of the guard:
 
 Around it: `window.py` (the micro-batches of an accumulation window, checked by
 ``guard.backward``), `schedule.py` (LR schedules held on a skip), `checkpoint.py`
-(``safe_to_save`` and the post-mortem dumps). The framework integrations
-(`nanguard.torch.integrations`) drive the same class through ``_micro_batch`` and ``_step``.
+(``safe_to_save`` and the post-mortem dumps), `rollback.py` (policy "rollback": the
+snapshot and the way back to it, with the spike test of `nanguard.core.guard_spike`). The
+framework integrations (`nanguard.torch.integrations`) drive the same class through
+``_micro_batch`` and ``_step``.
 
 This module is the class that ties them together, and its public API.
 """
@@ -24,15 +26,19 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from nanguard.core.guard_policy import check_accumulation
+from nanguard.core.guard_policy import ROLLBACK, check_accumulation, check_rollback
 from nanguard.core.guard_records import (
     DROPPED,
     LOSS,
+    LOSS_SPIKE,
+    NORM_SPIKE,
     RAISED,
+    ROLLED_BACK,
     ZEROED,
     GuardEvent,
     GuardRecords,
 )
+from nanguard.core.guard_spike import SpikeWatch
 from nanguard.errors import NonFiniteError
 from nanguard.torch.guard import amp, checkpoint, clip
 from nanguard.torch.guard.check import zero_nonfinite_
@@ -55,6 +61,7 @@ from nanguard.torch.guard.params import (
 )
 from nanguard.torch.guard.policy import (
     DEFAULT_MAX_CONSECUTIVE,
+    GUARD_POLICIES,
     check_max_consecutive,
     check_max_events,
     check_monitor,
@@ -63,17 +70,25 @@ from nanguard.torch.guard.policy import (
     gradient_event,
     raise_message,
 )
+from nanguard.torch.guard.rollback import Rollback, TrainingState, scaled_lr
 from nanguard.torch.guard.schedule import ScheduleHold, check_schedulers
 from nanguard.torch.guard.sharded import fsdp1_layout
 from nanguard.torch.guard.verdict import Verdict, inspect, stamp
-from nanguard.torch.guard.window import Window, check_loss_tensor, loss_flags, loss_value
+from nanguard.torch.guard.window import (
+    Window,
+    check_loss_tensor,
+    loss_flags,
+    loss_rows,
+    loss_value,
+)
 
 # Who marks the GradScaler "stepped" after the guard's decision (see GradGuard._step).
 GUARD, ON_APPLY, FRAMEWORK = "guard", "on_apply", "framework"
 
 
 class GradGuard:
-    """Guards ``optimizer.step()`` against NaN/Inf gradients: skip, zero or raise, and record.
+    """Guards ``optimizer.step()`` against NaN/Inf gradients: skip, zero, roll back or raise,
+    and record.
 
     ``guard.backward(loss); guard.step()`` replaces ``loss.backward(); optimizer.step()``
     (``loss.backward(); guard.step()`` works too; :meth:`backward` adds the loss check that
@@ -87,6 +102,11 @@ class GradGuard:
       their bits), then the optimizer steps. Like optax's ``zero_nans``. Note that a stateful
       optimizer still moves those elements by its momentum.
     - ``"raise"``: :class:`nanguard.NonFiniteError` naming the parameters, nothing updated.
+    - ``"rollback"``: the last snapshot of the training state (parameters, buffers, optimizer
+      state, the guard's schedulers, the scaler, the RNGs; kept on the CPU, taken every
+      ``snapshot_every`` applied steps) is restored bitwise, also on a finite loss or
+      gradient-norm spike (``spike=``); the bad step's batches are dumped (``dump_dir``) and
+      the learning rate can be backed off (``lr_backoff``). See `rollback.py`.
 
     The ``max_consecutive``-th bad step in a row raises ``NonFiniteError`` with the summary
     instead of skipping forever (``None`` disables this). Every bad step is recorded: the step
@@ -95,9 +115,11 @@ class GradGuard:
     Args:
         optimizer: any ``torch.optim.Optimizer`` (SGD, Adam, AdamW, ..., foreach or fused).
             LBFGS is refused: its closure re-evaluates the gradients inside ``step()``.
-        policy: ``"skip"`` (default), ``"zero"`` or ``"raise"``.
+        policy: ``"skip"`` (default), ``"zero"``, ``"raise"`` or ``"rollback"``.
         max_consecutive: bad steps in a row that make the guard raise (>= 1, or None).
-            Non-finite losses seen by :meth:`check_loss` count too. Default 25.
+            Non-finite losses seen by :meth:`check_loss` count too; under "rollback", so do
+            earlier rollbacks to the same snapshot (the good steps between them were
+            undone). Default 25.
         model: the model (or ``model.named_parameters()``) so reports say
             ``encoder.layers.3.linear1.weight`` instead of ``param_groups[0][12]``. It must own
             every parameter of the optimizer. DDP and ``torch.compile`` wrappers are unwrapped.
@@ -129,6 +151,16 @@ class GradGuard:
         dump_dir: a folder to write each bad step's micro-batches to (those passed as
             ``guard.backward(loss, batch=...)``), with the step, rank and event, for a
             post-mortem; at most ``max_dumps`` files (default 10). Default: no dumps.
+        snapshot_every: policy "rollback": applied steps between two snapshots (>= 1;
+            default `DEFAULT_SNAPSHOT_EVERY`, 20: see the README for the choice). A rollback
+            undoes at most this many steps.
+        spike: policy "rollback": also roll back on a finite spike, e.g.
+            ``dict(loss=5.0, grad_norm=10.0, window=50)``: a loss (seen by :meth:`backward`
+            or :meth:`check_loss`) or a total gradient norm above that many times the median
+            of its last `window` values (`nanguard.core.guard_spike`). Default: off.
+        lr_backoff: policy "rollback": each rollback multiplies the learning rate of every
+            param group by this factor in (0, 1] from then on (:attr:`lr_scale`). Default:
+            off.
 
     Example:
         >>> model = torch.nn.Linear(3, 1)
@@ -149,15 +181,24 @@ class GradGuard:
                  distributed: bool | None = None, process_group: Any | None = None,
                  max_events: int = 1000, scheduler: Any | None = None,
                  accumulation: str = "skip_window", dump_dir: str | os.PathLike | None = None,
-                 max_dumps: int = 10) -> None:
+                 max_dumps: int = 10, snapshot_every: int | None = None,
+                 spike: dict[str, Any] | None = None,
+                 lr_backoff: float | None = None) -> None:
         self.optimizer = check_optimizer(optimizer, "GradGuard")
-        self.policy = check_policy(policy)
+        self.policy = check_policy(policy, choices=GUARD_POLICIES)
         self.max_consecutive = check_max_consecutive(max_consecutive)
         max_events = check_max_events(max_events)
         self.scaler = amp.check_scaler(scaler)
         self.monitor: GradNormMonitor | None = check_monitor(monitor)
         self._agreement = Agreement(distributed, process_group)
         self.accumulation = check_accumulation(accumulation)
+        self.snapshot_every, rule, backoff = check_rollback(self.policy, snapshot_every, spike,
+                                                            lr_backoff, self.accumulation)
+        self._rollback = Rollback(self.snapshot_every, backoff) if self.policy == ROLLBACK else None
+        self._loss_spikes = (SpikeWatch(rule.loss, rule.window)
+                             if rule is not None and rule.loss is not None else None)
+        self._norm_spikes = (SpikeWatch(rule.grad_norm, rule.window)
+                             if rule is not None and rule.grad_norm is not None else None)
         self._schedule = ScheduleHold(check_schedulers(scheduler, self.optimizer))
         self._dump_dir, self._dumps_left = checkpoint.check_dump_dir(dump_dir, max_dumps)
         self._names = names_from(model, "GradGuard")
@@ -219,12 +260,13 @@ class GradGuard:
         if amp.active(self.scaler):
             # a window skipped before any loss was scaled still needs the scaler's scale
             amp.ensure_scale(self.scaler, loss)
-        flags = loss_flags(loss, self._agreement)
-        self.records.world = len(flags)
-        if not any(flags):
+        flags, spikes, limit = self._judge_loss(loss)
+        if not any(flags) and not any(spikes):
             run()
             return True
         window.bad.append(position)
+        if any(spikes):
+            flags, window.kind, window.threshold = spikes, LOSS_SPIKE, limit
         window.ranks.update(i for i, f in enumerate(flags) if f)
         if flags[self._agreement.rank()] and window.loss is None:
             window.loss = loss_value(loss)
@@ -284,17 +326,22 @@ class GradGuard:
         n = self.records.steps
         if window.bad:  # accumulation "drop": the others go on to the check below
             self.records.add(self._window_event(n, DROPPED, window))
-        if not verdict.bad:
+        spikes, spike_limit = self._judge_norm(verdict)
+        if not verdict.bad and not any(spikes):
             self._apply(update, scaler_step)
             self.records.applied += 1
             self.records.consecutive = 0
             self._observe(n, verdict)
             return True
+        if not verdict.bad:
+            return self._norm_spike(n, verdict, spikes, spike_limit, window, scaler_step)
 
-        action, limit = decide(self.policy, self.records.bad(), self.max_consecutive)
+        # under an active GradScaler an overflow is the scaler's to handle (the step is
+        # skipped and the scale backs off), also under policy "rollback"
+        action, limit = self._decide(roll_back=not amp.active(self.scaler))
         if action == ZEROED and not verdict.zeroed and verdict.diagnosis is not None:
             zero_nonfinite_(verdict.grads, verdict.diagnosis)
-        event = gradient_event(n, action, verdict, self._table)
+        event = gradient_event(n, action, verdict, self._table, **self._rollback_fields(action))
         self.records.add(event)
         self._observe(n, verdict)
         if checkpoint.worth_dumping(event, amp.active(self.scaler)):
@@ -308,6 +355,26 @@ class GradGuard:
             amp.mark_stepped(self.scaler, self.optimizer)  # the scaler backs off in update()
         if action == RAISED:
             raise self._error(event, limit)
+        if action == ROLLED_BACK:
+            self._roll_back()
+        return False
+
+    def _norm_spike(self, step: int, verdict: Verdict, spikes: list[bool], threshold: float | None,
+                    window: Window, scaler_step: str) -> bool:
+        """A finite step whose total gradient norm spiked (policy "rollback"): roll back."""
+        action, limit = self._decide(can_zero=False)
+        event = GuardEvent(step=step, kind=NORM_SPIKE, action=action,
+                           ranks=tuple(i for i, f in enumerate(spikes) if f),
+                           total_norm=verdict.total_value, threshold=threshold,
+                           scale=verdict.scale, **self._rollback_fields(action))
+        self.records.add(event)
+        self._observe(step, verdict)
+        self._dump(event, window.batches)
+        if amp.active(self.scaler) and scaler_step != FRAMEWORK:
+            amp.mark_stepped(self.scaler, self.optimizer)
+        if action == RAISED:
+            raise self._error(event, limit)
+        self._roll_back()
         return False
 
     def check_loss(self, loss: torch.Tensor, *, batch: Any | None = None) -> bool:
@@ -319,7 +386,8 @@ class GradGuard:
         skip the batch together (a rank that skips ``backward()`` alone would stall DDP).
         With gradient accumulation use :meth:`backward` instead: ``continue`` after a bad
         last micro-batch would merge its window into the next one. `batch` is written to
-        ``dump_dir`` (when set) if the loss is bad.
+        ``dump_dir`` (when set) if the loss is bad. Under policy "rollback" a bad (or, with
+        ``spike=``, spiking) loss restores the last snapshot before False is returned.
 
         Example:
             >>> loss = criterion(model(x), y)
@@ -328,19 +396,25 @@ class GradGuard:
             >>> loss.backward(); guard.step()
         """
         loss = check_loss_tensor(loss, "check_loss")
-        flags = loss_flags(loss, self._agreement)
-        self.records.world = len(flags)
-        if not any(flags):
+        flags, spikes, threshold = self._judge_loss(loss)
+        if not any(flags) and not any(spikes):
             return True
+        kind = LOSS
+        if any(spikes):
+            flags, kind = spikes, LOSS_SPIKE
         value = loss_value(loss) if flags[self._agreement.rank()] else None
-        action, limit = decide(self.policy, self.records.bad(), self.max_consecutive, can_zero=False)
-        event = GuardEvent(step=self.records.steps + 1, kind=LOSS, action=action,
-                           ranks=tuple(i for i, f in enumerate(flags) if f), loss=value)
+        action, limit = self._decide(can_zero=False)
+        event = GuardEvent(step=self.records.steps + 1, kind=kind, action=action,
+                           ranks=tuple(i for i, f in enumerate(flags) if f), loss=value,
+                           threshold=threshold if kind == LOSS_SPIKE else None,
+                           **self._rollback_fields(action))
         self.records.add(event)
         if batch is not None and self._dump_dir is not None:
             self._dump(event, [(1, batch)])
         if action == RAISED:
             raise self._error(event, limit)
+        if action == ROLLED_BACK:
+            self._roll_back()
         return False
 
     def safe_to_save(self) -> bool:
@@ -451,15 +525,39 @@ class GradGuard:
 
     def state_dict(self) -> dict[str, Any]:
         """What the guard counted, for a checkpoint: the counters (so a resumed run keeps its
-        bad-step streak), the kept events (which steps were bad, and why) and the
-        per-parameter totals. Plain data: ``torch.save`` and JSON both hold it."""
-        return self.records.state_dict()
+        bad-step streak), the kept events (which steps were bad, and why), the
+        per-parameter totals, the learning-rate scale of rollbacks and the recent values of
+        the spike test. Plain data: ``torch.save`` and JSON both hold it. Not the rollback
+        snapshot: a resumed run takes its first one at its first step."""
+        state = self.records.state_dict()
+        history = {name: watch.state_dict() for name, watch in self._spike_watches().items()}
+        if history:
+            state["spike_history"] = history
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` wrote; the schedulers' positions are read again at
-        the next step, as after building the guard (a resume loads them too)."""
-        self.records.load_state_dict(state, "nanguard.GradGuard.load_state_dict")
+        the next step, as after building the guard (a resume loads them too). A rollback
+        snapshot taken before is dropped: the model and optimizer were most likely loaded
+        too, and the next step takes a new one."""
+        owner = "nanguard.GradGuard.load_state_dict"
+        state = dict(state)
+        history = state.pop("spike_history", {})
+        self.records.load_state_dict(state, owner)
+        watches = self._spike_watches()
+        for name, values in history.items():
+            if name in watches:  # a quantity this guard does not watch has nothing to resume
+                watches[name].load_state_dict(values, owner)
+        if self._rollback is not None:
+            self._rollback.forget()
         self._schedule.reread()
+
+    @property
+    def lr_scale(self) -> float:
+        """What the rollbacks' ``lr_backoff`` multiplies each param group's learning rate by
+        at every update (1.0 before any backoff). ``param_groups`` keep the schedule's own
+        values: the scale is applied at the update (see `rollback.scaled_lr`)."""
+        return self.records.lr_scale
 
     def __repr__(self) -> str:
         r = self.records
@@ -485,20 +583,88 @@ class GradGuard:
 
     def _inspect(self, ord: float = 2.0, need_norms: bool = False) -> Verdict:
         return inspect(self._current_table(), self.optimizer, self.scaler, self.monitor,
-                       self._agreement, ord=ord, need_norms=need_norms)
+                       self._agreement, ord=ord, need_norms=need_norms,
+                       all_totals=self._norm_spikes is not None)
 
     def _apply(self, update: Callable[[], Any], scaler_step: str) -> None:
-        update()
+        if self._rollback is None:
+            update()
+        else:
+            key = self._table.key
+            if self._rollback.due(key):  # before the update: see rollback.py
+                self._rollback.take(key, self._training())
+            with scaled_lr(self.optimizer, self.records.lr_scale):
+                update()
+            self._rollback.applied()
         if amp.active(self.scaler) and scaler_step == GUARD:
             amp.mark_stepped(self.scaler, self.optimizer)
         self._schedule.advance()
 
     def _window_event(self, step: int, action: str, window: Window) -> GuardEvent:
-        return GuardEvent(step=step, kind=LOSS, action=action, ranks=tuple(sorted(window.ranks)),
-                          loss=window.loss, micro_batches=tuple(window.bad), window=window.size)
+        return GuardEvent(step=step, kind=window.kind, action=action,
+                          ranks=tuple(sorted(window.ranks)), loss=window.loss,
+                          micro_batches=tuple(window.bad), window=window.size,
+                          threshold=window.threshold, **self._rollback_fields(action))
+
+    def _training(self) -> TrainingState:
+        return TrainingState(self._table.params, self.optimizer, self._model,
+                             self._schedule.schedulers, self.scaler)
+
+    def _spike_watches(self) -> dict[str, SpikeWatch]:
+        return {name: watch for name, watch in (("loss", self._loss_spikes),
+                                                ("grad_norm", self._norm_spikes))
+                if watch is not None}
+
+    def _judge_loss(self, loss: torch.Tensor) -> tuple[list[float], list[bool], float | None]:
+        """(every rank's non-finite flag, every rank's spike flag, the spike limit) for a
+        loss; one host sync, agreed across ranks. Spikes are judged when every loss is finite."""
+        if self._loss_spikes is None:
+            flags = loss_flags(loss, self._agreement)
+            spikes: list[bool] = [False] * len(flags)
+            limit = None
+        else:
+            flags, values = loss_rows(loss, self._agreement)
+            spikes, limit = ([False] * len(flags), None) if any(flags) else \
+                self._loss_spikes.judge(values)
+        self.records.world = len(flags)
+        return flags, spikes, limit
+
+    def _judge_norm(self, verdict: Verdict) -> tuple[list[bool], float | None]:
+        """Which ranks' total gradient norm spiked, and the limit (a finite step only)."""
+        if self._norm_spikes is None or verdict.bad:
+            return [], None
+        return self._norm_spikes.judge(verdict.totals)
+
+    def _decide(self, can_zero: bool = True, roll_back: bool = True) -> tuple[str, bool]:
+        """`decide` for the next bad event. Under policy "rollback" the streak also counts the
+        rollbacks to the current snapshot (the good steps between them were undone, so a run
+        that keeps falling back to one snapshot reaches max_consecutive); where `roll_back`
+        is False the event is skipped instead."""
+        policy, floor = self.policy, 0
+        if self._rollback is not None:
+            if roll_back:
+                floor = self._rollback.returns + 1
+            else:
+                policy = "skip"
+        return decide(policy, self.records.bad(floor), self.max_consecutive, can_zero=can_zero)
+
+    def _rollback_fields(self, action: str) -> dict[str, Any]:
+        """The rollback's part of an event: the applied steps it undoes, the new LR scale."""
+        if action != ROLLED_BACK or self._rollback is None:
+            return {}
+        return {"steps_undone": self._rollback.undoes(self._current_table().key),
+                "lr_scale": self._rollback.backed_off(self.records.lr_scale)}
+
+    def _roll_back(self) -> None:
+        """Restore the snapshot (the event, with its new LR scale, is already recorded)."""
+        assert self._rollback is not None
+        self._rollback.restore(self._current_table().key, self._training())
+        self._schedule.settle()
+        self._pending = None
 
     def _skip_window(self, window: Window, scaler_step: str) -> bool:
-        """Close a window that fed a non-finite loss: the step is skipped (or raises)."""
+        """Close a window that fed a non-finite (or, policy "rollback", spiking) loss: the step
+        is skipped, rolled back or raises."""
         if amp.active(self.scaler):
             # unscale what the good micro-batches left, so scaler.update() works as after any
             # step; the loss was checked before scaling, so the scale does not back off
@@ -507,13 +673,14 @@ class GradGuard:
             if scaler_step != FRAMEWORK:
                 amp.mark_stepped(self.scaler, self.optimizer)
         self.records.steps += 1
-        action, limit = decide(self.policy, self.records.bad(), self.max_consecutive,
-                               can_zero=False)
+        action, limit = self._decide(can_zero=False)
         event = self._window_event(self.records.steps, action, window)
         self.records.add(event)
         self._dump(event, [(i, b) for i, b in window.batches if i in window.bad])
         if action == RAISED:
             raise self._error(event, limit)
+        if action == ROLLED_BACK:
+            self._roll_back()
         return False
 
     def _state_check(self) -> tuple[list[str], bool]:
@@ -525,8 +692,10 @@ class GradGuard:
     def _dump(self, event: GuardEvent, batches: list[tuple[int, Any]]) -> None:
         if self._dump_dir is None or not batches or self._dumps_left <= 0:
             return
-        if checkpoint.dump(self._dump_dir, event, batches, self._agreement.rank()) is not None:
+        path = checkpoint.dump(self._dump_dir, event, batches, self._agreement.rank())
+        if path is not None:
             self._dumps_left -= 1
+            self.records.dumps.append(path)
 
     def _error(self, event: GuardEvent, limit: bool) -> NonFiniteError:
         message = raise_message(event, limit, self.policy, self.max_consecutive, self.records)

@@ -81,4 +81,9 @@ class ScheduleHold:
     def advance(self) -> None:
         for s in self.schedulers:
             s.step()
+        self.settle()
+
+    def settle(self) -> None:
+        """Take the schedulers' positions as they are now: the guard moved them itself (a
+        step, or a rollback that restored their state)."""
         self._positions = [_position(s) for s in self.schedulers]

@@ -49,6 +49,8 @@ class Verdict:
     scale: float | None
     zeroed: bool = False
     stamp: tuple[tuple[int, int], ...] | None = None  # gradients it was computed on
+    # every rank's total norm (inspect's `all_totals`), else this rank's alone
+    totals: tuple[float, ...] = ()
 
 
 def stamp(table: ParamTable) -> tuple[tuple[int, int], ...] | None:
@@ -64,8 +66,12 @@ def stamp(table: ParamTable) -> tuple[tuple[int, int], ...] | None:
 @torch.no_grad()
 def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | None,
             monitor: GradNormMonitor | None, agreement: Agreement,
-            ord: float = 2.0, need_norms: bool = False) -> Verdict:
-    """Check the gradients of `table` once (``ord``: the norm returned as the total)."""
+            ord: float = 2.0, need_norms: bool = False, all_totals: bool = False) -> Verdict:
+    """Check the gradients of `table` once (``ord``: the norm returned as the total).
+
+    `all_totals`: every rank's total norm travels with the flags (for the gradient-norm
+    spike test, which must judge the same numbers on every rank); it needs the norms."""
+    need_norms = need_norms or all_totals
     grads = gather(table, agreement)
     scaled = amp.active(scaler)
     norms: torch.Tensor | None = None
@@ -86,13 +92,21 @@ def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | N
         # the flags travel with the norms: one read for everything
         if not scaled:
             flag = ~torch.isfinite(total)  # any NaN/Inf element makes the norm non-finite
-        flags = agreement.flags(flag)
+        local_row = [flag.reshape(1).to(torch.float32)]
+        if all_totals:
+            local_row.append(total.reshape(1).to(flag.device, torch.float32))
+        rows = agreement.rows(torch.cat(local_row))
+        flags = rows[:, 0]
         parts = [flags.to(torch.float64), total.reshape(1).to(flags.device, torch.float64)]
+        if all_totals:
+            parts.append(rows[:, 1].to(torch.float64))
         if modules is not None:
             parts.append(modules.to(flags.device, torch.float64))
         values = torch.cat(parts).tolist()  # the one host sync of a finite step
         nflags = flags.numel()
         flag_values = values[:nflags]
+        totals = tuple(values[nflags + 1:2 * nflags + 1]) if all_totals else (values[nflags],)
+        first_module = nflags + 1 + (nflags if all_totals else 0)
     else:
         # local and unscaled: the total norm is the verdict, read it and nothing else
         if modules is not None:
@@ -102,7 +116,9 @@ def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | N
         values.insert(0, 0.0 if math.isfinite(values[0]) else 1.0)
         nflags = 1
         flag_values = values[:1]
-    module_norms = values[nflags + 1:] if modules is not None else None
+        totals = (values[1],)
+        first_module = 2
+    module_norms = values[first_module:] if modules is not None else None
     rank = agreement.rank() if nflags > 1 else 0
     diagnosis = None
     scale = None
@@ -132,4 +148,4 @@ def inspect(table: ParamTable, optimizer: torch.optim.Optimizer, scaler: Any | N
     ranks = tuple(i for i, f in enumerate(flag_values) if f)
     return Verdict(grads=grads, bad=bool(ranks), ranks=ranks, total=total, norms=norms,
                    total_value=values[nflags], module_norms=module_norms,
-                   diagnosis=diagnosis, scale=scale)
+                   diagnosis=diagnosis, scale=scale, totals=totals)

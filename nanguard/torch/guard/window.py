@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from nanguard.core.guard_records import LOSS
 from nanguard.torch.guard.distributed import Agreement
 
 
@@ -31,8 +32,10 @@ class Window:
     size: int = 0  # guard.backward calls
     bad: list[int] = field(default_factory=list)  # 1-based positions of non-finite losses
     ranks: set[int] = field(default_factory=set)  # ranks whose loss was non-finite
-    loss: float | None = None  # the first non-finite loss value seen on this rank
+    loss: float | None = None  # the first non-finite (or spiking) loss value seen on this rank
     batches: list[Any] = field(default_factory=list)  # (position, batch) kept for a dump
+    kind: str = LOSS  # what the bad micro-batches were: non-finite, or a spike (policy rollback)
+    threshold: float | None = None  # the limit a spiking loss crossed
 
     @property
     def all_bad(self) -> bool:
@@ -51,6 +54,18 @@ def loss_flags(loss: torch.Tensor, agreement: Agreement) -> list[float]:
     """One flag per rank (1.0: that rank's loss holds a NaN/Inf); one host sync."""
     local = ~torch.isfinite(loss.detach()).all()
     return agreement.flags(local).tolist()
+
+
+@torch.no_grad()
+def loss_rows(loss: torch.Tensor, agreement: Agreement) -> tuple[list[float], list[float]]:
+    """(flags, values), one of each per rank: whether its loss holds a NaN/Inf, and its value
+    (NaN unless the loss is a single number), for a spike test; one host sync."""
+    detached = loss.detach()
+    flag = (~torch.isfinite(detached).all()).to(torch.float32).reshape(1)
+    value = (detached.to(torch.float32).reshape(1) if detached.numel() == 1
+             else torch.full((1,), float("nan"), device=detached.device))
+    rows = agreement.rows(torch.cat([flag, value])).tolist()
+    return [r[0] for r in rows], [r[1] for r in rows]
 
 
 def loss_value(loss: torch.Tensor) -> float | None:

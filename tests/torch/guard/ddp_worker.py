@@ -180,13 +180,19 @@ def scenario_window(rank: int) -> dict:
 
 
 def state_fingerprint(model: torch.nn.Module, opt: torch.optim.Optimizer, full: bool) -> str:
-    """Parameters and Adam moments: all-gathered from an FSDP2 model's DTensors (`full`; every
-    rank calls it) or this rank's own tensors (FSDP1's flat shards)."""
+    """Parameters, Adam moments and step counts: all-gathered from an FSDP2 model's DTensors
+    (`full`; every rank calls it) or this rank's own tensors (FSDP1's flat shards, FSDP2's
+    local shards)."""
     h = hashlib.sha256()
     tensors = [p.detach() for p in model.parameters()]
     tensors += [v for s in opt.state.values() for k, v in sorted(s.items()) if k != "step"]
+    h.update(repr([float(s["step"]) for s in opt.state.values() if "step" in s]).encode())
     for t in tensors:
-        h.update((t.full_tensor() if full else t).contiguous().numpy().tobytes())
+        if full:
+            t = t.full_tensor()
+        elif hasattr(t, "to_local"):
+            t = t.to_local()  # this rank's FSDP2 shard
+        h.update(t.contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -294,10 +300,75 @@ def scenario_fsdp1(rank: int, use_orig_params: bool) -> dict:
     return out
 
 
+ROLLBACK = dict(policy="rollback", snapshot_every=2, spike=dict(loss=5.0, window=3),
+                lr_backoff=0.5)
+
+
+def rollback_batch(step: int, rank: int):
+    """Rank `rank`'s batch of `step`: rank 1's has a zero row at step 3 (a NaN gradient, a
+    finite loss) and targets 1000x too large at step 7 (a finite loss spike)."""
+    x, y = data(100 * step + rank, zero_row=(rank == 1 and step == 3))
+    return x, (y * 1e3 if rank == 1 and step == 7 else y)
+
+
+def scenario_rollback(rank: int) -> dict:
+    """DDP, policy "rollback" (snapshots before the updates of steps 0, 2, 4, ...): rank 1's
+    NaN gradient at step 3 and its loss spike at step 7 roll both ranks back. Then, on each
+    rank, the single-process run on both ranks' batches (the gradient DDP averages, from the
+    mean of the two losses): the same decisions and the same bits."""
+    model = torch.nn.parallel.DistributedDataParallel(make_net())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    guard = nanguard.GradGuard(opt, model=model, **ROLLBACK)
+    out = {"decisions": [], "fingerprints": [state_fingerprint(model, opt, full=False)]}
+    for step in range(9):
+        opt.zero_grad()
+        guard.backward(loss_fn(model, *rollback_batch(step, rank)))
+        out["decisions"].append(guard.step())
+        out["fingerprints"].append(state_fingerprint(model, opt, full=False))
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    out["lr_scale"] = guard.lr_scale
+    net = make_net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    single = nanguard.GradGuard(opt, model=net, distributed=False, **ROLLBACK)
+    out["single_decisions"] = []
+    out["single_fingerprints"] = [state_fingerprint(net, opt, full=False)]
+    for step in range(9):
+        opt.zero_grad()
+        losses = [loss_fn(net, *rollback_batch(step, r)) for r in range(2)]
+        single.backward((losses[0] + losses[1]) / 2)
+        out["single_decisions"].append(single.step())
+        out["single_fingerprints"].append(state_fingerprint(net, opt, full=False))
+    return out
+
+
+def scenario_fsdp2_rollback(rank: int) -> dict:
+    """FSDP2 under policy "rollback": every rank snapshots and restores its own shards (head's
+    are all on rank 0); the same NaN gradient and loss spike of rank 1 as scenario_rollback."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = make_net()
+    fully_shard(model.embed)
+    fully_shard(model.head)
+    fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    guard = nanguard.GradGuard(opt, model=model, **ROLLBACK)
+    out = {"decisions": [], "fingerprints": [state_fingerprint(model, opt, full=True)],
+           "local": []}
+    for step in range(9):
+        opt.zero_grad()
+        guard.backward(loss_fn(model, *rollback_batch(step, rank)))
+        out["decisions"].append(guard.step())
+        out["fingerprints"].append(state_fingerprint(model, opt, full=True))
+        out["local"].append(state_fingerprint(model, opt, full=False))
+    out["events"] = [e.to_dict() for e in guard.records.events]
+    return out
+
+
 SCENARIOS = {"ddp": scenario_ddp, "no_sync": scenario_no_sync, "local": scenario_local,
              "window": scenario_window, "fsdp2": scenario_fsdp2,
              "fsdp1": lambda rank: scenario_fsdp1(rank, False),
-             "fsdp1_orig": lambda rank: scenario_fsdp1(rank, True)}
+             "fsdp1_orig": lambda rank: scenario_fsdp1(rank, True),
+             "rollback": scenario_rollback, "fsdp2_rollback": scenario_fsdp2_rollback}
 
 
 def main() -> int:

@@ -68,3 +68,22 @@ def test_amp_with_fused_adamw_matches_the_scaler_loop_and_syncs_once():
     assert scale == ref_scale
     assert_bitwise(snapshot(model, opt), snapshot(ref_model, ref_opt))
     assert syncs[1] == syncs[3] == 1  # finite steps after the first (state creation)
+
+
+def test_rollback_keeps_its_snapshot_in_pinned_memory_and_restores_the_bits():
+    model = make_model(device="cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)  # its step is on the GPU
+    guard = nanguard.GradGuard(opt, model=model, policy="rollback", snapshot_every=2)
+    expected = None
+    for step in range(5):  # snapshots before the updates of steps 0 and 2
+        opt.zero_grad()
+        guard.backward(loss_of(model, step))
+        torch.rand(2, device="cuda")
+        if step == 2:
+            expected = dict(snapshot(model, opt), cuda_rng=torch.cuda.get_rng_state())
+        if step == 4:
+            model.head.bias.grad[0] = float("nan")
+        assert guard.step() is (step < 4)
+    assert_bitwise(dict(snapshot(model, opt), cuda_rng=torch.cuda.get_rng_state()), expected)
+    buffers = guard._rollback.snapshot._store._buffers
+    assert buffers and all(b.device.type == "cpu" and b.is_pinned() for b in buffers.values())

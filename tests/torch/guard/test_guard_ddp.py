@@ -148,3 +148,38 @@ def test_fsdp1_slices_skip_together_and_clip_with_the_global_norm(scenario, tmp_
     else:  # one FlatParameter: named by what it flattens, its full (unpadded) length
         assert r0["names"] == ["flat[embed.weight, head.weight, head.bias]"]
         assert [(p["shape"], p["nan"]) for p in event["params"]] == [([41], 32)]
+
+
+def test_rollback_restores_every_rank_to_the_same_bits_as_a_single_process(tmp_path):
+    r0, r1 = spawn("rollback", tmp_path)
+    # step 3: rank 1's NaN gradient; step 7: rank 1's loss spike. Snapshots are taken before
+    # the updates of steps 0, 2, 4 and 6 (every 2nd applied step)
+    expected = [True, True, True, False, True, True, True, False, True]
+    assert r0["decisions"] == r1["decisions"] == r0["single_decisions"] == expected
+    fp = r0["fingerprints"]  # fp[k]: after step k - 1
+    assert fp == r1["fingerprints"] == r0["single_fingerprints"] == r1["single_fingerprints"]
+    assert fp[4] == fp[2]  # back to the snapshot before step 2's update
+    assert fp[8] == fp[6]  # back to the snapshot before step 6's update
+    assert len(set(fp)) == 8  # 10 fingerprints, two of them repeats
+    nan_event, spike_event = r0["events"]
+    assert nan_event == r1["events"][0] and spike_event["kind"] == r1["events"][1]["kind"]
+    assert (nan_event["kind"], nan_event["action"], nan_event["steps_undone"]) == (
+        "gradients", "rolled back", 1)
+    assert nan_event["ranks"] == [0, 1]  # DDP averaged rank 1's NaN into rank 0's gradient
+    assert (spike_event["kind"], spike_event["ranks"], spike_event["steps_undone"]) == (
+        "loss spike", [1], 1)
+    assert spike_event["loss"] is None and r1["events"][1]["loss"] > 1e5  # rank 1's own value
+    assert r0["lr_scale"] == r1["lr_scale"] == 0.25
+
+
+def test_fsdp2_rollback_restores_each_ranks_own_shards(tmp_path):
+    pytest.importorskip("torch.distributed.fsdp")
+    r0, r1 = spawn("fsdp2_rollback", tmp_path)
+    expected = [True, True, True, False, True, True, True, False, True]
+    assert r0["decisions"] == r1["decisions"] == expected
+    fp = r0["fingerprints"]
+    assert fp == r1["fingerprints"]  # the full parameters and Adam moments agree
+    assert fp[4] == fp[2] and fp[8] == fp[6] and len(set(fp)) == 8
+    assert r0["local"] != r1["local"]  # each rank restored different shards
+    assert r0["local"][3] == r0["local"][1] and r1["local"][3] == r1["local"][1]
+    assert [e["kind"] for e in r0["events"]] == ["gradients", "loss spike"]
