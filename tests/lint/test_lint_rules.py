@@ -201,6 +201,9 @@ NEGATIVE = [
     ("NG104", "pos = x >= 0\na = torch.where(pos, x, -x)\ny = torch.log(1 + torch.exp(-a))"),
     ("NG106", "logvar = torch.clamp(logvar, max=10)\nstd = torch.exp(0.5 * logvar)"),
     ("NG106", "std = torch.exp(-torch.nn.functional.softplus(raw))"),
+    ("NG106", "log_sigmas = p_mean + p_std * torch.randn(n)\nsigmas = torch.exp(log_sigmas)"),
+    ("NG106", "def kl(self, logstd=None):\n    logstd = self.logstd if logstd is None else logstd.clamp(max=10)\n"
+              "    return logstd.exp()"),
     ("NG601", "tiny = torch.finfo(p.dtype).tiny\ny = torch.log(p.clamp_min(tiny))"),
     ("NG201", "lp = F.log_softmax(z, -1)\nh = -(lp.exp() * lp).sum(-1)"),
     ("NG105", "y = torch.log(torch.exp(x - x.max(-1, keepdim=True).values).sum(-1))"),

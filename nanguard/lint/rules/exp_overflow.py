@@ -61,9 +61,24 @@ def _log_scale_name(expr: ast.expr) -> str | None:
     return ident if ident is not None and _LOG_SCALE.match(ident) else None
 
 
+_SAMPLERS = frozenset({"randn", "rand", "normal", "uniform", "randn_like", "rand_like", "truncated_normal"})
+
+
 def _bounded(ctx: Analysis, value: ast.expr | None) -> bool:
+    """Bounded above where it is assigned: a clamp/min/tanh/sigmoid, a conditional expression
+    that clamps one arm and takes the other from an attribute (the clamped value cached by the
+    object: PyG's `self.__logstd__ if logstd is None else logstd.clamp(max=...)`), or a value drawn from a sampler (`p_mean + p_std * randn(...)`: a log-normal
+    schedule, not a prediction)."""
     if value is None:
         return False
+    if isinstance(value, ast.IfExp):
+        return all(_bounded(ctx, arm) or isinstance(arm, ast.Attribute) for arm in (value.body, value.orelse)) \
+            and (_bounded(ctx, value.body) or _bounded(ctx, value.orelse))
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _SAMPLERS:
+                return True
     oc = ctx.op(strip_wrappers(ctx, value))
     if oc is not None and oc.op in _BOUNDING:
         return True
