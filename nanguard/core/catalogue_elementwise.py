@@ -223,6 +223,7 @@ ENTRIES: list[Hazard] = [
                     "jax.nn.logsumexp or nanguard.jax.logaddexp for sums of exponentials, or subtract the maximum "
                     "first; behind a where(), nanguard.jax.safe_where keeps the discarded branch out of the gradient",
          },
+         lint=("NG106",),
          evidence={"forward": "{over} of {numel} inputs exceed {limit}, above which exp overflows {dtype} "
                               "(max {max})",
                    "backward": "the forward overflowed to inf (inputs up to {max} > {limit})"}),

@@ -207,7 +207,8 @@ class ImportMap:
         return found[0] if found else None
 
 
-_MODULE_CALLS = {"torch.nn.NLLLoss": "nll_loss", "torch.nn.modules.loss.NLLLoss": "nll_loss"}
+_MODULE_CALLS = {"torch.nn.NLLLoss": "nll_loss", "torch.nn.modules.loss.NLLLoss": "nll_loss",
+                 "torch.nn.KLDivLoss": "kl_div", "torch.nn.modules.loss.KLDivLoss": "kl_div"}
 
 
 def function_op(imports: ImportMap, call: ast.Call) -> OpCall | None:

@@ -101,6 +101,7 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
     "reshape": ("torch.unsqueeze", "torch.reshape", "tensorflow.expand_dims", "tensorflow.reshape",
                 "keras.backend.expand_dims", "keras.ops.expand_dims"),
     "nll_loss": ("torch.nn.functional.nll_loss",),
+    "kl_div": ("torch.nn.functional.kl_div",),
     "softplus": ("torch.nn.functional.softplus", "tensorflow.math.softplus", "tensorflow.nn.softplus",
                  "keras.backend.softplus", "keras.ops.softplus"),
     "no_grad": ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",

@@ -44,6 +44,35 @@ def strip_wrappers(ctx: Analysis, expr: ast.expr) -> ast.expr:
     return expr
 
 
+# Methods that pick entries of a tensor without changing their values.
+_SELECTING_METHODS = frozenset({"gather", "index_select", "take_along_dim", "take_along_axis", "select",
+                                "masked_select", "diagonal", "diag", "narrow", "take"})
+
+
+def selected_from(ctx: Analysis, expr: ast.expr) -> ast.expr:
+    """The tensor whose entries `expr` picks (`p.gather(1, y)`, `torch.gather(p, 1, y)`,
+    `p[range(n), y]`, `tf.gather(p, y)`), through dtype/shape changes, else `expr`: a log of
+    the entries of a softmax is a log of a softmax."""
+    for _ in range(_MAX_DEPTH):
+        expr = strip_wrappers(ctx, expr)
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+            continue
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _SELECTING_METHODS:
+                module = isinstance(func, ast.Attribute) and ctx.imports.qualname(func) is not None
+                if module and expr.args:
+                    expr = expr.args[0]  # `torch.gather(p, 1, y)`
+                    continue
+                if isinstance(func, ast.Attribute) and not module:
+                    expr = func.value  # `p.gather(1, y)`
+                    continue
+        break
+    return expr
+
+
 def _broadcast_index(index: ast.AST) -> bool:
     elts = index.elts if isinstance(index, ast.Tuple) else [index]
     for e in elts:
@@ -187,6 +216,8 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
     if oc is not None:
         if oc.op in _NONNEGATIVE_OPS:
             return 1
+        if oc.op == "where":
+            return _where_sign(ctx, oc, depth)
         if oc.op == "pow":
             p = const_value(oc.operand(1, "exponent", "y"))
             return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
@@ -196,6 +227,50 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
     # A name reassigned before this use (`x = tf.math.abs(x)` then `exp(-x)`): its last value.
     value = ctx.value_of(expr) or ctx.last_value(expr)
     return sign_of(ctx, value, depth - 1) if value is not None and value is not expr else 0
+
+
+def _where_sign(ctx: Analysis, oc: OpCall, depth: int) -> int:
+    """`where(c, a, b)`: the common sign of its branches, each read under its side of the
+    condition; `where(x >= 0, x, -x)` (an abs by hand) is +1, `where(x < 0, x, -x)` is -1."""
+    cond, a, b = oc.operand(0, "condition"), oc.operand(1, "x", "input"), oc.operand(2, "y", "other")
+    if cond is None or a is None or b is None:
+        return 0
+    sa, sb = sign_of(ctx, a, depth - 1), sign_of(ctx, b, depth - 1)
+    if sa == sb != 0:
+        return sa
+    if name_key(cond) is not None:
+        cond = ctx.value_of(cond) or cond  # `positive = x >= 0` then `where(positive, x, -x)`
+    refined = _sign_test(cond)
+    if refined is None:
+        return 0
+    subject, sign = refined  # cond says: sign(subject) == sign
+    dump = ast.dump(subject)
+
+    def under(branch: ast.expr, s: int) -> int:
+        if ast.dump(branch) == dump:
+            return s
+        if isinstance(branch, ast.UnaryOp) and isinstance(branch.op, ast.USub) and ast.dump(branch.operand) == dump:
+            return -s
+        return sign_of(ctx, branch, depth - 1)
+
+    sa, sb = under(a, sign), under(b, -sign)
+    return sa if sa == sb else 0
+
+
+def _sign_test(cond: ast.expr) -> tuple[ast.expr, int] | None:
+    """`x >= 0` / `x > 0` -> (x, +1); `x <= 0` / `x < 0` -> (x, -1); `0 < x` likewise; else None."""
+    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1):
+        return None
+    left, op, right = cond.left, cond.ops[0], cond.comparators[0]
+    if const_value(right) == 0:
+        subject, positive = left, isinstance(op, (ast.Gt, ast.GtE))
+    elif const_value(left) == 0:
+        subject, positive = right, isinstance(op, (ast.Lt, ast.LtE))
+    else:
+        return None
+    if not isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+        return None
+    return subject, 1 if positive else -1
 
 
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:

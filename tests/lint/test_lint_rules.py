@@ -44,6 +44,15 @@ POSITIVE = [
     ("NG104", "def f(x):\n    e = x.exp()\n    return e.log1p()"),
     # NG105 logsumexp by hand
     ("NG105", "y = torch.log(torch.sum(torch.exp(x), dim=1))"),
+    ("NG106", "std = torch.exp(0.5 * logvar)"),
+    ("NG201", "lp = F.log_softmax(z.masked_fill(~m, float('-inf')), -1)\nh = -(lp.exp() * lp).sum(-1)"),
+    ("NG201", "def f(lp):\n    return -(lp.exp() * lp).sum(-1)"),
+    ("NG104", "a = torch.where(x < 0, x, -x)\ny = torch.log(1 + torch.exp(-a))"),
+    ("NG106", "kld = -0.5 * torch.sum(1 + log_var - mu.pow(2) - log_var.exp())"),
+    ("NG106", "s = self.log_std.exp()"),
+    ("NG101", "y = torch.log(torch.softmax(x, 1).gather(1, t))"),
+    ("NG101", "p = x.softmax(-1)\ny = p[torch.arange(n), t].log()"),
+    ("NG201", "loss = F.kl_div(q.log(), p, reduction='batchmean')"),
     ("NG105", "y = torch.log(torch.exp(x).sum(-1))"),
     ("NG105", "y = x.exp().sum(-1).log()"),
     ("NG105", "y = tf.math.log(tf.reduce_sum(tf.exp(x), axis=1))"),
@@ -188,6 +197,15 @@ NEGATIVE = [
     ("NG104", "def f(x):\n    return torch.where(x > 20, x, torch.log1p(torch.exp(x)))"),
     # NG105: stabilized
     ("NG105", "y = m + torch.log(torch.sum(torch.exp(x - m), dim=1))"),
+    ("NG106", "std = torch.exp(0.5 * logvar.clamp(-30, 20))"),
+    ("NG104", "pos = x >= 0\na = torch.where(pos, x, -x)\ny = torch.log(1 + torch.exp(-a))"),
+    ("NG106", "logvar = torch.clamp(logvar, max=10)\nstd = torch.exp(0.5 * logvar)"),
+    ("NG106", "std = torch.exp(-torch.nn.functional.softplus(raw))"),
+    ("NG106", "log_sigmas = p_mean + p_std * torch.randn(n)\nsigmas = torch.exp(log_sigmas)"),
+    ("NG106", "def kl(self, logstd=None):\n    logstd = self.logstd if logstd is None else logstd.clamp(max=10)\n"
+              "    return logstd.exp()"),
+    ("NG601", "tiny = torch.finfo(p.dtype).tiny\ny = torch.log(p.clamp_min(tiny))"),
+    ("NG201", "lp = F.log_softmax(z, -1)\nh = -(lp.exp() * lp).sum(-1)"),
     ("NG105", "y = torch.log(torch.exp(x - x.max(-1, keepdim=True).values).sum(-1))"),
     ("NG105", "y = torch.logsumexp(x, 1)"),
     # NG201: guarded, covered elsewhere, not a cross-entropy

@@ -28,7 +28,9 @@ It hides the problem instead of removing it (seed story: `tf.log(tf.clip_by_valu
     loss = -(y * F.log_softmax(logits, -1)).sum(-1)
     # only probabilities? nanguard.xlogy(y, probs) / nanguard.cross_entropy_probs(y, probs, dim)
 
-Reported when the lower bound is a small constant (0 < bound <= 1e-2) or an eps-like name.
+Reported when the lower bound is a small constant (float32's smallest normal number < bound
+<= 1e-2) or an eps-like name. A bound of `finfo(dtype).tiny` (or below) is not reported: it
+biases nothing measurable and only keeps an exact 0 out of the log.
 A gradient hazard: not reported inside `torch.no_grad()`.""",
 )
 
@@ -54,10 +56,17 @@ A gradient hazard: not reported inside `torch.no_grad()`.""",
 RULES = [LOG_OF_CLAMP, CLAMP_BEFORE_SOFTMAX]
 
 
+# At or below float32's smallest normal number a clamp biases nothing measurable: it only turns
+# an exact 0 (or an underflowed subnormal) into a finite log, which is the point.
+_NO_BIAS_BOUND = 1.2e-38
+
+
 def _tiny(bound: ast.expr | None) -> bool:
     v = const_value(bound)
     if v is not None:
-        return 0 < v <= 1e-2
+        return _NO_BIAS_BOUND < v <= 1e-2
+    if isinstance(bound, ast.Attribute) and bound.attr == "tiny":
+        return False  # `torch.finfo(dtype).tiny`, `np.finfo(...).tiny`
     return is_eps_like(bound)
 
 
@@ -91,7 +100,8 @@ def check_log_of_clamp(ctx: Analysis, oc: OpCall) -> None:
     if clamp is None or clamp.op not in ("clamp", "clamp_min", "maximum"):
         return
     bound = clamp_lower(clamp)
-    if not _tiny(bound) or clamp.input is None or not _probability(ctx, clamp):
+    named = ctx.value_of(bound) if bound is not None else None  # `tiny = torch.finfo(dt).tiny`
+    if not _tiny(bound if named is None else named) or clamp.input is None or not _probability(ctx, clamp):
         return
     ctx.report(LOG_OF_CLAMP, oc.node, f"`log` of a probability clamped at `{describe(bound, 20)}`"
                + via(ctx, arg, value), "clamped_log", subject=clamp.input)

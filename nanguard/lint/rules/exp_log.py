@@ -14,10 +14,16 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.blocks import conditions_at
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import is_max_like, names_in, nonpositive_by_construction, tensor_literal
+from nanguard.lint.patterns import (
+    is_max_like,
+    names_in,
+    nonpositive_by_construction,
+    selected_from,
+    tensor_literal,
+)
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import additive_terms, const_value
+from nanguard.lint.syntax import additive_terms, const_value, describe
 
 LOG_SOFTMAX = Rule(
     code="NG101",
@@ -235,15 +241,23 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         return
     inner, value = _op_through_name(ctx, arg)
     direct = value is None
+    where = via(ctx, arg, value)
+    if inner is None or inner.op not in ("softmax", "sigmoid"):
+        picked = selected_from(ctx, arg)  # `log(p.gather(1, y))`, `probs[idx, y].log()`
+        if picked is not arg:
+            found, picked_value = _op_through_name(ctx, picked)
+            if found is not None and found.op in ("softmax", "sigmoid"):
+                inner, direct = found, False
+                where = f" of entries picked from `{describe(picked, 30)}`" + via(ctx, picked, picked_value)
     if inner is not None:
         if inner.op == "softmax":
             fix = (lambda src, o=oc, i=inner: fixes.log_softmax_fix(src, o, i)) if direct else None
-            ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + via(ctx, arg, value), "log_softmax", fix)
+            ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + where, "log_softmax", fix)
             return
         if inner.op == "sigmoid":
             fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.spell, o, i, False)) \
                 if direct else None
-            ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + via(ctx, arg, value), "log_sigmoid", fix)
+            ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + where, "log_sigmoid", fix)
             return
         if inner.op in ("sum", "mean") and inner.input is not None:
             exp, exp_value = _op_through_name(ctx, inner.input)

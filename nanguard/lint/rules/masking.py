@@ -119,7 +119,7 @@ def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
     return None
 
 
-def _neg_inf_source(ctx: Analysis, expr: ast.expr, at: ast.AST, depth: int = 2) -> ast.AST | None:
+def neg_inf_source(ctx: Analysis, expr: ast.expr, at: ast.AST, depth: int = 2) -> ast.AST | None:
     """The -inf fill that reaches `expr` (the softmax's input) before the softmax `at`, if any."""
     for node in bounded_walk(expr, 150):
         found = _fill(ctx, node)
@@ -143,7 +143,7 @@ def _neg_inf_source(ctx: Analysis, expr: ast.expr, at: ast.AST, depth: int = 2) 
                 return found
         for v in values:
             if v is not None and v is not expr and v.lineno <= node.lineno and _reaches(ctx, v, at):  # type: ignore
-                found = _neg_inf_source(ctx, v, at, depth - 1)
+                found = neg_inf_source(ctx, v, at, depth - 1)
                 if found is not None:
                     return found
     return None
@@ -172,7 +172,7 @@ def check_masked_softmax(ctx: Analysis, oc: OpCall) -> None:
     x = oc.input
     if x is None or id(oc.node) in ctx.sanitised:
         return
-    source = _neg_inf_source(ctx, x, oc.node)
+    source = neg_inf_source(ctx, x, oc.node)
     if source is None:
         return
     where = f" (filled on line {source.lineno})" if source.lineno != oc.node.lineno else ""  # type: ignore

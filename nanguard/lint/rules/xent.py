@@ -9,8 +9,9 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import guarded_positive
+from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.masking import neg_inf_source
 from nanguard.lint.syntax import additive_terms, const_value, describe, mult_factors
 
 HAND_XENT = Rule(
@@ -38,9 +39,12 @@ p == 0 with finite gradients.
 
 Reported for a product with a log inside a sum or mean reduction (the shape of a
 cross-entropy or entropy) when its operands are named like probabilities or targets
-(`probs`, `p`, `y_`, `target`, `pred`...), and for `F.nll_loss(torch.log(p), y)`. Not
+(`probs`, `p`, `y_`, `target`, `pred`...), and for `F.nll_loss(torch.log(p), y)` and
+`F.kl_div(torch.log(q), p)` (a probability 0 in `q` is a −inf log-probability). Not
 reported when the log's argument is visibly kept from 0 (`+ eps`, a positive clamp: NG601
-covers clamps) or comes from softmax/sigmoid (NG101/NG102 report those with an exact fix).""",
+covers clamps) or comes from softmax/sigmoid (NG101/NG102 report those with an exact fix).
+An entropy `exp(logp) * logp` is not reported when `logp` is a log_softmax of logits that no
+−inf fill reaches: every log-probability is then finite.""",
 )
 
 RULES = [HAND_XENT]
@@ -84,14 +88,25 @@ def _probability_like(ctx: Analysis, expr: ast.expr) -> bool:
     return named_like(ctx, expr, _CE_WORDS, y_prefix=True)
 
 
-def _exp_times_itself(ctx: Analysis, factors: list) -> bool:
-    """`exp(logp) * logp`: p·log p from log-probabilities."""
+def _exp_times_itself(ctx: Analysis, factors: list) -> ast.expr | None:
+    """`exp(logp) * logp`: p·log p from log-probabilities; the log-probability, else None."""
     dumps = [ast.dump(f) for f in factors]
     for f in factors:
         oc = ctx.op(f)
         if oc is not None and oc.op == "exp" and oc.input is not None and ast.dump(oc.input) in dumps:
-            return True
-    return False
+            return oc.input
+    return None
+
+
+def _finite_log_probabilities(ctx: Analysis, logp: ast.expr, at: ast.AST) -> bool:
+    """`logp = F.log_softmax(logits)` of logits no -inf fill reaches: every entry is finite
+    (log_softmax is x − logsumexp(x), no log of an underflowed 0), so exp(logp)·logp is too.
+    Only a −inf logit (a mask, a top-k filter) makes it 0·(−inf)."""
+    value = ctx.value_of(logp)
+    oc = ctx.op(strip_wrappers(ctx, value if value is not None else logp))
+    if oc is None or oc.op not in ("log_softmax", "log_sigmoid") or oc.input is None:
+        return False
+    return neg_inf_source(ctx, oc.input, at) is None
 
 
 @checks("NG201")
@@ -100,9 +115,11 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
     if inp is None:
         return
     for product, factors in _products(inp):
-        if _exp_times_itself(ctx, factors):
-            ctx.report(HAND_XENT, product, f"`{describe(product)}`, an entropy term from log-probabilities "
-                       "(exp(−inf)·(−inf) = 0·(−inf) = NaN where a log-probability is −inf)", "xlogy_zero")
+        logp = _exp_times_itself(ctx, factors)
+        if logp is not None:
+            if not _finite_log_probabilities(ctx, logp, product):
+                ctx.report(HAND_XENT, product, f"`{describe(product)}`, an entropy term from log-probabilities "
+                           "(exp(−inf)·(−inf) = 0·(−inf) = NaN where a log-probability is −inf)", "xlogy_zero")
             continue
         log_call = None
         for f in factors:
@@ -126,14 +143,20 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
 
 @checks("NG201")
 def check_nll_of_log(ctx: Analysis, oc: OpCall) -> None:
-    """`F.nll_loss(torch.log(probs), y)`: a cross-entropy on probabilities, spelled with nll_loss."""
-    lo = ctx.op(oc.input)
+    """`F.nll_loss(torch.log(probs), y)`, `F.kl_div(q.log(), p)`: a cross-entropy on
+    probabilities, spelled with a loss that takes log-probabilities (a 0 in `q` is −inf there)."""
+    arg = oc.input
+    lo = ctx.op(arg)
+    if lo is None and arg is not None:
+        value = ctx.value_of(arg)
+        lo = ctx.op(value) if value is not None else None
     if lo is None or lo.op not in _LOGS or lo.input is None:
         return
     p = lo.input
     if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
         return
-    ctx.report(HAND_XENT, oc.node, f"`nll_loss({describe(lo.node, 30)}, ...)` on probabilities", "xlogy_zero")
+    ctx.report(HAND_XENT, oc.node, f"`{oc.op}({describe(lo.node, 30)}, ...)` on probabilities", "xlogy_zero")
 
 
-ON_CALL = {"sum": [check_reduction], "mean": [check_reduction], "nll_loss": [check_nll_of_log]}
+ON_CALL = {"sum": [check_reduction], "mean": [check_reduction], "nll_loss": [check_nll_of_log],
+           "kl_div": [check_nll_of_log]}
