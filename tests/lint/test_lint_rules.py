@@ -45,6 +45,7 @@ POSITIVE = [
     # NG105 logsumexp by hand
     ("NG105", "y = torch.log(torch.sum(torch.exp(x), dim=1))"),
     ("NG106", "std = torch.exp(0.5 * logvar)"),
+    ("NG501", "def loss_fn(params, state):\n    d = state.dot\n    return torch.where(d == 0.0, 0.0, 1.0 / d)"),
     ("NG701", "def f(scores, mask):\n    scores[~mask] = float('-inf')\n    return torch.softmax(scores, -1)"),
     ("NG201", "lp = F.log_softmax(z.masked_fill(~m, float('-inf')), -1)\nh = -(lp.exp() * lp).sum(-1)"),
     ("NG201", "def f(lp):\n    return -(lp.exp() * lp).sum(-1)"),
@@ -199,6 +200,8 @@ NEGATIVE = [
     # NG105: stabilized
     ("NG105", "y = m + torch.log(torch.sum(torch.exp(x - m), dim=1))"),
     ("NG106", "std = torch.exp(0.5 * logvar.clamp(-30, 20))"),
+    ("NG501", "def update_fn(updates, state, params=None):\n    d = state.dot\n"
+              "    return torch.where(d == 0.0, 0.0, 1.0 / d), state"),
     ("NG701", "logits[:, :eot] = float('-inf')\np = torch.softmax(logits, -1)"),
     ("NG701", "logits[:, self.tokenizer.no_timestamps] = -np.inf\np = logits.softmax(-1)"),
     ("NG701", "m = torch.ones(v, dtype=torch.bool)\nm[allowed] = False\nlogits[:, m] = -np.inf\np = logits.softmax(-1)"),
