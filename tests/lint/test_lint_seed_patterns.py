@@ -70,7 +70,7 @@ SEEDS = [
 
 
 # The rules a seed pattern is found by in the default mode; the others report it as possible.
-DEFAULT = {"NG101", "NG201", "NG303", "NG601", "NG602"}
+DEFAULT = {"NG101", "NG201", "NG303", "NG401", "NG601", "NG602", "NG701"}
 
 
 def _found(program: str, confidence: str) -> tuple[int, list[tuple[int, str]]]:

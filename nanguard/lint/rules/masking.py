@@ -6,7 +6,7 @@ import ast
 import re
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import POSSIBLE, VALUE, Rule
+from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
 from nanguard.lint.rules.base import checks
@@ -20,7 +20,6 @@ NEG_INF_SOFTMAX = Rule(
     name="softmax-of-neg-inf-mask",
     summary="`masked_fill(mask, -inf)` (or `where(m, x, -inf)`, `s[m] = -inf`) then `softmax`",
     hazard=VALUE,
-    confidence=POSSIBLE,  # a row is emptied only by data (a fully padded sequence)
     hazards=("softmax_masked_row",),
     explanation="""\
 Filling masked scores with -inf works until a row is masked entirely; then the whole row is
@@ -43,8 +42,8 @@ Nor for `-inf` written to a range of the row or a position named by an attribute
 (`logits[k, :eot] = -inf`, `logits[:, self.tokenizer.no_timestamps] = -inf`, the logit
 processors of a decoder: the rest of the row survives) or through a mask made all True with chosen entries
 cleared (`m = torch.ones(V, dtype=torch.bool); m[allowed] = False`: the allowed survive).
-Only a mask from data can empty a row (an empty sequence, a query with no valid key), so
-findings are POSSIBLE (`--confidence all`).""",
+A padding mask can mask a whole row (an empty sequence, a query with no valid key): the
+findings are certain.""",
 )
 
 RULES = [NEG_INF_SOFTMAX]
