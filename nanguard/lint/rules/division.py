@@ -82,10 +82,43 @@ def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         func = e.func
         if isinstance(func, ast.Attribute) and func.attr == "item" and not e.args:
             return True
+        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "nelement") \
+                and ctx.imports.qualname(func) is None:
+            return True  # `x.size(1)`, `x.numel()`: Python ints
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
+        return True  # `x.shape[1]`
         return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
     if depth > 0 and name_key(e) is not None:
         value = ctx.last_value(e)
         return value is not None and python_number(ctx, value, depth - 1)
+    return False
+
+
+def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
+    """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
+    `idx` meets itself in the transposed copy, so each row counts at least one match."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("eq", "equal"):
+        module = ctx.imports.qualname(m.func) is not None
+        if module and len(m.args) == 2:
+            left, right = m.args  # `torch.eq(idx, idx_all)`
+        elif not module and len(m.args) == 1:
+            left, right = m.func.value, m.args[0]  # `idx.eq(idx_all)`
+        else:
+            return False
+    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
+        left, right = m.left, m.comparators[0]
+    else:
+        return False
+    base = ast.dump(strip_wrappers(ctx, left))
+    whole = ctx.resolve(right)
+    for node in bounded_walk(whole, 60):
+        # `idx.t()`, `idx.T`, `idx.transpose(0, 1)` inside the other side
+        if isinstance(node, ast.Attribute) and node.attr == "T" and ast.dump(node.value) == base:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("t", "transpose", "permute") and ast.dump(node.func.value) == base:
+            return True
     return False
 
 
@@ -186,7 +219,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
             mask = strip_wrappers(ctx, oc.input)
             if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not _counts_row_maxima(ctx, mask) \
-                    and not _split_mask(ctx, mask):
+                    and not _split_mask(ctx, mask) and not _matches_itself(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
