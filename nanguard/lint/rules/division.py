@@ -85,9 +85,9 @@ def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "nelement") \
                 and ctx.imports.qualname(func) is None:
             return True  # `x.size(1)`, `x.numel()`: Python ints
+        return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
     if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
         return True  # `x.shape[1]`
-        return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
     if depth > 0 and name_key(e) is not None:
         value = ctx.last_value(e)
         return value is not None and python_number(ctx, value, depth - 1)
