@@ -5,12 +5,16 @@ data's), and each fixed spelling is clean in every mode (issue 28)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from nanguard.lint import lint_source
 from nanguard.lint.rules import RULES
+
+REPO = Path(__file__).resolve().parents[2]
 
 HEADER = ("import math\nimport torch\nimport torch.nn.functional as F\nimport tensorflow as tf\n"
           "from torch.nn.functional import nll_loss\n")
@@ -95,3 +99,121 @@ def test_its_fixed_spelling_is_clean(story, code, broken, fixed):
 
 def test_the_default_rules_are_the_certain_ones():
     assert DEFAULT <= {c for c, r in RULES.items() if r.confidence == "certain"} | {"NG303"}
+
+
+# Each example spelling of the README's table (the Pattern column's code spans), as code that
+# has it. Parts of a spelling, not spellings of their own: "then `softmax`", "without `- max`".
+QUALIFIERS = {"NG701": {"softmax"}, "NG901": {"- max"}}
+EXAMPLES: dict[tuple[str, str], list[str]] = {
+    ("NG101", "log(softmax(x))"): ["def f(x):\n    return torch.log(torch.softmax(x, dim=-1))  # <-"],
+    ("NG101", "log(softmax(x).gather(1, y))"): [
+        "def f(x, y):\n    return -torch.log(torch.softmax(x, dim=-1).gather(1, y[:, None])).mean()  # <-",
+        "def f(x, y):\n    p = F.softmax(x, dim=-1)\n    return -p[torch.arange(len(y)), y].log().mean()  # <-",
+    ],
+    ("NG102", "log(sigmoid(x))"): ["def f(x):\n    return torch.log(torch.sigmoid(x))  # <-"],
+    ("NG103", "log(1 - sigmoid(x))"): ["def f(x):\n    return torch.log(1 - torch.sigmoid(x))  # <-"],
+    ("NG103", "log1p(-sigmoid(x))"): ["def f(x):\n    return torch.log1p(-torch.sigmoid(x))  # <-"],
+    ("NG104", "log1p(exp(x))"): ["def f(x):\n    return torch.log1p(torch.exp(x))  # <-"],
+    ("NG104", "log(1 + exp(x))"): ["def f(x):\n    return torch.log(1 + torch.exp(x))  # <-"],
+    ("NG104", "x.exp().log1p()"): ["def f(x):\n    return x.exp().log1p()  # <-"],
+    ("NG105", "log(sum(exp(x)))"): ["def f(x):\n    return torch.log(torch.sum(torch.exp(x), dim=-1))  # <-"],
+    ("NG201", "-sum(y * log(p))"): [
+        "def f(y, p):\n    return -torch.sum(y * torch.log(p))  # <-",
+        "def f(y_, y_conv):\n    return -tf.reduce_sum(y_ * tf.math.log(y_conv))  # <-",
+    ],
+    ("NG201", "(p * p.log()).sum()"): ["def entropy(p):\n    return -(p * p.log()).sum(-1)  # <-"],
+    ("NG201", "nll_loss(log(p), y)"): ["def f(p, y):\n    return nll_loss(torch.log(p), y)  # <-"],
+    ("NG201", "kl_div(q.log(), p)"): ["def f(q, p):\n    return F.kl_div(q.log(), p, reduction='batchmean')  # <-"],
+    ("NG106", "torch.exp(0.5 * logvar)"): [
+        "def f(h, fc_mu, fc_logvar):\n    mu, logvar = fc_mu(h), fc_logvar(h)\n"
+        "    return mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)  # <-",
+    ],
+    ("NG106", "log_sigma.exp()"): ["def f(mu, log_sigma):\n    return mu + log_sigma.exp() * torch.randn_like(mu)  # <-"],
+    ("NG301", "sqrt(a² + b² - 2·a@b.T)"): [
+        "def f(a, b):\n    a2 = (a * a).sum(-1)[:, None]\n    b2 = (b * b).sum(-1)[None, :]\n"
+        "    return torch.sqrt(a2 + b2 - 2 * a @ b.T)  # <-",
+    ],
+    ("NG302", "sqrt((x**2).sum(dim))"): ["def f(x):\n    return torch.sqrt((x**2).sum(-1))  # <-"],
+    ("NG302", "sqrt(dx**2 + dy**2)"): ["def f(dx, dy):\n    return torch.sqrt(dx**2 + dy**2)  # <-"],
+    ("NG303", "acos(cosine)"): [
+        "def f(a, b):\n    return torch.acos(F.cosine_similarity(a, b, dim=-1))  # <-",
+        "def f(cosine):\n    return torch.acos(cosine)  # <-",
+    ],
+    ("NG303", "asin(dot)"): [
+        "def f(u, v):\n    dot = (u * v).sum(-1)\n    return torch.asin(dot)  # <-",
+        "def f(dot):\n    return torch.asin(dot)  # <-",
+    ],
+    ("NG304", "x ** p"): [
+        "def f(x):\n    return torch.abs(x) ** 0.5  # <-",
+        "def f(x):\n    return torch.relu(x) ** (1 / 3)  # <-",
+        "def f(x):\n    return x.var(dim=-1) ** 0.5  # <-",
+        "def f(a, b):\n    return torch.norm(a - b, dim=-1) ** 0.5  # <-",
+        "def f(x, mask):\n    return x * mask.sum(-1) ** -0.5  # <-",
+    ],
+    ("NG401", "x / mask.sum()"): ["def f(x, mask):\n    return (x * mask).sum() / mask.sum()  # <-"],
+    ("NG401", "s / lengths"): [
+        "def f(x, seqs):\n    lengths = torch.tensor([len(q) for q in seqs])\n    s = x.sum(1)\n"
+        "    return s / lengths  # <-",
+        "def f(x, batch):\n    s = x.sum(1)\n    return s / batch.lengths  # <-",
+    ],
+    ("NG401", "/ len(x[mask])"): ["def f(x, mask):\n    return x[mask].sum() / len(x[mask])  # <-"],
+    ("NG501", "where(cond, f(x), y)"): [
+        "def f(x):\n    return torch.where(x > 0, torch.log(x), torch.zeros_like(x))  # <-",
+    ],
+    ("NG601", "log(clip(p, 1e-10, 1))"): [
+        "def f(y_, y_conv):\n    return -tf.reduce_sum(y_ * tf.math.log(tf.clip_by_value(y_conv, 1e-10, 1.0)))  # <-",
+    ],
+    ("NG601", "log(p.clamp(min=eps))"): [
+        "def f(logits, eps=1e-8):\n    p = torch.softmax(logits, -1)\n    return torch.log(p.clamp(min=eps))  # <-",
+    ],
+    ("NG602", "softmax(clamp(logits, -15, 15))"): [
+        "def f(logits):\n    return torch.softmax(torch.clamp(logits, -15, 15), dim=-1)  # <-",
+    ],
+    ("NG701", "masked_fill(mask, -inf)"): [
+        "def f(scores, mask):\n    scores = scores.masked_fill(mask, float('-inf'))\n"
+        "    return torch.softmax(scores, dim=-1)  # <-",
+    ],
+    ("NG801", "x.std(0)"): ["def f(x):\n    return (x - x.mean(0)) / x.std(0)  # <-"],
+    ("NG801", "torch.var(x, dim=0)"): ["def f(x):\n    return torch.var(x, dim=0)  # <-"],
+    ("NG901", "exp(x) / exp(x).sum(dim)"): [
+        "def f(x):\n    return torch.exp(x) / torch.exp(x).sum(dim=-1, keepdim=True)  # <-",
+    ],
+}
+
+
+def _readme_spellings() -> set[tuple[str, str]]:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| Code | Pattern | Fix |"):]
+    table = table[:table.index("\n\n")]
+    found = set()
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        code = cells[0].split()[0]
+        for span in re.findall(r"`([^`]+)`", cells[1]):
+            if span not in QUALIFIERS.get(code, ()):
+                found.add((code, span))
+    return found
+
+
+
+# Spellings the default leaves to `--confidence all`: rules possible by nature (the data decides
+# whether a vector is 0, a dimension has one row, a log-variance passes 88) and a value that is
+# a cosine by its name only.
+POSSIBLE_SPELLINGS = {("NG106", "torch.exp(0.5 * logvar)"), ("NG106", "log_sigma.exp()"),
+                      ("NG302", "sqrt((x**2).sum(dim))"), ("NG302", "sqrt(dx**2 + dy**2)"),
+                      ("NG303", "acos(cosine)"), ("NG303", "asin(dot)"), ("NG304", "x ** p"),
+                      ("NG801", "x.std(0)"), ("NG801", "torch.var(x, dim=0)")}
+
+
+def test_the_examples_are_the_readme_table():
+    assert _readme_spellings() == set(EXAMPLES)
+
+
+@pytest.mark.parametrize("key", sorted(EXAMPLES), ids=[f"{c}:{s}" for c, s in sorted(EXAMPLES)])
+def test_every_readme_spelling_is_found(key):
+    code = key[0]
+    for program in EXAMPLES[key]:
+        line, everything = _found(program, "all")
+        assert (line, code) in everything, program
+    default = all((_found(p, "certain")[0], code) in _found(p, "certain")[1] for p in EXAMPLES[key])
+    assert default == (key not in POSSIBLE_SPELLINGS), key
