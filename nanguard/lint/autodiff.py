@@ -240,6 +240,8 @@ class Autodiff:
             return level
         if any(_decorator_name(d) in _CUSTOM_DERIVATIVE for d in fn.decorator_list):  # type: ignore[attr-defined]
             return 2
+        if _gradient_transformation_update(fn):
+            return 2
         if not self._built:
             self._build()
         where, owner = self.owner.get(id(fn), ("module", None))
@@ -420,3 +422,16 @@ def _scalar_annotation(ann: ast.expr | None) -> bool:
         return all(_scalar_annotation(e) for e in elts)
     return False
 
+
+def _gradient_transformation_update(fn: ast.AST) -> bool:
+    """`def update_fn(updates, state, params=None)`: the update of an optax-style gradient
+    transformation. It maps gradients to parameter updates after autodiff has run, and the
+    training step never differentiates through it (meta-learning through an optimizer is the
+    exception a linter cannot see)."""
+    args = getattr(fn, "args", None)
+    if args is None:
+        return False
+    names = [a.arg for a in args.posonlyargs + args.args]
+    if names and names[0] in ("self", "cls"):
+        names = names[1:]
+    return names[:2] == ["updates", "state"]

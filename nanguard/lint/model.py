@@ -19,11 +19,13 @@ from nanguard.core.hazards import HAZARDS
 VALUE = "value"
 GRADIENT = "gradient"
 
-# How sure a finding is. CERTAIN: the code is NaN/Inf for some input it accepts, whatever the
-# data looks like (log(softmax(x)) underflows for a large enough logit gap). POSSIBLE: it
-# may be, depending on data or on what a name suggests (a padding mask that empties a row,
-# a count that may be 0, a batch of one). The command line reports CERTAIN findings by
-# default; `--confidence all`, or naming a code in `--select`, adds the POSSIBLE ones.
+# How sure a finding is. CERTAIN: the code as written reaches the op's singular set for some
+# input it accepts (a softmax output can be exactly 0 once a logit gap is ~104 in float32, a
+# mask can be all False, a cosine computed in floating point can exceed 1 by an ulp).
+# POSSIBLE: the risk depends on a value the code does not show (whether a vector is 0, a
+# predicted log-variance, a count the caller passes); the README's "Lint" section lists which.
+# The command line reports CERTAIN findings by default; `--confidence all`, or naming a code in
+# `--select`, adds the POSSIBLE ones.
 CERTAIN = "certain"
 POSSIBLE = "possible"
 CONFIDENCES = (CERTAIN, POSSIBLE)

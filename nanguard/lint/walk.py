@@ -78,10 +78,12 @@ class Walk:
                         key = name_key(func.value)
                         if key is not None:
                             scope.mutations.setdefault(key, []).append(node)
-                    elif attr == "any" or attr == "all":
-                        key = name_key(func.value)
-                        if key is not None:
-                            scope.zero_checked.add(key)
+                    elif attr == "any" or attr == "all" or attr == "reduce_any" or attr == "reduce_all":
+                        # `m.any()`, and the function forms `torch.any(m)`, `keras.ops.any(m)`
+                        for subject in (func.value, node.args[0] if node.args else None):
+                            key = name_key(subject) if subject is not None else None
+                            if key is not None:
+                                scope.zero_checked.add(key)
             elif kind is BinOp:
                 op = node.op.__class__
                 if op is Div:

@@ -16,7 +16,8 @@ from nanguard.lint import lint_source
 from nanguard.lint.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-BAD = "import torch\ny = torch.log(torch.softmax(x, 1))\nz = x.sum(-1) / mask.sum(-1)\n"
+# a certain finding (NG101) and a possible one (NG301 on an elementwise law of cosines)
+BAD = "import torch\ny = torch.log(torch.softmax(x, 1))\nz = torch.sqrt(a ** 2 + b ** 2 - 2 * a * b * torch.cos(g))\n"
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_github_annotations(project, capsys):
     lines = out.splitlines()
     assert status == 1 and len(lines) == 2
     assert lines[0].startswith("::error title=nanguard (NG101),file=bad.py,line=2,col=5,endLine=2,endColumn=35::")
-    assert lines[1].startswith("::warning title=nanguard (NG401),file=bad.py,line=3,")  # possible: a warning
+    assert lines[1].startswith("::warning title=nanguard (NG301),file=bad.py,line=3,")  # possible: a warning
 
 
 def test_format_is_an_alias_of_output_format(project, capsys):
@@ -66,7 +67,7 @@ def test_junit_xml(project, capsys):
     [suite] = root
     assert suite.get("name") == "bad.py"
     cases = list(suite)
-    assert [c.get("name") for c in cases] == ["nanguard.NG101", "nanguard.NG401"]
+    assert [c.get("name") for c in cases] == ["nanguard.NG101", "nanguard.NG301"]
     assert cases[0][0].tag == "failure" and "line 2, col 5" in cases[0][0].text
 
 
@@ -74,7 +75,7 @@ def test_statistics_as_json(project, capsys):
     status, out, _ = run(capsys, "--statistics", "--output-format", "json", "--confidence", "all", "bad.py")
     assert status == 1
     assert json.loads(out) == [{"code": "NG101", "name": "log-of-softmax", "count": 1, "fixable": True},
-                               {"code": "NG401", "name": "division-by-count", "count": 1, "fixable": False}]
+                               {"code": "NG301", "name": "sqrt-of-gram-expansion", "count": 1, "fixable": False}]
 
 
 def test_force_exclude_applies_to_named_files(project, capsys):

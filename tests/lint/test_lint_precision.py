@@ -205,8 +205,8 @@ CONFIDENCE = [
     ("a = torch.acos(cos_sim)\n", "NG303", POSSIBLE),                     # only the name says cosine
     ("r = torch.sqrt(torch.relu(x))\n", "NG304", CERTAIN),                # 0 on a half-line
     ("r = torch.sqrt(x.var(0))\n", "NG304", POSSIBLE),                    # 0 for constant data only
-    ("m = (x * mask).sum(-1) / mask.sum(-1)\n", "NG401", POSSIBLE),
-    ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", POSSIBLE),
+    ("m = (x * mask).sum(-1) / mask.sum(-1)\n", "NG401", CERTAIN),        # a mask can be all False
+    ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", CERTAIN),  # a padded row
     ("s = x.std(0)\n", "NG801", POSSIBLE),
     # timm's LSE pooling: max-subtracted, then scaled by a temperature that is positive by intent
     ("x_max = x.amax(-1, keepdim=True)\ne = torch.exp(self.r * (x - x_max))\n"
@@ -252,7 +252,10 @@ def test_lint_source_rejects_an_unknown_confidence():
 def project(tmp_path, monkeypatch):
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "m.py").write_text(HEADER + "a = torch.log(torch.softmax(x, 1))\nb = x.sum(-1) / mask.sum(-1)\n")
+    # a certain finding, and a possible one (the max-subtracted exponent scaled by a temperature
+    # whose sign the code does not show)
+    (tmp_path / "m.py").write_text(HEADER + "a = torch.log(torch.softmax(x, 1))\n"
+                                   "b = torch.log(torch.exp(r * (x - x.amax(-1, keepdim=True))).sum(-1))\n")
     return tmp_path
 
 
@@ -266,8 +269,8 @@ def test_command_line_default_set_is_the_certain_findings(project, capsys):
 
 
 def test_confidence_all_and_naming_a_code_add_the_possible_findings(project, capsys):
-    both = [("NG101", CERTAIN), ("NG401", POSSIBLE)]
+    both = [("NG101", CERTAIN), ("NG105", POSSIBLE)]
     assert _json(capsys, "--confidence", "all", "m.py") == (1, both)
-    assert _json(capsys, "--extend-select", "NG401", "m.py") == (1, both)
-    assert _json(capsys, "--select", "NG401", "m.py") == (1, [("NG401", POSSIBLE)])
-    assert _json(capsys, "--select", "NG4", "m.py") == (0, [])  # a prefix does not opt in
+    assert _json(capsys, "--extend-select", "NG105", "m.py") == (1, both)
+    assert _json(capsys, "--select", "NG105", "m.py") == (1, [("NG105", POSSIBLE)])
+    assert _json(capsys, "--select", "NG1", "m.py") == (1, [("NG101", CERTAIN)])  # a prefix does not opt in

@@ -45,6 +45,9 @@ POSITIVE = [
     # NG105 logsumexp by hand
     ("NG105", "y = torch.log(torch.sum(torch.exp(x), dim=1))"),
     ("NG106", "std = torch.exp(0.5 * logvar)"),
+    ("NG401", "pos = torch.eq(idx, labels).float()\nt = pos / pos.sum(1, keepdim=True)"),
+    ("NG501", "def loss_fn(params, state):\n    d = state.dot\n    return torch.where(d == 0.0, 0.0, 1.0 / d)"),
+    ("NG701", "def f(scores, mask):\n    scores[~mask] = float('-inf')\n    return torch.softmax(scores, -1)"),
     ("NG201", "lp = F.log_softmax(z.masked_fill(~m, float('-inf')), -1)\nh = -(lp.exp() * lp).sum(-1)"),
     ("NG201", "def f(lp):\n    return -(lp.exp() * lp).sum(-1)"),
     ("NG104", "a = torch.where(x < 0, x, -x)\ny = torch.log(1 + torch.exp(-a))"),
@@ -198,6 +201,16 @@ NEGATIVE = [
     # NG105: stabilized
     ("NG105", "y = m + torch.log(torch.sum(torch.exp(x - m), dim=1))"),
     ("NG106", "std = torch.exp(0.5 * logvar.clamp(-30, 20))"),
+    ("NG401", "idx = idx.view(-1, 1)\nidx_all = torch.cat([idx.t(), queue], dim=1)\n"
+              "pos = torch.eq(idx, idx_all).float()\nt = pos / pos.sum(1, keepdim=True)"),
+    ("NG401", "n_frames = fbank.size(1)\nr = abs(target - n_frames) / n_frames"),
+    ("NG401", "def f(loss, mask):\n    return tf.cond(tf.reduce_any(mask), lambda: tf.reduce_sum(loss * mask)"
+              " / tf.reduce_sum(mask), lambda: 0.0)"),
+    ("NG501", "def update_fn(updates, state, params=None):\n    d = state.dot\n"
+              "    return torch.where(d == 0.0, 0.0, 1.0 / d), state"),
+    ("NG701", "logits[:, :eot] = float('-inf')\np = torch.softmax(logits, -1)"),
+    ("NG701", "logits[:, self.tokenizer.no_timestamps] = -np.inf\np = logits.softmax(-1)"),
+    ("NG701", "m = torch.ones(v, dtype=torch.bool)\nm[allowed] = False\nlogits[:, m] = -np.inf\np = logits.softmax(-1)"),
     ("NG104", "pos = x >= 0\na = torch.where(pos, x, -x)\ny = torch.log(1 + torch.exp(-a))"),
     ("NG106", "logvar = torch.clamp(logvar, max=10)\nstd = torch.exp(0.5 * logvar)"),
     ("NG106", "std = torch.exp(-torch.nn.functional.softplus(raw))"),

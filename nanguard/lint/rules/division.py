@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
@@ -11,14 +12,14 @@ from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_na
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import const_value, describe
+from nanguard.lint.shapes import has_tensor_op
+from nanguard.lint.syntax import bounded_walk, const_value, describe
 
 DIV_BY_COUNT = Rule(
     code="NG401",
     name="division-by-count",
     summary="`x / mask.sum()`, `s / lengths`, `/ len(x[mask])`: a count that can be 0",
     hazard=VALUE,
-    confidence=POSSIBLE,
     hazards=("mean_empty",),
     explanation="""\
 The NaN then spreads through every later layer and step (the seed story
@@ -34,7 +35,15 @@ name containing "mask"/"valid"), `len()` of a masked selection, or a count-like 
 (`lengths`, `seq_lens`, `counts`, `num_valid`, `deg`) dividing a sum. Not reported when the
 denominator is guarded: `clamp(min=1)`, `max(n, 1)`, `+ eps`, a `where`, an in-place fix
 (`n[n == 0] = 1`), a test of it against 0 in the same function, or when the division sits
-in a where branch (that is NG501's double-where).""",
+in a where branch (that is NG501's double-where). Not reported either where the code shows the
+count cannot be 0 or the division cannot give NaN: both sides Python numbers (`a.item() /
+mask.sum().item()` raises ZeroDivisionError), a count of the entries equal to their row's
+maximum (at least the maximum), a dataset split (`data.test_mask`, a loop over 'train_mask',
+'val_mask', ...), `1. / num_tokens` (a reciprocal, not a mean).
+
+A mask can be all False: the findings are certain, except for a parameter known as a count
+only by its name (`def loss_boxes(loss, num_boxes)`), which is whatever the caller passes
+(DETR clamps it): possible.""",
 )
 
 RULES = [DIV_BY_COUNT]
@@ -55,10 +64,146 @@ def _masked_selection(ctx: Analysis, expr: ast.expr) -> bool:
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) else False
 
 
-def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> str | None:
+_PY_NUMBER_CALLS = frozenset({"int", "float", "len", "round", "abs"})
+
+
+def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+    """A Python number, not a tensor: `t.item()`, `int(...)`, `float(...)`, `len(...)`, a literal,
+    an arithmetic of those, or a name last assigned one. Dividing two of them by 0 raises
+    ZeroDivisionError: loud, never a NaN."""
+    e = expr
+    if const_value(e) is not None:
+        return True
+    if isinstance(e, ast.BinOp):
+        return python_number(ctx, e.left, depth) and python_number(ctx, e.right, depth)
+    if isinstance(e, ast.UnaryOp):
+        return python_number(ctx, e.operand, depth)
+    if isinstance(e, ast.Call):
+        func = e.func
+        if isinstance(func, ast.Attribute) and func.attr == "item" and not e.args:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "nelement") \
+                and ctx.imports.qualname(func) is None:
+            return True  # `x.size(1)`, `x.numel()`: Python ints
+        return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
+        return True  # `x.shape[1]`
+    if depth > 0 and name_key(e) is not None:
+        value = ctx.last_value(e)
+        return value is not None and python_number(ctx, value, depth - 1)
+    return False
+
+
+def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
+    """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
+    `idx` meets itself in the transposed copy, so each row counts at least one match."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("eq", "equal"):
+        module = ctx.imports.qualname(m.func) is not None
+        if module and len(m.args) == 2:
+            left, right = m.args  # `torch.eq(idx, idx_all)`
+        elif not module and len(m.args) == 1:
+            left, right = m.func.value, m.args[0]  # `idx.eq(idx_all)`
+        else:
+            return False
+    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
+        left, right = m.left, m.comparators[0]
+    else:
+        return False
+    base = ast.dump(strip_wrappers(ctx, left))
+    whole = ctx.resolve(right)
+    for node in bounded_walk(whole, 60):
+        # `idx.t()`, `idx.T`, `idx.transpose(0, 1)` inside the other side
+        if isinstance(node, ast.Attribute) and node.attr == "T" and ast.dump(node.value) == base:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("t", "transpose", "permute") and ast.dump(node.func.value) == base:
+            return True
+    return False
+
+
+def _counts_row_maxima(ctx: Analysis, mask: ast.expr) -> bool:
+    """`x.eq(x.max(-1)[0].unsqueeze(-1))`, `x == x.amax(-1, keepdim=True)`: the entries equal to
+    their row's maximum, which the maximum itself always is (at least 1 per row)."""
+    m = ctx.resolve(mask)
+    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "eq" and len(m.args) == 1:
+        left, right = m.func.value, m.args[0]
+    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
+        left, right = m.left, m.comparators[0]
+    else:
+        return False
+    base = ast.dump(strip_wrappers(ctx, ctx.resolve(left)))
+    sides = [right]
+    for node in bounded_walk(right, 40):
+        value = ctx.value_of(node) if name_key(node) is not None else None
+        if value is not None:
+            sides.append(value)  # `max_predictions = predictions.max(-1)[0]`
+    for side in sides:
+        for node in bounded_walk(side, 40):
+            oc = ctx.op(node) if isinstance(node, ast.Call) else None
+            if oc is not None and oc.op in ("max", "amax") and oc.input is not None \
+                    and ast.dump(strip_wrappers(ctx, ctx.resolve(oc.input))) == base:
+                return True
+    return False
+
+
+_SPLIT = re.compile(r"^(train|training|val|valid|validation|dev|test|trainval)(_mask)?$", re.IGNORECASE)
+
+
+def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
+    """A dataset split (`data.train_mask`, `data["test_mask"]`, `data(*splits)` in a loop over
+    'train_mask', 'val_mask', ...): a split selects at least one example."""
+    todo: list[ast.AST] = [mask]
+    seen = 0
+    while todo and seen < 8:
+        expr = todo.pop(0)  # breadth first: the mask's own value and loop before its container's
+        seen += 1
+        for node in bounded_walk(expr, 60):
+            if isinstance(node, ast.Attribute) and _SPLIT.match(node.attr) and node.attr.endswith("_mask"):
+                return True
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SPLIT.match(node.value):
+                return True
+            key = name_key(node)
+            if key is None:
+                continue
+            value = ctx.last_value(node)
+            if value is not None:
+                todo.append(value)
+            loop = _loop_over(ctx, key)
+            if loop is not None:
+                todo.append(loop)
+    return False
+
+
+def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
+    """The iterable of the `for` in the current scope that binds `key`, if any."""
+    for node in bounded_walk(ctx.scope.node, 4000):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == key for t in ast.walk(node.target)):
+            return node.iter
+    return None
+
+
+def _parameter_only(ctx: Analysis, expr: ast.expr) -> bool:
+    """A parameter of the enclosing function, never rebound there: its value is the caller's."""
+    if not isinstance(expr, ast.Name):
+        return False
+    scope, values = ctx.lookup(expr.id)
+    fn = scope.node if scope is not None else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or values != [None] \
+            or expr.id in scope.mutations:  # type: ignore[union-attr]
+        return False
+    args = fn.args
+    return any(a.arg == expr.id for a in args.posonlyargs + args.args + args.kwonlyargs)
+
+
+def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> tuple[str, str | None] | None:
+    """Why the denominator can be 0, and the finding's confidence (None: the rule's), else None."""
     d = strip_wrappers(ctx, denominator)
     if const_value(d) is not None or guarded_positive(ctx, d):
         return None
+    if python_number(ctx, denominator) and (python_number(ctx, numerator) or not has_tensor_op(ctx, numerator)):
+        return None  # `correct.item() / mask.sum().item()`: Python raises ZeroDivisionError, no NaN
     candidates = [d]
     if name_key(d) is not None:
         if ctx.zero_checked(d):
@@ -73,15 +218,21 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         oc = ctx.op(c)
         if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
             mask = strip_wrappers(ctx, oc.input)
-            if is_mask_like(ctx, mask) and not ctx.zero_checked(mask):
-                return "counts a mask and is 0 when nothing is selected"
+            if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not _counts_row_maxima(ctx, mask) \
+                    and not _split_mask(ctx, mask) and not _matches_itself(ctx, mask):
+                return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
-                and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]):
-            return "is the size of a masked selection, 0 when nothing is selected"
-    if isinstance(d, (ast.Name, ast.Attribute)) and (
+                and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not _split_mask(ctx, c.args[0]):
+            return "is the size of a masked selection, 0 when nothing is selected", None
+    if isinstance(d, (ast.Name, ast.Attribute)) and const_value(strip_wrappers(ctx, numerator)) is None and (
             is_strong_count_name(d) or (is_count_name(d) and _is_sum(ctx, numerator))):
-        return "is a count (0 for an empty sequence)"
+        # Known as a count by its name only. Passed in as a parameter, or held by the object
+        # (`self.num_items`, set by its other methods), it is whatever that code makes it (DETR clamps
+        # `num_boxes` to >= 1 before passing it): possible (README).
+        elsewhere = _parameter_only(ctx, d) or (
+            isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == "self")
+        return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None
 
 
@@ -108,10 +259,12 @@ def check_division(ctx: Analysis, target) -> None:
     node, num, den = found
     if id(node) in ctx.in_where or id(node) in ctx.sanitised or ctx.result_fixed_up(node):
         return
-    reason = _count_reason(ctx, num, den)
-    if reason is None:
+    found = _count_reason(ctx, num, den)
+    if found is None:
         return
-    ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty")
+    reason, confidence = found
+    ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty",
+               confidence=confidence)
 
 
 ON_CALL = {"div": [check_division]}

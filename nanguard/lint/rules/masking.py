@@ -6,10 +6,12 @@ import ast
 import re
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import POSSIBLE, VALUE, Rule
+from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.where import where_parts
+from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, is_neg_inf
 
@@ -18,7 +20,6 @@ NEG_INF_SOFTMAX = Rule(
     name="softmax-of-neg-inf-mask",
     summary="`masked_fill(mask, -inf)` (or `where(m, x, -inf)`, `s[m] = -inf`) then `softmax`",
     hazard=VALUE,
-    confidence=POSSIBLE,  # a row is emptied only by data (a fully padded sequence)
     hazards=("softmax_masked_row",),
     explanation="""\
 Filling masked scores with -inf works until a row is masked entirely; then the whole row is
@@ -33,7 +34,16 @@ masked row a uniform distribution over padding. Causal masks (`triu`/`tril`, a b
 registered from `torch.tril`, names with "causal"/"subsequent") keep the diagonal, and top-k /
 top-p sampling masks keep at least one logit: neither empties a row, and neither is reported.
 A fill after the softmax, or in the other arm of an `if`, is not "masked then softmaxed".
-Only a mask from data can empty a row, so findings are POSSIBLE (`--confidence all`).""",
+Not reported when the code keeps a fully masked row out: the mask keeps a row with nothing
+left (`keep = keep | ~keep.any(-1, keepdim=True)`), or a where on whether the row has an
+entry selects the result (`torch.where(keep.any(-1, keepdim=True), attn, 0)` after a
+masked_fill or where fill, which pass no gradient to the filled entries).
+Nor for `-inf` written to a range of the row or a position named by an attribute
+(`logits[k, :eot] = -inf`, `logits[:, self.tokenizer.no_timestamps] = -inf`, the logit
+processors of a decoder: the rest of the row survives) or through a mask made all True with chosen entries
+cleared (`m = torch.ones(V, dtype=torch.bool); m[allowed] = False`: the allowed survive).
+A padding mask can mask a whole row (an empty sequence, a query with no valid key): the
+findings are certain.""",
 )
 
 RULES = [NEG_INF_SOFTMAX]
@@ -119,6 +129,36 @@ def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
     return None
 
 
+_TRUE_FACTORIES = frozenset({"ones", "ones_like"})
+
+
+def _keeps_a_known_part(ctx: Analysis, index: ast.AST | None) -> bool:
+    """Does `s[index] = -inf` keep a part of every row that the code names, rather than what a
+    mask from data leaves: a range of the row (`logits[k, :eot]`, `logits[:, begin:]`: the rest of
+    the row survives), or a mask made all True with chosen entries cleared (`m = torch.ones(V,
+    dtype=torch.bool); m[keep_ids] = False; logits[:, m] = -inf`: the chosen entries survive)?"""
+    if index is None:
+        return False
+    last = index.elts[-1] if isinstance(index, ast.Tuple) and index.elts else index
+    if isinstance(last, ast.Slice) and (last.lower is not None or last.upper is not None):
+        return True
+    if isinstance(last, ast.Constant) and isinstance(last.value, int) and not isinstance(last.value, bool):
+        return True
+    if isinstance(last, ast.Attribute) and not is_mask_like(ctx, last):
+        return True  # `logits[:, self.tokenizer.no_timestamps] = -inf`: one position, by its id
+    key = name_key(last)
+    if key is None:
+        return False
+    scope, values = ctx.lookup(key)
+    made = [v for v in values if v is not None]
+    if scope is None or len(made) != 1 or not isinstance(made[0], ast.Call):
+        return False
+    func = made[0].func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    cleared = [m for m in scope.mutations.get(key, ()) if isinstance(m, ast.Constant) and m.value is False]
+    return name in _TRUE_FACTORIES and bool(cleared)
+
+
 def neg_inf_source(ctx: Analysis, expr: ast.expr, at: ast.AST, depth: int = 2) -> ast.AST | None:
     """The -inf fill that reaches `expr` (the softmax's input) before the softmax `at`, if any."""
     for node in bounded_walk(expr, 150):
@@ -135,7 +175,8 @@ def neg_inf_source(ctx: Analysis, expr: ast.expr, at: ast.AST, depth: int = 2) -
             if not _reaches(ctx, m, at):
                 continue
             if is_neg_inf(m):
-                if not _causal(ctx, ctx.mutation_index.get(id(m))):  # type: ignore[arg-type]
+                index = ctx.mutation_index.get(id(m))
+                if not _causal(ctx, index) and not _keeps_a_known_part(ctx, index):  # type: ignore[arg-type]
                     return m  # `scores[~mask] = float("-inf")`
                 continue
             found = _fill(ctx, m)
@@ -167,13 +208,105 @@ def _reaches(ctx: Analysis, fill: ast.AST, at: ast.AST) -> bool:
     return True
 
 
+_ROW_TESTS = frozenset({"any", "all", "reduce_any", "reduce_all"})
+
+
+def _tests_rows(ctx: Analysis, expr: ast.AST | None, depth: int = 1) -> bool:
+    """Does `expr` (or the last value of a name in it) ask whether a row has any entry left:
+    `keep.any(-1)`, `~pad.all(-1)`, `torch.any(m, dim)`, `mask.sum(-1) > 0`?"""
+    if expr is None:
+        return False
+    for node in bounded_walk(expr, 80):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _ROW_TESTS:
+                return True
+        if isinstance(node, ast.Compare) and any(getattr(ctx.op(n), "op", "") in ("sum", "count_nonzero")
+                                                 for n in (node.left, *node.comparators)):
+            return True
+        if depth > 0 and name_key(node) is not None:
+            value = ctx.last_value(node)
+            if value is not None and _tests_rows(ctx, value, depth - 1):
+                return True
+    return False
+
+
+def _fill_mask(ctx: Analysis, fill: ast.AST) -> ast.AST | None:
+    """The mask or condition a -inf fill selects with (None for `x + mask.log()`)."""
+    if isinstance(fill, ast.Call):
+        oc = ctx.op(fill)
+        if oc is not None and oc.op == "masked_fill":
+            return oc.operand(1, "mask")
+        if oc is not None and oc.op == "where":
+            return oc.operand(1, "condition") if oc.method else oc.operand(0, "condition")
+        if isinstance(fill.func, ast.Attribute) and fill.func.attr == "masked_fill_" and fill.args:
+            return fill.args[0]
+        return None
+    return ctx.mutation_index.get(id(fill)) if not isinstance(fill, ast.BinOp) else None
+
+
+def _kept_where_true(ctx: Analysis, fill: ast.AST) -> bool | None:
+    """On which side of its condition a fill keeps the scores: False for masked_fill(m, -inf)
+    (kept where m is False), the side of the finite branch for where(c, s, -inf)."""
+    oc = ctx.op(fill) if isinstance(fill, ast.Call) else None
+    if oc is None:
+        return False if isinstance(fill, ast.Call) else None  # `masked_fill_`
+    parts = where_parts(oc)
+    if parts is None:
+        return None
+    finite = [kept for branch, kept in parts[1] if not is_neg_inf(branch)]
+    return finite[0] if len(finite) == 1 else None
+
+
+def _side_of(ctx: Analysis, select: ast.Call, node: ast.AST) -> bool | None:
+    """On which side of its condition `select` (a where/masked_fill) keeps `node`'s value."""
+    oc = ctx.op(select)
+    parts = where_parts(oc) if oc is not None else None
+    if parts is None:
+        return None
+    for branch, kept in parts[1]:
+        for n in bounded_walk(branch, 80):
+            if n is node:
+                return kept
+            if name_key(n) is not None and any(node is m for v in prior_values(ctx, n, select)
+                                               for m in bounded_walk(v, 200)):
+                return kept
+    return None
+
+
+def _row_guarded(ctx: Analysis, fill: ast.AST, softmax: ast.AST) -> bool:
+    """Is a fully masked row kept out: the fill's mask keeps a row with nothing left
+    (`keep | ~keep.any(-1, keepdim=True)`), or the softmax is selected by a where on whether the
+    row has an entry (`where(keep.any(-1, keepdim=True), attn, 0)`) or by a select on the fill's
+    own condition (`attn.masked_fill(m, 0)` after `s.masked_fill(m, -inf)`), which replaces the
+    whole of a fully masked row? A select (masked_fill, where, `s[m] = -inf`) passes no gradient
+    to a filled entry, so the NaN row's gradient stops there; after `x + mask.log()` it would
+    not, and only the first guard counts."""
+    mask = _fill_mask(ctx, fill)
+    if mask is None:
+        return False
+    if _tests_rows(ctx, mask):
+        return True
+    entry = ctx.in_where.get(id(softmax))
+    if entry is None:
+        return False
+    select, cond = entry
+    if _tests_rows(ctx, cond):
+        return True
+    if ast.dump(cond) != ast.dump(mask):
+        return False
+    side = _kept_where_true(ctx, fill)
+    return side is not None and side == _side_of(ctx, select, softmax)
+
+
 @checks("NG701")
 def check_masked_softmax(ctx: Analysis, oc: OpCall) -> None:
     x = oc.input
     if x is None or id(oc.node) in ctx.sanitised:
         return
     source = neg_inf_source(ctx, x, oc.node)
-    if source is None:
+    if source is None or _row_guarded(ctx, source, oc.node):
         return
     where = f" (filled on line {source.lineno})" if source.lineno != oc.node.lineno else ""  # type: ignore
     fn = "nanguard.log_softmax" if oc.op == "log_softmax" else "nanguard.softmax"

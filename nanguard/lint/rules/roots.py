@@ -260,8 +260,10 @@ _COS_WORDS = ("cos", "dot", "sim")
 
 
 def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
-    """Unit vectors: `F.normalize(x)`, `x / x.norm(...)`, or a name holding one."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
+    """Unit vectors: `F.normalize(x)`, `x / x.norm(...)`, or a name holding one (also one
+    rebound just before: `a = F.normalize(a)`)."""
+    value = ctx.value_of(expr) or (ctx.last_value(expr) if name_key(expr) is not None else None)
+    e = strip_wrappers(ctx, value if value is not None else expr)
     oc = ctx.op(e)
     if oc is not None:
         return oc.op == "normalize"
@@ -272,7 +274,8 @@ def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
 def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
     """A cosine computed from vectors (cosine_similarity, a product of normalised vectors, a dot
     product over norms): parallel vectors round it past ±1, whatever the names say."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
+    value = ctx.value_of(expr) or (ctx.last_value(expr) if name_key(expr) is not None else None)
+    e = strip_wrappers(ctx, value if value is not None else expr)
     oc = ctx.op(e)
     if oc is not None:
         if oc.op == "cosine_similarity":
@@ -280,6 +283,10 @@ def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
         if oc.op == "matmul":
             operands = oc.positional[:2]
             return len(operands) == 2 and all(_normalised(ctx, o) for o in operands)
+        if oc.op == "sum" and oc.input is not None:  # `(F.normalize(a) * F.normalize(b)).sum(-1)`
+            product = strip_wrappers(ctx, ctx.resolve(oc.input))
+            return isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult) \
+                and _normalised(ctx, product.left) and _normalised(ctx, product.right)
         return False
     if isinstance(e, ast.BinOp):
         if isinstance(e.op, ast.MatMult):

@@ -6,10 +6,10 @@ import ast
 from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import POSSIBLE, VALUE, Rule
+from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import guarded_positive, strip_wrappers
+from nanguard.lint.patterns import guarded_positive, strip_wrappers, tensor_literal
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.masking import neg_inf_source
 from nanguard.lint.syntax import additive_terms, const_value, describe, mult_factors
@@ -19,7 +19,6 @@ HAND_XENT = Rule(
     name="hand-written-cross-entropy",
     summary="`-sum(y * log(p))`, `(p * p.log()).sum()`, `nll_loss(log(p), y)` on probabilities",
     hazard=VALUE,
-    confidence=POSSIBLE,
     hazards=("xlogy_zero",),
     explanation="""\
 One NaN term makes the whole sum, the loss and, after the update, every weight NaN (the
@@ -141,6 +140,16 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
         ctx.report(HAND_XENT, product, f"`{describe(product)}`, {what}", "xlogy_zero")
 
 
+def _constant_tensor(expr: ast.expr) -> bool:
+    """A literal list/tuple of positive numbers (`[1. / num_tokens]`)."""
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return bool(expr.elts) and all(_constant_tensor(e) for e in expr.elts)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and const_value(expr.left) is not None:
+        return const_value(expr.left) > 0  # type: ignore[operator]  # `1. / n`: positive for a count n
+    v = const_value(expr)
+    return v is not None and v > 0
+
+
 @checks("NG201")
 def check_nll_of_log(ctx: Analysis, oc: OpCall) -> None:
     """`F.nll_loss(torch.log(probs), y)`, `F.kl_div(q.log(), p)`: a cross-entropy on
@@ -153,8 +162,9 @@ def check_nll_of_log(ctx: Analysis, oc: OpCall) -> None:
     if lo is None or lo.op not in _LOGS or lo.input is None:
         return
     p = lo.input
-    if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
-        return
+    if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p) \
+            or _constant_tensor(tensor_literal(p)):
+        return  # `torch.log(torch.tensor([1 / n]))`: a uniform prior, a constant
     ctx.report(HAND_XENT, oc.node, f"`{oc.op}({describe(lo.node, 30)}, ...)` on probabilities", "xlogy_zero")
 
 
