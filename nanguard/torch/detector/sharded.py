@@ -1,0 +1,405 @@
+"""Sharded values and multi-rank runs: DTensor shards, collectives, the rank and the global index.
+
+* A DTensor op is judged on this rank's local shard (its ``_local_tensor``): the same rule as
+  for plain tensors (`values.judge`), on the values this rank holds. A non-finite shard is
+  reported with the rank and the element's index in the whole (global) tensor.
+* A collective (``all_reduce``, ``all_gather``, ``reduce_scatter``...) whose output is
+  non-finite while this rank's input was finite did not make the value: it *received* it from
+  another rank. Such a report carries ``received_through`` and is not an origin; the rank that
+  made the value reports the origin (`nanguard.run.ranks` merges the ranks' reports).
+* A replay re-runs code on one rank only: a collective there would wait forever for the other
+  ranks. In a multi-rank run a replay stops at the first collective (`CollectiveReached`).
+* The default mode checks only outermost module calls; in a multi-rank run it also checks each
+  inner module's output (`nested_call`), so that the unit replayed is the innermost module that
+  made the value, which rarely holds a collective (an FSDP2 model's whole forward does).
+
+Everything torch keeps private (``DTensor._local_tensor``, ``compute_local_shape_and_global_offset``)
+is read in one place each here, with a clear error when a torch version lacks it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence
+
+import torch
+from torch.utils import _pytree as pytree
+
+from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call
+from nanguard.torch.detector.aten import mutated_args, uses_rng, written_tensors
+from nanguard.torch.detector.values import PLAIN_TYPES, all_finite, checkable, fast_finite, has_nan
+
+if TYPE_CHECKING:
+    from nanguard.core.report import Report
+    from nanguard.torch.detector.activation import Activation
+
+_Tensor = torch.Tensor
+_current_node = torch._C._current_autograd_node
+_dist = torch.distributed if torch.distributed.is_available() else None
+
+
+# ------------------------------------------------------------------------- ranks and shards
+def process_rank() -> Optional[int]:
+    """This process's rank: from the process group, else torchrun's ``RANK`` (None outside a
+    multi-process run)."""
+    if _dist is not None and _dist.is_initialized():
+        return _dist.get_rank()
+    env = os.environ.get("RANK")
+    return int(env) if env and env.isdigit() and _env_world() > 1 else None
+
+
+def _env_world() -> int:
+    env = os.environ.get("WORLD_SIZE", "1")
+    return int(env) if env.isdigit() else 1
+
+
+def multi_rank() -> bool:
+    """Whether other ranks run beside this one (then a replay must not run a collective)."""
+    if _dist is not None and _dist.is_initialized():
+        return _dist.get_world_size() > 1
+    return _env_world() > 1
+
+
+_DTENSOR: List[Any] = []
+
+
+def dtensor_type() -> Optional[type]:
+    """``DTensor``, once the program has imported it (importing it here would cost ~1.5 s)."""
+    if _DTENSOR:
+        return _DTENSOR[0]
+    module = sys.modules.get("torch.distributed.tensor")
+    cls = getattr(module, "DTensor", None)
+    if cls is not None:
+        _DTENSOR.append(cls)
+    return cls
+
+
+def is_dtensor(t: Any) -> bool:
+    if type(t) in PLAIN_TYPES or not isinstance(t, _Tensor):
+        return False
+    cls = dtensor_type()
+    return cls is not None and isinstance(t, cls)
+
+
+def local(t: Any) -> Any:
+    """This rank's shard of a DTensor, the waited values of a functional collective's
+    ``AsyncCollectiveTensor``, and any other tensor itself."""
+    if not is_dtensor(t):
+        if type(t) in PLAIN_TYPES or not isinstance(t, _Tensor):
+            return t
+        funcol = sys.modules.get("torch.distributed._functional_collectives")
+        pending = getattr(funcol, "AsyncCollectiveTensor", None)
+        if pending is not None and isinstance(t, pending):
+            return t.trigger_wait()
+        return t
+    shard = getattr(t, "_local_tensor", None)   # private: read here only
+    if shard is None:
+        raise RuntimeError("nanguard: this torch's DTensor has no _local_tensor; nanguard cannot read the "
+                           "rank's shard (please report the torch version)")
+    return shard
+
+
+def localize(tree: Any) -> Any:
+    """The same structure with every DTensor replaced by its local shard."""
+    return pytree.tree_map(lambda x: local(x) if isinstance(x, _Tensor) else x, tree)
+
+
+def shard_offset(dt: Any) -> tuple:
+    """Where this rank's shard of ``dt`` starts in the global tensor (one offset per dim)."""
+    try:   # private API: the one place nanguard reads it
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    except ImportError as err:
+        raise RuntimeError("nanguard: torch.distributed.tensor._utils.compute_local_shape_and_global_offset is "
+                           "missing in this torch; the global index of a shard cannot be computed") from err
+    _, offset = compute_local_shape_and_global_offset(dt.shape, dt.device_mesh, dt.placements)
+    return tuple(int(o) for o in offset)
+
+
+def global_index(dt: Any) -> Optional[List[int]]:
+    """The global index of the first non-finite element of this rank's shard of ``dt``."""
+    shard = local(dt)
+    if not checkable(shard) or shard.numel() == 0:
+        return None
+    with torch.no_grad():
+        x = torch.view_as_real(shard) if shard.is_complex() else shard
+        bad = (~torch.isfinite(x)).reshape(*shard.shape, -1).any(-1) if shard.is_complex() else ~torch.isfinite(x)
+        hits = bad.nonzero()
+    if hits.numel() == 0:
+        return None
+    first = [int(i) for i in hits[0].tolist()]
+    offset = shard_offset(dt)
+    if len(offset) != len(first):
+        return None
+    return [i + o for i, o in zip(first, offset)]
+
+
+class _Pending(threading.local):
+    """What the report being built should carry beyond what `make_report` is told."""
+
+    def __init__(self) -> None:
+        self.global_index: Optional[List[int]] = None
+
+
+PENDING = _Pending()
+
+
+@contextlib.contextmanager
+def _indexed(index: Optional[List[int]]) -> Iterator[None]:
+    saved, PENDING.global_index = PENDING.global_index, index
+    try:
+        yield
+    finally:
+        PENDING.global_index = saved
+
+
+# ------------------------------------------------------------------------- collectives
+COLLECTIVE, SKIP = 1, 2
+_COLLECTIVE_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional"})
+# ops of those namespaces that move no values between ranks
+_LOCAL = frozenset({"wait_tensor", "_wrap_tensor_autograd", "monitored_barrier_", "barrier"})
+ROUTES: Dict[Any, int] = {}
+
+
+def route(func: Any) -> int:
+    """0 for an ordinary op, `COLLECTIVE` for one that exchanges values with other ranks,
+    `SKIP` for FSDP's copy ops and the collectives' bookkeeping (they make no new values)."""
+    hit = ROUTES.get(func)
+    if hit is None:
+        ns = getattr(func, "namespace", "")
+        base = getattr(func, "__name__", "").split(".")[0]
+        if ns in _COLLECTIVE_NAMESPACES:
+            hit = SKIP if base in _LOCAL else COLLECTIVE
+        else:
+            hit = SKIP if ns == "fsdp" else 0
+        ROUTES[func] = hit
+    return hit
+
+
+_NAMES = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+          ("reduce_scatter", "reduce_scatter"), ("all_reduce", "all_reduce"), ("all_gather", "all_gather"),
+          ("alltoall", "all_to_all"), ("all_to_all", "all_to_all"), ("broadcast", "broadcast"),
+          ("scatter", "scatter"), ("gather", "gather"), ("recv", "recv"), ("reduce", "reduce"))
+
+
+def collective_name(func: Any) -> str:
+    """``all_reduce`` for ``c10d.allreduce_`` and ``_c10d_functional.all_reduce`` alike."""
+    base = (func if isinstance(func, str) else getattr(func, "__name__", str(func))).split(".")[0].strip("_")
+    for key, name in _NAMES:
+        if key in base:
+            return name
+    return base
+
+
+class CollectiveReached(Exception):
+    """A multi-rank replay reached a collective: the other ranks are not running it, so the
+    replay stops there instead of waiting for them forever."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the replay reached {name}, a collective the other ranks are not running, and stopped "
+                         f"there")
+        self.name = name
+
+
+def refuse_collective(func: Any) -> None:
+    """Called by a replay for a collective op: stop the replay when other ranks exist."""
+    if multi_rank():
+        raise CollectiveReached(collective_name(func))
+
+
+_FUNCTIONAL = ("all_reduce", "all_reduce_", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
+               "broadcast", "broadcast_", "all_reduce_coalesced", "all_gather_into_tensor_coalesced",
+               "reduce_scatter_tensor_coalesced", "isend", "irecv", "batch_p2p_ops")
+
+
+@contextlib.contextmanager
+def replay_guard() -> Iterator[None]:
+    """While a multi-rank replay runs: the functional collectives that DTensor calls *inside*
+    its own dispatch (where no dispatch mode sees them) raise `CollectiveReached` too."""
+    if not multi_rank():
+        yield
+        return
+    ns = torch.ops._c10d_functional
+    saved = {}
+    for name in _FUNCTIONAL:
+        if hasattr(ns, name):
+            saved[name] = getattr(ns, name)
+            setattr(ns, name, _Refusal(name))
+    try:
+        yield
+    finally:
+        for name, op in saved.items():
+            setattr(ns, name, op)
+
+
+class _Refusal:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise CollectiveReached(collective_name(self.name))
+
+    def __getattr__(self, attr: str) -> Any:   # ``.default`` overloads
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self
+
+
+def _tensors(tree: Any) -> List[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, _Tensor)]
+
+
+def _wait(out: Any) -> None:
+    """Complete an asynchronous collective now, so its output's values can be read."""
+    for o in pytree.tree_leaves(out):
+        if isinstance(o, _Tensor):
+            continue
+        wait = getattr(o, "wait", None)
+        if callable(wait):
+            wait()
+
+
+def live_collective(live: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run a collective for the live mode; report values that arrived non-finite through it."""
+    act = live.act
+    written = written_tensors(func, args, kwargs)
+    ids = {id(t) for t in written}
+    sent = [local(t) for t in _tensors((args, kwargs)) if id(t) not in ids] or [local(t) for t in written]
+    finite_before = all_finite(sent)
+    out = func(*args, **kwargs)
+    if not finite_before or act.tripped:
+        return out
+    if getattr(func, "namespace", "") != "c10d":
+        for t in _tensors(out):
+            torch.ops._c10d_functional.wait_tensor(t)
+    else:
+        _wait(out)
+    got = [local(t) for t in _tensors(out) + written]
+    if not all_finite(got):
+        _received(act, func, got, sys._getframe(1))
+    return out
+
+
+def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_obj: Any) -> None:
+    from nanguard.torch.detector.build import make_report
+    from nanguard.torch.detector.frames import user_frame, user_stack
+    kind = "nan" if any(has_nan(t) for t in got) else "inf"
+    if kind not in act.check:
+        return
+    name = collective_name(func)
+    node = _current_node()
+    phase = "backward" if node is not None else ("optimizer" if STATE.in_optimizer else "forward")
+    here = user_frame(frame_obj)
+    bad = [(f"out[{i}]", t) for i, t in enumerate(got) if checkable(t) and not fast_finite(t)]
+    report = make_report(phase=phase, kind=kind, op=str(func), inputs=[], outputs=bad[:4], frame=here,
+                         module=act.naming.live_path() if node is None else None, call_frame=here,
+                         torch_function=f"torch.distributed.{name}", stack=user_stack(frame_obj), step=act.step(),
+                         how="live check of a collective's output against this rank's input",
+                         notes=[f"this rank's input to {name} was finite: the value was made on another rank"])
+    report.received_through = name
+    what = "NaN" if kind == "nan" else "Inf"
+    where = f"{here.short_file}:{here.line}" if here is not None else "an unknown line"
+    report.message = f"nanguard: rank {report.rank} received {what} from another rank through {name} at {where}"
+    report.explanation = (f"{name} combined this rank's finite values with non-finite ones sent by another rank; "
+                          f"this rank did not make them.")
+    report.suggestion = ("Look at the rank that made the value: run under torchrun with nanguard run --json-dir DIR "
+                         "and read DIR/merged.json, which names the first rank to go non-finite.")
+    act.finish(report)
+
+
+# ------------------------------------------------------------------------- DTensor ops
+def _bad_dtensors(func: Any, args: tuple, kwargs: dict, out: Any) -> List[Any]:
+    cands = [o for o in pytree.tree_leaves(out) if is_dtensor(o)]
+    if mutated_args(func) != ((), ()):
+        cands += [t for t in written_tensors(func, args, kwargs) if is_dtensor(t)]
+    bad = []
+    for dt in cands:
+        shard = local(dt)
+        if checkable(shard) and shard.numel() and not fast_finite(shard):
+            bad.append(dt)
+    return bad
+
+
+def _made_here(func: Any, largs: tuple, lkwargs: dict) -> bool:
+    """Does the op, run on this rank's shards alone, make the non-finite value? False when it
+    comes out finite: the value came in through a redistribution inside DTensor's dispatch."""
+    if uses_rng(func) or mutated_args(func) != ((), ()):
+        return True   # cannot be re-run without changing the program
+    try:
+        again = func(*largs, **lkwargs)
+    except Exception:
+        return True   # shards that need communication to combine: keep the finding
+    return not all_finite([t for t in pytree.tree_leaves(again) if isinstance(t, _Tensor) and checkable(t)])
+
+
+def live_dtensor(live: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+    """The live mode's check of a DTensor op: judge the local shards, name the global index."""
+    bad = _bad_dtensors(func, args, kwargs, out)
+    if not bad:
+        return
+    largs, lkwargs, lout = localize((args, kwargs, out))
+    if not _made_here(func, largs, lkwargs):
+        return   # received: the collective inside DTensor's redistribution is not visible here
+    with _indexed(global_index(bad[0])):
+        live.nonfinite(func, largs, lkwargs, lout)
+
+
+def replay_dtensor(replay: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+    """A replay's check of a DTensor op (raises the replay's ``Found`` on a finding)."""
+    from nanguard.torch.detector.replay import Found
+    from nanguard.torch.detector.values import judge
+    bad = _bad_dtensors(func, args, kwargs, out)
+    if not bad:
+        return
+    largs, lkwargs, lout = localize((args, kwargs, out))
+    from nanguard.torch.detector.build import named_args, split_args
+    tensors, scalars, _ = split_args(named_args(func, largs, lkwargs))
+    ids = {id(t) for t in written_tensors(func, largs, lkwargs)}
+    outs = [local(t) for t in bad]
+    verdict = judge([t for _, t in tensors if id(t) not in ids], [s.value for s in scalars], outs, replay.check)
+    if verdict is None or not _made_here(func, largs, lkwargs):
+        return
+    with _indexed(global_index(bad[0])):
+        raise Found(replay.capture(func, largs, lkwargs, lout, verdict, sys._getframe(1)))
+
+
+# ------------------------------------------------------------------------- module boundaries
+def nested_call(act: "Activation", module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+    """Default mode, multi-rank run: an inner module call, its output checked like an
+    outermost one's, so that a replay re-runs the innermost module that made the value."""
+    rng = capture_rng()
+    with STATE.nested(None):
+        out = orig_module_call(module, *args, **kwargs)
+    if act.tripped:
+        return out
+    flat = [local(t) for t in pytree.tree_leaves(out) if isinstance(t, _Tensor)]
+    if all_finite(flat):
+        return out
+    from nanguard.torch.detector.values import iter_scalars, judge
+    ins = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, _Tensor)]
+    verdict = judge(ins + list(module.parameters()) + list(module.buffers()), iter_scalars((args, kwargs)),
+                    [t for t in flat if checkable(t)], act.check)
+    if verdict is not None and verdict.origin != "input":   # a NaN passed in: made by an enclosing level
+        with act.suspended():
+            act.modules._nonfinite(module, args, kwargs, rng, flat)
+    return out
+
+
+def note_replay(report: "Report", error: Optional[BaseException], forward: bool) -> None:
+    """A coarse report whose replay stopped at a collective: in a forward replay no op before
+    the collective made the value, so it most likely came through it from another rank."""
+    if isinstance(error, CollectiveReached) and forward:
+        report.received_through = error.name
+        what = "NaN" if report.kind == "nan" else "Inf"
+        where = f"{report.location().short_file}:{report.line}" if report.location() is not None else "?"
+        report.message = (f"nanguard: rank {report.rank} received {what} from another rank through {error.name} "
+                          f"in {report.module or report.op} at {where}")
+        report.notes.append(f"no op on this rank made the value before {error.name}: it most likely arrived "
+                            f"from another rank through it")
+
+
+__all__ = ["CollectiveReached", "dtensor_type", "is_dtensor", "PENDING", "collective_name", "global_index", "live_collective",
+           "live_dtensor", "local", "localize", "multi_rank", "nested_call", "note_replay", "process_rank",
+           "refuse_collective", "replay_dtensor", "replay_guard", "route", "shard_offset"]

@@ -1,0 +1,87 @@
+"""DTensor code under nanguard.detect: 2-process gloo runs of tensor parallel and FSDP2.
+
+One launch of two ranks runs every scenario (sharded_worker.py), so the processes start once;
+each test then reads what each rank's detection kept. A NaN planted on rank 1 only (the line
+marked PLANT in the worker) must be reported there, with rank 1 (and, for a DTensor op, the
+element's global index), in the default and the exhaustive mode; rank 0, which only receives
+the NaN through a collective, must not report an origin; healthy runs report nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+from tests.shared import launch
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                       reason="torch.distributed with gloo is not available"),
+]
+
+WORKER = Path(__file__).with_name("sharded_worker.py")
+SCENARIOS = [f"{model}-{mode}-{health}" for model in ("tp", "fsdp") for mode in ("default", "exhaustive")
+             for health in ("bad", "good")]
+
+
+def planted_line(marker: str) -> int:
+    for number, text in enumerate(WORKER.read_text().splitlines(), 1):
+        if f"# {marker}" in text:
+            return number
+    raise AssertionError(marker)
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sharded")
+    commands = [[str(WORKER), ",".join(SCENARIOS), str(rank), "2", str(tmp / "store"), str(tmp / f"rank{rank}.json")]
+                for rank in range(2)]
+    return launch("sharded", commands, [{}, {}], tmp, deadline_s=100.0)
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_tensor_parallel_nan_on_rank_1_is_reported_at_its_line_with_rank_and_global_index(ranks, mode):
+    r0, r1 = (r[f"tp-{mode}-bad"]["report"] for r in ranks)
+    assert r1 is not None, "rank 1 made a NaN inside DTensor code and nothing was reported"
+    assert (r1["op"], r1["line"], r1["rank"], r1["phase"]) == ("aten.log.default", planted_line("PLANT-TP"), 1,
+                                                               "forward")
+    assert r1.get("received_through") is None
+    # up.weight row 5 is negative: output feature 5 is rank 1's local column 1, global column 5
+    assert r1["global_index"] == [0, 5]
+    # rank 0 made nothing: it only received rank 1's NaN through RowwiseParallel's all_reduce
+    assert r0 is not None and r0["rank"] == 0
+    assert r0["received_through"] == "all_reduce"
+    assert r0["line"] != planted_line("PLANT-TP")
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_fsdp2_nan_on_rank_1_is_reported_at_its_line_with_rank(ranks, mode):
+    r0, r1 = (r[f"fsdp-{mode}-bad"]["report"] for r in ranks)
+    assert r1 is not None, "rank 1 made a NaN inside an FSDP2 model and nothing was reported"
+    assert (r1["op"], r1["line"], r1["rank"], r1["phase"]) == ("aten.sqrt.default", planted_line("PLANT-FSDP"), 1,
+                                                               "forward")
+    assert r1["module"].endswith("plant")
+    # rank 0's own forward was healthy; its gradients went NaN through FSDP's reduce-scatter
+    assert r0 is not None and r0["rank"] == 0 and r0["phase"] == "backward"
+    assert r0["line"] != planted_line("PLANT-FSDP")
+    if mode == "exhaustive":   # the collective itself is checked: rank 0 names it
+        assert r0["received_through"] == "reduce_scatter"
+    else:                      # a replay would need rank 1: rank 0 stops at the first collective
+        assert any("CollectiveReached" in note for note in r0["notes"])
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.endswith("good")])
+def test_healthy_sharded_steps_report_nothing(ranks, scenario):
+    for rank, result in enumerate(ranks):
+        assert result[scenario]["report"] is None, (rank, result[scenario]["report"])
+        assert all(loss == loss for loss in result[scenario]["losses"])   # and really ran healthy
+
+
+def test_healthy_losses_are_the_same_in_both_modes(ranks):
+    # detection changes no value: the healthy losses match across the two modes
+    for result in ranks:
+        for model in ("tp", "fsdp"):
+            assert result[f"{model}-default-good"]["losses"] == result[f"{model}-exhaustive-good"]["losses"]
