@@ -109,16 +109,15 @@ def _entry(p: Dict[str, Any], status: str) -> Dict[str, Any]:
 def merge(payloads: Sequence[Dict[str, Any]], world: int) -> Dict[str, Any]:
     """Which rank went non-finite first, and what each rank saw.
 
-    A report of values received through a collective is never an origin. Among the other
-    reports, those located at a line come first (a rank whose replay could not say where is
-    likelier to have received the value by a path not checked); then the earliest step, then
-    phase (input, forward, backward, optimizer), then the lowest rank.
+    A report of values received through a collective is never an origin, nor is one that could
+    not be located (a rank whose replay stopped at a collective may have received the value by
+    a path not checked): when no rank located an origin, ``first_rank`` is None. Among located
+    origins, the earliest step comes first, then phase (input, forward, backward, optimizer),
+    then the lowest rank.
     """
     found = [p for p in payloads if p.get("found") and not p.get("missing")]
-    made = [p for p in found if not p.get("received_through")]
-    located = [p for p in made if p.get("line") is not None]
-    candidates = sorted(located or made, key=_order)
-    first = candidates[0] if candidates else None
+    located = [p for p in found if not p.get("received_through") and p.get("line") is not None]
+    first = min(located, key=_order) if located else None
     ranks: List[Dict[str, Any]] = []
     for p in sorted(payloads, key=lambda q: q.get("rank", 0)):
         if p.get("missing"):
@@ -135,16 +134,23 @@ def merge(payloads: Sequence[Dict[str, Any]], world: int) -> Dict[str, Any]:
             ranks.append(_entry(p, "not located"))
         else:
             ranks.append(_entry(p, "also made"))
-    return {"found": first is not None, "world_size": world, "first_rank": first.get("rank") if first else None,
+    return {"found": bool(found), "world_size": world, "first_rank": first.get("rank") if first else None,
             "first": _entry(first, "first") if first else None, "ranks": ranks,
             "message": _message(first, ranks, world)}
 
 
 def _message(first: Optional[Dict[str, Any]], ranks: List[Dict[str, Any]], world: int) -> str:
+    missing = [str(r["rank"]) for r in ranks if r["status"] == "missing"]
     if first is None:
-        missing = [r["rank"] for r in ranks if r["status"] == "missing"]
-        text = f"no rank of {world} reported a NaN or Inf"
-        return text + (f" (no report from rank(s) {', '.join(map(str, missing))})" if missing else "")
+        seen = [r for r in ranks if r["status"] in ("received", "not located")]
+        if not seen:
+            text = f"no rank of {world} reported a NaN or Inf"
+            return text + (f" (no report from rank(s) {', '.join(missing)})" if missing else "")
+        return ("no rank located where the non-finite values were made: " +
+                "; ".join(f"rank {r['rank']} " + (f"received them through {r['received_through']}"
+                                                  if r["status"] == "received" else "could not locate them") +
+                          f" ({_when(r)})" for r in seen) +
+                " (nanguard run --exhaustive checks every op, in the backward pass too)")
     kind = "NaN" if first.get("kind") == "nan" else "Inf"
     what = first.get("torch_function") or first.get("op") or "?"
     parts = [f"rank {first['rank']} went non-finite first ({_when(first)}): {kind} from {what} at {_where(first)}"]

@@ -173,7 +173,8 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
         return
     name = collective_name(func)
     node = _current_node()
-    phase = "backward" if node is not None else ("optimizer" if STATE.in_optimizer else "forward")
+    # FSDP's reduce-scatter runs in a callback at the end of the backward pass: no node, but in it
+    phase = "backward" if node is not None or STATE.in_backward else ("optimizer" if STATE.in_optimizer else "forward")
     here = user_frame(frame_obj)
     bad = [(f"out[{i}]", t) for i, t in enumerate(got) if checkable(t) and not fast_finite(t)]
     report = make_report(phase=phase, kind=kind, op=str(func), inputs=[], outputs=bad[:4], frame=here,

@@ -48,11 +48,21 @@ class Plant(nn.Module):
         return torch.sqrt(x.abs() - self.shift)  # PLANT-FSDP
 
 
-class Net(nn.Module):
+class BackwardPlant(nn.Module):
     def __init__(self, shift: float) -> None:
         super().__init__()
+        self.zero = shift != 0.0
+
+    def forward(self, x):
+        x = x * 0.0 if self.zero else x.abs() + 1.0
+        return torch.sqrt(x)  # PLANT-FSDP-BACKWARD
+
+
+class Net(nn.Module):
+    def __init__(self, shift: float, backward: bool = False) -> None:
+        super().__init__()
         self.l1 = nn.Linear(4, 8)
-        self.plant = Plant(shift)
+        self.plant = BackwardPlant(shift) if backward else Plant(shift)
         self.l2 = nn.Linear(8, 1)
 
     def forward(self, x):
@@ -74,10 +84,10 @@ def tp_model(rank: int, bad: bool) -> nn.Module:
     return parallelize_module(block, mesh, {"up": ColwiseParallel(use_local_output=False), "down": RowwiseParallel()})
 
 
-def fsdp_model(rank: int, bad: bool) -> nn.Module:
+def fsdp_model(rank: int, bad: bool, backward: bool = False) -> nn.Module:
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(0)
-    net = Net(shift=1e3 if bad and rank == 1 else 0.0)
+    net = Net(shift=1e3 if bad and rank == 1 else 0.0, backward=backward)
     fully_shard(net.l1)
     fully_shard(net.l2)
     fully_shard(net)
@@ -87,13 +97,13 @@ def fsdp_model(rank: int, bad: bool) -> nn.Module:
 def run(scenario: str, rank: int) -> dict:
     model_kind, mode, health = scenario.split("-")
     bad = health == "bad"
-    model = tp_model(rank, bad) if model_kind == "tp" else fsdp_model(rank, bad)
+    model = tp_model(rank, bad) if model_kind == "tp" else fsdp_model(rank, bad, model_kind == "fsdpbw")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)   # data parallel for FSDP; the same input for TP
     losses = []
     with nanguard.detect(mode="record", exhaustive=mode == "exhaustive") as d:
         for _ in range(2):
-            x = torch.rand(3, 4, generator=g if model_kind == "fsdp" else None) + 0.1
+            x = torch.rand(3, 4, generator=g if model_kind != "tp" else None) + 0.1
             if model_kind == "tp":
                 x = torch.full((3, 4), 0.5)
             loss = model(x).sum()

@@ -99,3 +99,29 @@ def test_merge_prefers_a_located_finding_and_lists_missing_and_clean_ranks():
     assert [r["status"] for r in merged["ranks"]] == ["not located", "first", "missing", "clean"]
     assert "rank 2 wrote no report" in merged["message"] and "rank 3 saw none" in merged["message"]
     assert merge([payloads[3]], 1)["found"] is False
+
+
+def test_merge_names_no_first_rank_when_no_rank_located_an_origin():
+    # FSDP2 in the default mode: a backward NaN reaches every rank's gradients, no replay can locate it
+    merged = merge([_found(0, 1, "backward", line=None), _found(1, 1, "backward", line=None)], 2)
+    assert merged["found"] and merged["first_rank"] is None and merged["first"] is None
+    assert merged["message"].startswith("no rank located where the non-finite values were made")
+    assert [r["status"] for r in merged["ranks"]] == ["not located", "not located"]
+
+
+@pytest.mark.slow
+@distributed
+def test_readme_distributed_example_prints_the_merged_verdict_it_shows(tmp_path):
+    import re
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", readme, re.S | re.M)
+    i = next(i for i, (lang, text) in enumerate(blocks) if lang == "python" and "dist.all_reduce(p.grad)" in text)
+    program, shown = blocks[i][1], blocks[i + 1][1].rstrip("\n").splitlines()
+    assert shown[0] == "$ torchrun --nproc_per_node 2 -m nanguard run --json-dir reports train.py"
+    (tmp_path / "train.py").write_text(program)
+    done = launch([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                   "-m", "nanguard", "run", "--json-dir", "reports", "train.py"], tmp_path)
+    lines = done.stderr.splitlines()
+    start = lines.index(shown[2])          # after the "... (each rank's report" line
+    assert lines[start:start + len(shown) - 2] == shown[2:]
+    assert json.loads((tmp_path / "reports" / "merged.json").read_text())["first_rank"] == 1

@@ -24,7 +24,7 @@ pytestmark = [
 
 WORKER = Path(__file__).with_name("sharded_worker.py")
 SCENARIOS = [f"{model}-{mode}-{health}" for model in ("tp", "fsdp") for mode in ("default", "exhaustive")
-             for health in ("bad", "good")]
+             for health in ("bad", "good")] + ["fsdpbw-default-bad", "fsdpbw-exhaustive-bad"]
 
 
 def planted_line(marker: str) -> int:
@@ -71,6 +71,22 @@ def test_fsdp2_nan_on_rank_1_is_reported_at_its_line_with_rank(ranks, mode):
         assert r0["received_through"] == "reduce_scatter"
     else:                      # a replay would need rank 1: rank 0 stops at the first collective
         assert any("CollectiveReached" in note for note in r0["notes"])
+
+
+def test_fsdp2_backward_nan_exhaustive_names_the_op_on_rank_1_and_reduce_scatter_on_rank_0(ranks):
+    r0, r1 = (r["fsdpbw-exhaustive-bad"]["report"] for r in ranks)
+    # sqrt(0) is finite; its gradient 1/(2*sqrt(0)) is inf on rank 1 only
+    assert (r1["rank"], r1["phase"], r1["node"]) == (1, "backward", "SqrtBackward0")
+    assert r1.get("received_through") is None
+    assert (r0["rank"], r0["phase"], r0["received_through"]) == (0, "backward", "reduce_scatter")
+
+
+def test_fsdp2_backward_nan_default_mode_is_seen_on_both_ranks_but_not_located(ranks):
+    # documented limitation: the replay of an FSDP2 backward would need the other rank
+    for rank, result in enumerate(ranks):
+        report = result["fsdpbw-default-bad"]["report"]
+        assert (report["rank"], report["phase"], report["line"]) == (rank, "backward", None)
+        assert any("CollectiveReached" in note for note in report["notes"])
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.endswith("good")])
