@@ -109,15 +109,17 @@ def _entry(p: Dict[str, Any], status: str) -> Dict[str, Any]:
 def merge(payloads: Sequence[Dict[str, Any]], world: int) -> Dict[str, Any]:
     """Which rank went non-finite first, and what each rank saw.
 
-    A report of values received through a collective is never an origin, nor is one that could
-    not be located (a rank whose replay stopped at a collective may have received the value by
-    a path not checked): when no rank located an origin, ``first_rank`` is None. Among located
-    origins, the earliest step comes first, then phase (input, forward, backward, optimizer),
-    then the lowest rank.
+    A report of values received through a collective is never an origin. Among the ranks that
+    located where they made a value, the earliest step comes first, then phase (input, forward,
+    backward, optimizer), then the lowest rank. When none located one, the first rank is the
+    only one that did not receive its values, if every other reporting rank did; otherwise
+    ``first_rank`` is None (several ranks saw values they could not place, by paths not checked).
     """
     found = [p for p in payloads if p.get("found") and not p.get("missing")]
-    located = [p for p in found if not p.get("received_through") and p.get("line") is not None]
-    first = min(located, key=_order) if located else None
+    made = [p for p in found if not p.get("received_through")]
+    located = [p for p in made if p.get("line") is not None]
+    # not located, but the only rank that did not receive it (FSDP2 backward, default mode)
+    first = min(located, key=_order) if located else (made[0] if len(made) == 1 and len(found) > 1 else None)
     ranks: List[Dict[str, Any]] = []
     for p in sorted(payloads, key=lambda q: q.get("rank", 0)):
         if p.get("missing"):
@@ -127,7 +129,7 @@ def merge(payloads: Sequence[Dict[str, Any]], world: int) -> Dict[str, Any]:
             ranks.append({"rank": p.get("rank"), "status": "clean" if p.get("status") == "clean" else p.get("status"),
                           "message": p.get("message")})
         elif p is first:
-            ranks.append(_entry(p, "first"))
+            ranks.append(_entry(p, "first" if p.get("line") is not None else "first (not located)"))
         elif p.get("received_through"):
             ranks.append(_entry(p, "received"))
         elif p.get("line") is None:
@@ -153,7 +155,12 @@ def _message(first: Optional[Dict[str, Any]], ranks: List[Dict[str, Any]], world
                 " (nanguard run --exhaustive checks every op, in the backward pass too)")
     kind = "NaN" if first.get("kind") == "nan" else "Inf"
     what = first.get("torch_function") or first.get("op") or "?"
-    parts = [f"rank {first['rank']} went non-finite first ({_when(first)}): {kind} from {what} at {_where(first)}"]
+    if first.get("line") is None:
+        parts = [f"rank {first['rank']} went non-finite first ({_when(first)}): it made the {kind} it sent to the "
+                 f"others (the op was not located; nanguard run --exhaustive names it)"]
+    else:
+        parts = [f"rank {first['rank']} went non-finite first ({_when(first)}): {kind} from {what} at "
+                 f"{_where(first)}"]
     for r in ranks:
         if r["rank"] == first["rank"]:
             continue

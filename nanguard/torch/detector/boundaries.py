@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
 from nanguard.errors import NonFiniteError
-from nanguard.torch.detector import _state, scaled, sharded
+from nanguard.torch.detector import _state, collectives, scaled, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, no_compile, orig_module_call
 from nanguard.torch.detector.build import OptimizerContext, make_report
 from nanguard.torch.detector.frames import Frame, user_frame
@@ -139,6 +139,7 @@ class BackwardBoundary:
         # the pass to end so that a replay of the tape can add its forward line.
         self.pending: Optional[Report] = None
         self.scaled = False  # the current pass starts from a GradScaler-scaled loss
+        self.sent: list = []  # multi-rank: the collectives this pass started (collectives.watching)
 
     def found_live(self, report: Report) -> None:
         """The live mode found ``report`` inside a backward pass (exhaustive mode)."""
@@ -184,8 +185,9 @@ class BackwardBoundary:
         self.scaled = scaled.any_scaled(roots)
         with act.suspended(not act.exhaustive or self.scaled):
             try:
-                with STATE.backward():
+                with STATE.backward(), collectives.watching(not act.exhaustive and sharded.multi_rank()) as seen:
                     result = orig(outputs, *args, **kwargs)
+                self.sent = seen
                 if self.pending is not None:
                     report, self.pending = self.pending, None
                     act.finish(self._enrich(report, *replayable))
@@ -224,7 +226,9 @@ class BackwardBoundary:
                 return  # the GradScaler skips this step and lowers its scale
             act.finish(result.report)
         else:
-            act.finish(self._coarse_report(grads, call, replay_notes(result)))
+            report = self._coarse_report(grads, call, replay_notes(result))
+            collectives.note_backward(report, self.sent)   # multi-rank: made here, or received?
+            act.finish(report)
 
     def _enrich(self, live: Report, entries, roots, grad_tensors, inputs, create_graph) -> Report:
         """Replay the tape to learn the forward line of a backward finding made live."""

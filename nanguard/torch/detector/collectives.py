@@ -195,3 +195,64 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
 
 __all__ = ["COLLECTIVE", "CollectiveReached", "ROUTES", "SKIP", "collective_name", "live_collective",
            "refuse_collective", "replay_guard", "route"]
+
+
+# ------------------------------------------------------------------ collectives inside backward()
+# The default mode does not look inside a backward pass; in a multi-rank run it still notes, for
+# each collective that FSDP (or a hook) starts there, whether this rank's input was finite: a
+# device-side sum per collective, read only when the pass's gradients come out non-finite.
+_WATCHED = (("reduce_scatter_single", "input", 1), ("reduce_scatter_tensor", "input", 1), ("all_reduce", "tensor", 0))
+
+
+@contextlib.contextmanager
+def watching(enabled: bool) -> Iterator[List[tuple]]:
+    """Around a backward pass: ``(name, sum of this rank's input)`` of each collective started."""
+    seen: List[tuple] = []
+    dist = sys.modules.get("torch.distributed")
+    if not enabled or dist is None:
+        yield seen
+        return
+    saved = {}
+    for name, key, position in _WATCHED:
+        fn = getattr(dist, name, None)
+        if callable(fn):
+            saved[name] = fn
+            setattr(dist, name, _noting(fn, collective_name(name), key, position, seen))
+    try:
+        yield seen
+    finally:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
+
+def _noting(fn: Any, name: str, key: str, position: int, seen: List[tuple]) -> Any:
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        sent = kwargs.get(key, args[position] if len(args) > position else None)
+        if isinstance(sent, _Tensor) and sent.is_floating_point():
+            with torch.no_grad():
+                seen.append((name, sent.detach().sum(dtype=torch.float64)))   # no host sync here
+        return fn(*args, **kwargs)
+    noted.__wrapped__ = fn  # type: ignore[attr-defined]
+    return noted
+
+
+def note_backward(report: Any, seen: Sequence[tuple]) -> None:
+    """A backward pass whose gradients came out non-finite, after collectives: if this rank sent
+    only finite values into them, it received the non-finite ones; otherwise it made them."""
+    if not seen:
+        return
+    import math
+    sent_bad = [name for name, total in seen if not math.isfinite(float(total))]
+    what = "NaN" if report.kind == "nan" else "Inf"
+    if sent_bad:
+        report.notes.append(f"this rank's own gradients were already non-finite when it sent them into "
+                            f"{sent_bad[0]}: they were made on this rank")
+        report.message = (f"nanguard: rank {report.rank}'s backward pass made {what} gradients (sent into "
+                          f"{sent_bad[0]}; the op was not located: exhaustive=True checks each backward op)")
+        return
+    names = [name for name, _ in seen]
+    report.received_through = "reduce_scatter" if "reduce_scatter" in names else names[-1]
+    report.message = (f"nanguard: rank {report.rank} received {what} gradients from another rank through "
+                      f"{report.received_through}")
+    report.notes.append(f"this rank sent only finite gradients into {', '.join(sorted(set(names)))}: the "
+                        f"non-finite ones arrived from another rank through {report.received_through}")

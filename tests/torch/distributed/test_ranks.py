@@ -101,8 +101,17 @@ def test_merge_prefers_a_located_finding_and_lists_missing_and_clean_ranks():
     assert merge([payloads[3]], 1)["found"] is False
 
 
+def test_merge_names_the_only_rank_that_did_not_receive_when_none_located_an_origin():
+    # FSDP2 in the default mode: rank 1's backward made the NaN, rank 0 got it through reduce_scatter
+    merged = merge([_found(0, 1, "backward", line=None, received_through="reduce_scatter"),
+                    _found(1, 1, "backward", line=None)], 2)
+    assert merged["first_rank"] == 1
+    assert [r["status"] for r in merged["ranks"]] == ["received", "first (not located)"]
+    assert merged["message"].startswith("rank 1 went non-finite first (step 1, backward): it made the NaN")
+
+
 def test_merge_names_no_first_rank_when_no_rank_located_an_origin():
-    # FSDP2 in the default mode: a backward NaN reaches every rank's gradients, no replay can locate it
+    # several ranks saw values they could not place, none with evidence of receiving them
     merged = merge([_found(0, 1, "backward", line=None), _found(1, 1, "backward", line=None)], 2)
     assert merged["found"] and merged["first_rank"] is None and merged["first"] is None
     assert merged["message"].startswith("no rank located where the non-finite values were made")

@@ -67,9 +67,8 @@ def test_fsdp2_nan_on_rank_1_is_reported_at_its_line_with_rank(ranks, mode):
     # rank 0's own forward was healthy; its gradients went NaN through FSDP's reduce-scatter
     assert r0 is not None and r0["rank"] == 0 and r0["phase"] == "backward"
     assert r0["line"] != planted_line("PLANT-FSDP")
-    if mode == "exhaustive":   # the collective itself is checked: rank 0 names it
-        assert r0["received_through"] == "reduce_scatter"
-    else:                      # a replay would need rank 1: rank 0 stops at the first collective
+    assert r0["received_through"] == "reduce_scatter"
+    if mode == "default":   # a replay would need rank 1: rank 0 stops at the first collective
         assert any("CollectiveReached" in note for note in r0["notes"])
 
 
@@ -81,12 +80,15 @@ def test_fsdp2_backward_nan_exhaustive_names_the_op_on_rank_1_and_reduce_scatter
     assert (r0["rank"], r0["phase"], r0["received_through"]) == (0, "backward", "reduce_scatter")
 
 
-def test_fsdp2_backward_nan_default_mode_is_seen_on_both_ranks_but_not_located(ranks):
-    # documented limitation: the replay of an FSDP2 backward would need the other rank
-    for rank, result in enumerate(ranks):
-        report = result["fsdpbw-default-bad"]["report"]
+def test_fsdp2_backward_nan_default_mode_tells_the_rank_that_made_it_from_the_one_that_received_it(ranks):
+    # documented limitation: the op is not located (a replay of an FSDP2 backward needs the other rank)
+    r0, r1 = (r["fsdpbw-default-bad"]["report"] for r in ranks)
+    for rank, report in enumerate((r0, r1)):
         assert (report["rank"], report["phase"], report["line"]) == (rank, "backward", None)
         assert any("CollectiveReached" in note for note in report["notes"])
+    assert r0["received_through"] == "reduce_scatter"
+    assert r1.get("received_through") is None
+    assert any("made on this rank" in note for note in r1["notes"])
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.endswith("good")])
