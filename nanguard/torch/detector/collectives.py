@@ -165,13 +165,19 @@ def live_collective(live: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_obj: Any) -> None:
+def received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_obj: Any,
+             name: str = "") -> None:
+    """Report values that arrived from another rank through ``name`` (the collective ``func``)."""
+    _received(act, func, got, frame_obj, name)
+
+
+def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_obj: Any, name: str = "") -> None:
     from nanguard.torch.detector.build import make_report
     from nanguard.torch.detector.frames import user_frame, user_stack
     kind = "nan" if any(has_nan(t) for t in got) else "inf"
     if kind not in act.check:
         return
-    name = collective_name(func)
+    name = name or collective_name(func)
     node = _current_node()
     # FSDP's reduce-scatter runs in a callback at the end of the backward pass: no node, but in it
     phase = "backward" if node is not None or STATE.in_backward else ("optimizer" if STATE.in_optimizer else "forward")
@@ -179,7 +185,8 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
     bad = [(f"out[{i}]", t) for i, t in enumerate(got) if checkable(t) and not fast_finite(t)]
     report = make_report(phase=phase, kind=kind, op=str(func), inputs=[], outputs=bad[:4], frame=here,
                          module=act.naming.live_path() if node is None else None, call_frame=here,
-                         torch_function=f"torch.distributed.{name}", stack=user_stack(frame_obj), step=act.step(),
+                         torch_function=f"torch.distributed.{name}" if name.isidentifier() else None,
+                         stack=user_stack(frame_obj), step=act.step(),
                          how="live check of a collective's output against this rank's input",
                          notes=[f"this rank's input to {name} was finite: the value was made on another rank"])
     report.received_through = name

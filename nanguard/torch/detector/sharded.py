@@ -188,7 +188,12 @@ def live_dtensor(live: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> N
         return
     largs, lkwargs, lout = localize((args, kwargs, out))
     if not _made_here(func, largs, lkwargs):
-        return   # received: the collective inside DTensor's redistribution is not visible here
+        # this rank's shards alone give finite values: the non-finite ones came from another rank,
+        # through the collective of a redistribution inside DTensor's dispatch (not visible here)
+        from nanguard.torch.detector.collectives import received
+        if all_finite([t for t in pytree.tree_leaves((largs, lkwargs)) if isinstance(t, _Tensor)]):
+            received(live.act, func, [local(t) for t in bad], sys._getframe(1), name="redistribute")
+        return
     with _indexed(global_index(bad[0])):
         live.nonfinite(func, largs, lkwargs, lout)
 

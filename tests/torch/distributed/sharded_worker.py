@@ -94,9 +94,27 @@ def fsdp_model(rank: int, bad: bool, backward: bool = False) -> nn.Module:
     return net
 
 
+def redistribution(rank: int, bad: bool) -> list:
+    """Top-level DTensor code: softmax over the sharded dim makes DTensor all-gather the shards
+    inside its own dispatch, so rank 0 receives rank 1's NaN without a visible collective."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    shard = torch.full((2, 3), 1.0)
+    if bad and rank == 1:
+        shard = torch.log(shard - 2.0)  # PLANT-REDISTRIBUTE
+    x = DTensor.from_local(shard, mesh, [Shard(0)])
+    y = torch.softmax(x, dim=0)  # RECEIVED-REDISTRIBUTE
+    return [float(v) for v in y.to_local().reshape(-1)[:1]]
+
+
 def run(scenario: str, rank: int) -> dict:
     model_kind, mode, health = scenario.split("-")
     bad = health == "bad"
+    if model_kind == "redist":
+        with nanguard.detect(mode="record", exhaustive=mode == "exhaustive") as d:
+            losses = redistribution(rank, bad)
+        return {"report": d.report.to_dict() if d.report is not None else None, "losses": losses}
     model = tp_model(rank, bad) if model_kind == "tp" else fsdp_model(rank, bad, model_kind == "fsdpbw")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)   # data parallel for FSDP; the same input for TP

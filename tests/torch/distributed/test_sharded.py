@@ -24,7 +24,8 @@ pytestmark = [
 
 WORKER = Path(__file__).with_name("sharded_worker.py")
 SCENARIOS = [f"{model}-{mode}-{health}" for model in ("tp", "fsdp") for mode in ("default", "exhaustive")
-             for health in ("bad", "good")] + ["fsdpbw-default-bad", "fsdpbw-exhaustive-bad"]
+             for health in ("bad", "good")] + ["fsdpbw-default-bad", "fsdpbw-exhaustive-bad"] + \
+    [f"redist-{mode}-{health}" for mode in ("default", "exhaustive") for health in ("bad", "good")]
 
 
 def planted_line(marker: str) -> int:
@@ -70,6 +71,16 @@ def test_fsdp2_nan_on_rank_1_is_reported_at_its_line_with_rank(ranks, mode):
     assert r0["received_through"] == "reduce_scatter"
     if mode == "default":   # a replay would need rank 1: rank 0 stops at the first collective
         assert any("CollectiveReached" in note for note in r0["notes"])
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_a_nan_received_through_a_redistribution_inside_dtensor_dispatch_is_not_an_origin(ranks, mode):
+    r0, r1 = (r[f"redist-{mode}-bad"]["report"] for r in ranks)
+    assert (r1["rank"], r1["line"], r1["op"]) == (1, planted_line("PLANT-REDISTRIBUTE"), "aten.log.default")
+    # softmax over the sharded dim: DTensor all-gathers the shards where no dispatch mode sees it;
+    # rank 0's own shard gives a finite softmax, so its NaN came from rank 1
+    assert (r0["rank"], r0["line"], r0["received_through"]) == (0, planted_line("RECEIVED-REDISTRIBUTE"),
+                                                                "redistribute")
 
 
 def test_fsdp2_backward_nan_exhaustive_names_the_op_on_rank_1_and_reduce_scatter_on_rank_0(ranks):
