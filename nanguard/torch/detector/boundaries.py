@@ -228,6 +228,7 @@ class BackwardBoundary:
         else:
             report = self._coarse_report(grads, call, replay_notes(result))
             collectives.note_backward(report, self.sent)   # multi-rank: made here, or received?
+            sharded.note_unreproduced(report, result, entries)
             act.finish(report)
 
     def _enrich(self, live: Report, entries, roots, grad_tensors, inputs, create_graph) -> Report:

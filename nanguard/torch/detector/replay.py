@@ -315,7 +315,7 @@ class Replay:
         return out
 
     def _call_module(self, e: Entry, args: tuple, kwargs: dict, leaves: List[torch.Tensor], grads: bool) -> Any:
-        module = e.module
+        module = sharded.replay_target(e.module)   # DDP's wrapped module: no collectives of its own
         assert module is not None
         self.name_root(module)
         naming = self.act.naming

@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
@@ -237,6 +237,32 @@ def nested_call(act: "Activation", module: torch.nn.Module, args: tuple, kwargs:
         with act.suspended():
             act.modules._nonfinite(module, args, kwargs, rng, flat)
     return out
+
+
+def replay_target(module: Optional[torch.nn.Module]) -> Optional[torch.nn.Module]:
+    """What a replay re-runs for a recorded call of ``module``: the module a
+    ``DistributedDataParallel`` wraps (its own forward adds only collectives: buffer broadcasts,
+    bucket rebuilding), any other module itself."""
+    ddp = getattr(torch.nn.parallel, "DistributedDataParallel", None)
+    if ddp is not None and isinstance(module, ddp):
+        return module.module
+    return module
+
+
+def note_unreproduced(report: "Report", result: Any, entries: Sequence[Any]) -> None:
+    """Multi-rank: a backward replayed on this rank alone stayed finite, though the gradients
+    were not: they came from another rank (through DDP's gradient all-reduce, say)."""
+    from nanguard.torch.detector.outcome import NotReproduced
+    if not isinstance(result, NotReproduced) or not multi_rank() or report.received_through:
+        return
+    ddp = getattr(torch.nn.parallel, "DistributedDataParallel", None)
+    through = "all_reduce" if ddp is not None and any(isinstance(getattr(e, "module", None), ddp)
+                                                      for e in entries) else "a collective"
+    report.received_through = through
+    report.notes.append(f"replayed on this rank alone, the forward and backward passes stayed finite: the "
+                        f"non-finite gradients came from another rank through {through}")
+    what = "NaN" if report.kind == "nan" else "Inf"
+    report.message = f"nanguard: rank {report.rank} received {what} gradients from another rank through {through}"
 
 
 def note_replay(report: "Report", error: Optional[BaseException], forward: bool) -> None:

@@ -4,7 +4,9 @@
 
 SCENARIOS is a comma-separated list of "<model>-<mode>-<health>": model "tp" (a block whose
 up-projection is ColwiseParallel and down-projection RowwiseParallel, the log between them a
-DTensor op) or "fsdp" (FSDP2 with fully_shard on each Linear and the root), mode "default" or
+DTensor op), "fsdp" (FSDP2 with fully_shard on each Linear and the root), "fsdpbw" (the same,
+the NaN made in the backward pass), "ddp" (DistributedDataParallel, backward NaN) or "redist"
+(top-level DTensor code whose softmax all-gathers the shards), mode "default" or
 "exhaustive", health "bad" (rank 1 makes a NaN at the line marked PLANT) or "good". Each runs
 two training steps under ``nanguard.detect(mode="record")`` on every rank and writes the
 report each rank kept (or null).
@@ -55,7 +57,7 @@ class BackwardPlant(nn.Module):
 
     def forward(self, x):
         x = x * 0.0 if self.zero else x.abs() + 1.0
-        return torch.sqrt(x)  # PLANT-FSDP-BACKWARD
+        return torch.sqrt(x)  # PLANT-BACKWARD
 
 
 class Net(nn.Module):
@@ -108,6 +110,12 @@ def redistribution(rank: int, bad: bool) -> list:
     return [float(v) for v in y.to_local().reshape(-1)[:1]]
 
 
+def ddp_model(rank: int, bad: bool) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+    torch.manual_seed(0)
+    return DistributedDataParallel(Net(shift=1e3 if bad and rank == 1 else 0.0, backward=True))
+
+
 def run(scenario: str, rank: int) -> dict:
     model_kind, mode, health = scenario.split("-")
     bad = health == "bad"
@@ -115,7 +123,12 @@ def run(scenario: str, rank: int) -> dict:
         with nanguard.detect(mode="record", exhaustive=mode == "exhaustive") as d:
             losses = redistribution(rank, bad)
         return {"report": d.report.to_dict() if d.report is not None else None, "losses": losses}
-    model = tp_model(rank, bad) if model_kind == "tp" else fsdp_model(rank, bad, model_kind == "fsdpbw")
+    if model_kind == "tp":
+        model = tp_model(rank, bad)
+    elif model_kind == "ddp":
+        model = ddp_model(rank, bad)
+    else:
+        model = fsdp_model(rank, bad, model_kind == "fsdpbw")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)   # data parallel for FSDP; the same input for TP
     losses = []

@@ -25,7 +25,8 @@ pytestmark = [
 WORKER = Path(__file__).with_name("sharded_worker.py")
 SCENARIOS = [f"{model}-{mode}-{health}" for model in ("tp", "fsdp") for mode in ("default", "exhaustive")
              for health in ("bad", "good")] + ["fsdpbw-default-bad", "fsdpbw-exhaustive-bad"] + \
-    [f"redist-{mode}-{health}" for mode in ("default", "exhaustive") for health in ("bad", "good")]
+    [f"{model}-{mode}-{health}" for model in ("redist", "ddp") for mode in ("default", "exhaustive")
+     for health in ("bad", "good")]
 
 
 def planted_line(marker: str) -> int:
@@ -81,6 +82,16 @@ def test_a_nan_received_through_a_redistribution_inside_dtensor_dispatch_is_not_
     # rank 0's own shard gives a finite softmax, so its NaN came from rank 1
     assert (r0["rank"], r0["line"], r0["received_through"]) == (0, planted_line("RECEIVED-REDISTRIBUTE"),
                                                                 "redistribute")
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_ddp_backward_nan_on_rank_1_and_rank_0_receiving_it_through_the_gradient_all_reduce(ranks, mode):
+    r0, r1 = (r[f"ddp-{mode}-bad"]["report"] for r in ranks)
+    assert (r1["rank"], r1["phase"], r1.get("received_through")) == (1, "backward", None)
+    assert r1["node"] == "SqrtBackward0"
+    if mode == "default":   # the replay re-runs the module DDP wraps: no collective in the way
+        assert r1["line"] == planted_line("PLANT-BACKWARD")
+    assert (r0["rank"], r0["phase"], r0["received_through"]) == (0, "backward", "all_reduce")
 
 
 def test_fsdp2_backward_nan_exhaustive_names_the_op_on_rank_1_and_reduce_scatter_on_rank_0(ranks):
