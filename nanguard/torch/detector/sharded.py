@@ -265,10 +265,15 @@ def note_unreproduced(report: "Report", result: Any, entries: Sequence[Any]) -> 
     report.message = f"nanguard: rank {report.rank} received {what} gradients from another rank through {through}"
 
 
+_REDUCTIONS = frozenset({"all_reduce", "reduce_scatter", "reduce", "all_to_all", "recv"})
+
+
 def note_replay(report: "Report", error: Optional[BaseException], forward: bool) -> None:
     """A coarse report whose replay stopped at a collective: in a forward replay no op before
     the collective made the value, so it most likely came through it from another rank."""
-    if isinstance(error, CollectiveReached) and forward:
+    # Only a reduction brings other ranks' activations in; an all-gather at the start of a module
+    # gathers its parameters (FSDP), which says nothing about where the value was made.
+    if isinstance(error, CollectiveReached) and forward and error.name in _REDUCTIONS:
         report.received_through = error.name
         what = "NaN" if report.kind == "nan" else "Inf"
         where = f"{report.location().short_file}:{report.line}" if report.location() is not None else "?"

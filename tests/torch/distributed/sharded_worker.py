@@ -5,7 +5,8 @@
 SCENARIOS is a comma-separated list of "<model>-<mode>-<health>": model "tp" (a block whose
 up-projection is ColwiseParallel and down-projection RowwiseParallel, the log between them a
 DTensor op), "fsdp" (FSDP2 with fully_shard on each Linear and the root), "fsdpbw" (the same,
-the NaN made in the backward pass), "ddp" (DistributedDataParallel, backward NaN) or "redist"
+the NaN made in the backward pass; "fsdpopt": an Adam step that makes NaN in the sharded
+parameters on every rank; "fsdpbig": rank 1's batch overflows l1, an FSDP unit), "ddp" (DistributedDataParallel, backward NaN) or "redist"
 (top-level DTensor code whose softmax all-gathers the shards), mode "default" or
 "exhaustive", health "bad" (rank 1 makes a NaN at the line marked PLANT) or "good". Each runs
 two training steps under ``nanguard.detect(mode="record")`` on every rank and writes the
@@ -68,7 +69,7 @@ class Net(nn.Module):
         self.l2 = nn.Linear(8, 1)
 
     def forward(self, x):
-        return self.l2(self.plant(self.l1(x)))
+        return self.l2(self.plant(self.l1(x)))  # CALLS-FSDP-UNITS
 
 
 def tp_model(rank: int, bad: bool) -> nn.Module:
@@ -128,8 +129,11 @@ def run(scenario: str, rank: int) -> dict:
     elif model_kind == "ddp":
         model = ddp_model(rank, bad)
     else:
-        model = fsdp_model(rank, bad, model_kind == "fsdpbw")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        model = fsdp_model(rank, bad and model_kind in ("fsdp", "fsdpbw"), model_kind == "fsdpbw")
+    if model_kind == "fsdpopt":   # zero inputs: l1.weight's gradient is exactly 0, and Adam with eps=0 divides 0/0
+        opt = torch.optim.Adam(model.parameters(), lr=0.01, eps=0.0 if bad else 1e-8)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)   # data parallel for FSDP; the same input for TP
     losses = []
     with nanguard.detect(mode="record", exhaustive=mode == "exhaustive") as d:
@@ -137,6 +141,10 @@ def run(scenario: str, rank: int) -> dict:
             x = torch.rand(3, 4, generator=g if model_kind != "tp" else None) + 0.1
             if model_kind == "tp":
                 x = torch.full((3, 4), 0.5)
+            elif model_kind == "fsdpopt":
+                x = torch.zeros(3, 4)
+            elif model_kind == "fsdpbig" and bad and rank == 1:
+                x = x * 3e38   # finite, but l1 (an FSDP unit itself) overflows on rank 1
             loss = model(x).sum()
             loss.backward()
             opt.step()

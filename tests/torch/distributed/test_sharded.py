@@ -25,7 +25,7 @@ pytestmark = [
 WORKER = Path(__file__).with_name("sharded_worker.py")
 SCENARIOS = [f"{model}-{mode}-{health}" for model in ("tp", "fsdp") for mode in ("default", "exhaustive")
              for health in ("bad", "good")] + ["fsdpbw-default-bad", "fsdpbw-exhaustive-bad"] + \
-    [f"{model}-{mode}-{health}" for model in ("redist", "ddp") for mode in ("default", "exhaustive")
+    [f"{model}-{mode}-{health}" for model in ("redist", "ddp", "fsdpopt", "fsdpbig") for mode in ("default", "exhaustive")
      for health in ("bad", "good")]
 
 
@@ -93,6 +93,30 @@ def test_ddp_backward_nan_on_rank_1_and_rank_0_receiving_it_through_the_gradient
     # so no collective is in its way
     assert r1["line"] == planted_line("PLANT-BACKWARD")
     assert (r0["rank"], r0["phase"], r0["received_through"]) == (0, "backward", "all_reduce")
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_an_optimizer_step_that_makes_nan_in_sharded_parameters_is_blamed_on_the_step_on_each_rank(ranks, mode):
+    for rank, result in enumerate(ranks):
+        report = result[f"fsdpopt-{mode}-bad"]["report"]
+        assert (report["rank"], report["phase"], report["kind"], report["step"]) == (rank, "optimizer", "nan", 1)
+        if mode == "default":   # the parameters checked after the step: this rank's shards, named
+            assert report["op"] == "Adam.step" and "model.l1.weight held NaN" in report["notes"][-1]
+        else:                   # the op inside the step, and where in the whole l1.weight (8 x 4) it is
+            assert report["op"] == "aten.addcdiv_.default"
+            assert report["global_index"] == [4 * rank, 0]
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_an_overflow_inside_an_fsdp2_unit_is_rank_1s_own_not_received_through_the_parameter_all_gather(ranks, mode):
+    r0, r1 = (r[f"fsdpbig-{mode}-bad"]["report"] for r in ranks)
+    assert (r1["rank"], r1["phase"], r1["kind"], r1["line"]) == (1, "forward", "inf", planted_line("CALLS-FSDP-UNITS"))
+    assert r1["module"].endswith("l1") and r1.get("received_through") is None
+    if mode == "exhaustive":
+        assert r1["op"] == "aten.addmm.default"
+    else:   # the replay of an FSDP unit stops at its parameters' all-gather: the unit, not the op
+        assert any("CollectiveReached" in note for note in r1["notes"])
+    assert (r0["rank"], r0["received_through"]) == (0, "reduce_scatter")
 
 
 def test_fsdp2_backward_nan_exhaustive_names_the_op_on_rank_1_and_reduce_scatter_on_rank_0(ranks):
