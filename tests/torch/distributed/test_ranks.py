@@ -44,7 +44,8 @@ def launch(command: list, tmp_path: Path) -> subprocess.CompletedProcess:
 def test_torchrun_merged_report_names_rank_1_first_and_rank_0_as_receiving_through_all_reduce(tmp_path):
     reports = tmp_path / "reports"
     done = launch([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                   "-m", "nanguard", "run", "--json-dir", str(reports), str(PROGRAM)], tmp_path)
+                   "-m", "nanguard", "run", "--json-dir", str(reports), "--json", "report.json", str(PROGRAM)],
+                  tmp_path)
     assert done.returncode != 0, "a NaN was found: nanguard run exits 1 on the ranks that report"
     assert "rank 0 done" in done.stdout and "rank 1 done" in done.stdout, done.stderr  # both ran to the end
     r0, r1 = (json.loads((reports / f"rank{r}.json").read_text()) for r in range(2))
@@ -60,6 +61,9 @@ def test_torchrun_merged_report_names_rank_1_first_and_rank_0_as_receiving_throu
     assert merged["message"].startswith("rank 1 went non-finite first (step 3, forward)")
     assert "rank 0 received it through all_reduce" in merged["message"]
     assert "rank 1 went non-finite first" in done.stderr   # rank 0 prints the merged verdict
+    # --json under torchrun: one file per rank, never the same path written twice
+    assert json.loads((tmp_path / "report.rank0.json").read_text())["received_through"] == "all_reduce"
+    assert json.loads((tmp_path / "report.rank1.json").read_text())["line"] == line_of("ORIGIN")
 
 
 @pytest.mark.slow
