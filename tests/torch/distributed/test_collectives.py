@@ -7,7 +7,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
+import nanguard
 from nanguard.torch.detector import collectives, sharded
+from tests.torch.detector.programs import CATALOGUE
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
@@ -62,3 +64,16 @@ def test_received_gradients_are_told_from_gradients_made_here():
     collectives.note_backward(made, [("reduce_scatter", torch.tensor(float("nan"), dtype=torch.float64))])
     assert made.received_through is None and "made on this rank" in made.notes[-1]
     assert made.to_dict()["rank"] == 1 and "received_through" not in made.to_dict()
+
+
+@pytest.mark.parametrize("case", CATALOGUE, ids=lambda c: c.name)
+def test_default_mode_of_a_multi_rank_run_locates_every_catalogued_bug_as_one_process_does(case, monkeypatch):
+    # the default mode checks inner modules too in a multi-rank run (sharded.nested_call); the
+    # finding, its module path and its line are those of a single process
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with nanguard.detect(mode="record", check=case.check) as d:
+        case.fn()
+    r = d.report
+    assert r is not None, case.name
+    assert (r.phase, r.kind, r.op, r.node, r.module, r.line) == (case.phase, case.kind, case.op, case.node,
+                                                                 case.module, case.line)
