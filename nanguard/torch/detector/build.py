@@ -147,7 +147,7 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
     optimizer step left non-finite is reported as that step (phase ``"optimizer"``, at the
     step's line), and a finding made inside a running step (exhaustive mode) explains the step.
     """
-    notes = list(notes)
+    notes = list(notes) + PENDING.notes
     inputs = [(n, local(t)) for n, t in inputs]       # a DTensor: this rank's shard, never the
     outputs = [(n, local(t)) for n, t in outputs]     # whole (reading that would communicate)
     blame = _blame(phase, inputs, optimizer, aliases)

@@ -142,18 +142,25 @@ class _Pending(threading.local):
 
     def __init__(self) -> None:
         self.global_index: Optional[List[int]] = None
+        self.notes: List[str] = []
 
 
 PENDING = _Pending()
 
 
 @contextlib.contextmanager
-def _indexed(index: Optional[List[int]]) -> Iterator[None]:
-    saved, PENDING.global_index = PENDING.global_index, index
+def _indexed(dt: Any) -> Iterator[None]:
+    """While the report of a finding in DTensor ``dt`` is built: its global index, and a note
+    that the values shown are this rank's shard."""
+    saved = PENDING.global_index, PENDING.notes
+    PENDING.global_index = global_index(dt)
+    placements = ", ".join(repr(p) for p in getattr(dt, "placements", ()))
+    PENDING.notes = [f"the tensors shown are this rank's shards of DTensors; the output's global shape is "
+                     f"{list(dt.shape)} ({placements})"]
     try:
         yield
     finally:
-        PENDING.global_index = saved
+        PENDING.global_index, PENDING.notes = saved
 
 
 # ------------------------------------------------------------------------- DTensor ops
@@ -194,7 +201,7 @@ def live_dtensor(live: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> N
         if all_finite([t for t in pytree.tree_leaves((largs, lkwargs)) if isinstance(t, _Tensor)]):
             received(live.act, func, [local(t) for t in bad], sys._getframe(1), name="redistribute")
         return
-    with _indexed(global_index(bad[0])):
+    with _indexed(bad[0]):
         live.nonfinite(func, largs, lkwargs, lout)
 
 
@@ -213,7 +220,7 @@ def replay_dtensor(replay: Any, func: Any, args: tuple, kwargs: dict, out: Any) 
     verdict = judge([t for _, t in tensors if id(t) not in ids], [s.value for s in scalars], outs, replay.check)
     if verdict is None or not _made_here(func, largs, lkwargs):
         return
-    with _indexed(global_index(bad[0])):
+    with _indexed(bad[0]):
         raise Found(replay.capture(func, largs, lkwargs, lout, verdict, sys._getframe(1)))
 
 
@@ -279,6 +286,10 @@ def note_replay(report: "Report", error: Optional[BaseException], forward: bool)
         where = f"{report.location().short_file}:{report.line}" if report.location() is not None else "?"
         report.message = (f"nanguard: rank {report.rank} received {what} from another rank through {error.name} "
                           f"in {report.module or report.op} at {where}")
+        report.explanation = (f"replayed on this rank, {report.module or report.op} ran finite up to {error.name}; "
+                              f"the non-finite values came from another rank's contribution to it.")
+        report.suggestion = ("Look at the rank that made the value: under torchrun, nanguard run --json-dir DIR "
+                             "writes DIR/merged.json, which names the first rank to go non-finite.")
         report.notes.append(f"no op on this rank made the value before {error.name}: it most likely arrived "
                             f"from another rank through it")
 

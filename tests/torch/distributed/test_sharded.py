@@ -53,10 +53,13 @@ def test_tensor_parallel_nan_on_rank_1_is_reported_at_its_line_with_rank_and_glo
     assert r1.get("received_through") is None
     # up.weight row 5 is negative: output feature 5 is rank 1's local column 1, global column 5
     assert r1["global_index"] == [0, 5]
+    assert any("this rank's shards" in note and "[3, 8]" in note for note in r1["notes"])
+    assert r1["outputs"][0]["shape"] == [3, 4]   # the shard, not the whole tensor
     # rank 0 made nothing: it only received rank 1's NaN through RowwiseParallel's all_reduce
     assert r0 is not None and r0["rank"] == 0
     assert r0["received_through"] == "all_reduce"
     assert r0["line"] != planted_line("PLANT-TP")
+    assert "another rank" in r0["explanation"]
 
 
 @pytest.mark.parametrize("mode", ["default", "exhaustive"])
