@@ -92,6 +92,13 @@ def refuse_collective(func: Any) -> None:
         raise CollectiveReached(collective_name(func))
 
 
+def replay_special(func: Any, args: tuple, kwargs: dict) -> Any:
+    """A replay meets a collective (stopped when other ranks exist) or an op making no values."""
+    if route(func) == COLLECTIVE:
+        refuse_collective(func)
+    return func(*args, **kwargs)
+
+
 _FUNCTIONAL = ("all_reduce", "all_reduce_", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
                "broadcast", "broadcast_", "all_reduce_coalesced", "all_gather_into_tensor_coalesced",
                "reduce_scatter_tensor_coalesced", "isend", "irecv", "batch_p2p_ops")
@@ -201,7 +208,7 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
 
 
 __all__ = ["COLLECTIVE", "CollectiveReached", "ROUTES", "SKIP", "collective_name", "live_collective",
-           "refuse_collective", "replay_guard", "route"]
+           "note_backward", "received", "refuse_collective", "replay_guard", "replay_special", "route", "watching"]
 
 
 # ------------------------------------------------------------------ collectives inside backward()

@@ -65,11 +65,8 @@ class _ReplayMode(WatchesSafeOps, TorchDispatchMode):
             return func(*args, **kwargs)
         r = self.replay
         r.flush()
-        special = sharded.route(func)
-        if special:
-            if special == sharded.COLLECTIVE:
-                sharded.refuse_collective(func)   # other ranks are not replaying with us
-            return func(*args, **kwargs)
+        if sharded.route(func):   # a collective (refused: other ranks are not replaying) or FSDP's copies
+            return sharded.replay_special(func, args, kwargs)
         out = func(*args, **kwargs)
         if not checks_values(func):
             if func.is_view or not torch.is_grad_enabled():

@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call
 from nanguard.torch.detector.collectives import (  # noqa: F401  (the detector's hooks call them from here)
     COLLECTIVE, ROUTES, SKIP, CollectiveReached, collective_name, live_collective, refuse_collective, replay_guard,
-    route,
+    replay_special, route,
 )
 from nanguard.torch.detector.aten import mutated_args, uses_rng, written_tensors
 from nanguard.torch.detector.values import PLAIN_TYPES, all_finite, checkable, fast_finite
