@@ -75,6 +75,12 @@ class Report:
     how: str = ""
     notes: List[str] = field(default_factory=list)
     api: Optional[str] = None        # set by other frameworks: the user's spelling ("" for an operator)
+    # multi-rank runs (torch.distributed): the process rank that made the finding; the collective
+    # through which the values arrived from another rank (None: made on this rank); the first
+    # non-finite output element's index in the whole (global) tensor of a sharded DTensor
+    rank: Optional[int] = None
+    received_through: Optional[str] = None
+    global_index: Optional[List[int]] = None
 
     # ------------------------------------------------------------------ derived text
     @property
@@ -149,6 +155,9 @@ class Report:
             "how": self.how,
             "notes": list(self.notes),
             **({"api": self.api} if self.api is not None else {}),
+            **({"rank": self.rank} if self.rank is not None else {}),
+            **({"received_through": self.received_through} if self.received_through is not None else {}),
+            **({"global_index": list(self.global_index)} if self.global_index is not None else {}),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -203,6 +212,11 @@ class Report:
             lines.append(f"  {self.call_name or 'backward()'} called at {call.short_file}:{self.call_line}")
         if self.step is not None:
             lines.append(f"  step {self.step} of the training loop")
+        if self.rank is not None:
+            lines.append(f"  rank {self.rank}" + (f", received through {self.received_through}"
+                                                   if self.received_through else ""))
+        if self.global_index is not None:
+            lines.append(f"  global index {tuple(self.global_index)} of the sharded tensor")
         for note in self.notes:
             lines.append(f"  note: {note}")
         return "\n".join(lines)

@@ -61,8 +61,8 @@ def frameworks_already_loaded(source: str) -> List[str]:
     return [backend for package, backend in FRAMEWORKS.items() if package in names and package in sys.modules]
 
 
-def make_detector(backend: str, check: str, exhaustive: bool) -> Optional[Any]:
-    """``nanguard.<backend>.detector.detect(check=..., mode="raise", exhaustive=...)``; None when this
+def make_detector(backend: str, check: str, exhaustive: bool, mode: str = "raise") -> Optional[Any]:
+    """``nanguard.<backend>.detector.detect(check=..., mode=..., exhaustive=...)``; None when this
     nanguard has no detector for that framework yet."""
     try:
         detector = importlib.import_module(f"nanguard.{backend}.detector")
@@ -70,7 +70,7 @@ def make_detector(backend: str, check: str, exhaustive: bool) -> Optional[Any]:
         if error.name and error.name.startswith(f"nanguard.{backend}"):
             return None
         raise
-    return detector.detect(check=check, mode="raise", exhaustive=exhaustive)
+    return detector.detect(check=check, mode=mode, exhaustive=exhaustive)
 
 
 class _NotifyingLoader(importlib.abc.Loader):
@@ -115,8 +115,8 @@ class ImportHook(importlib.abc.MetaPathFinder):
 class Detectors:
     """The detectors of one run: entered as their frameworks appear, exited in reverse order."""
 
-    def __init__(self, check: str, exhaustive: bool) -> None:
-        self._check, self._exhaustive = check, exhaustive
+    def __init__(self, check: str, exhaustive: bool, mode: str = "raise") -> None:
+        self._check, self._exhaustive, self._mode = check, exhaustive, mode
         self._stack = contextlib.ExitStack()
         self._hook = ImportHook(self.enter)
         self.entered: Dict[str, Any] = {}
@@ -124,7 +124,7 @@ class Detectors:
     def enter(self, backend: str) -> None:
         if backend in self.entered:
             return
-        detector = make_detector(backend, self._check, self._exhaustive)
+        detector = make_detector(backend, self._check, self._exhaustive, self._mode)
         self.entered[backend] = detector
         if detector is not None:
             self._stack.enter_context(detector)

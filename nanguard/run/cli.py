@@ -26,7 +26,9 @@ _EPILOG = """\
 examples:
   nanguard run train.py --epochs 3
   nanguard run --json report.json -m mypkg.train
-  nanguard run --check nan --exhaustive train.py"""
+  nanguard run --check nan --exhaustive train.py
+  torchrun --nproc_per_node 2 -m nanguard run --json-dir reports train.py
+  nanguard run --nproc 2 --json-dir reports train.py"""
 
 
 class _RunParser(argparse.ArgumentParser):
@@ -58,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="check every op as it runs (slower; also sees values made non-finite and discarded)")
     parser.add_argument("--json", metavar="PATH", dest="json_path",
                         help="also write the outcome as JSON to PATH: the report, or {\"found\": false, \"status\": ...}")
+    parser.add_argument("--json-dir", metavar="DIR", dest="json_dir",
+                        help="under torchrun (or --nproc): each rank writes DIR/rank<R>.json and rank 0 writes "
+                             "DIR/merged.json, which names the first rank to go non-finite (env: NANGUARD_JSON_DIR)")
+    parser.add_argument("--nproc", metavar="N", type=int,
+                        help="run the program on N processes with torchrun (torch.distributed.run --standalone), "
+                             "each under detection, and merge their reports (into --json-dir, or a new folder)")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the report (default: when stderr is a terminal)")
     parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
@@ -78,6 +86,10 @@ def main(args: argparse.Namespace) -> int:
         if not args.program:
             return _usage("missing the script to run, e.g. nanguard run train.py (or -m package.module)")
         target, rest, module = args.program[0], args.program[1:], False
+    if args.nproc is not None:
+        if args.nproc < 1:
+            return _usage("--nproc needs a number of processes >= 1")
+        return _launch(args, target, rest, module)
     # imported here: building the parser (`nanguard lint` does too) must stay cheap
     from nanguard.run.runner import RunOptions, UsageError, run
 
@@ -85,11 +97,47 @@ def main(args: argparse.Namespace) -> int:
     if color is None and os.environ.get("NO_COLOR"):
         color = False
     opts = RunOptions(target=target, args=rest, module=module, check=args.check, exhaustive=args.exhaustive,
-                      json_path=args.json_path, color=color)
+                      json_path=args.json_path, color=color, json_dir=args.json_dir)
     try:
         return run(opts)
     except UsageError as err:
         return _usage(str(err))
+
+
+def _launch(args: argparse.Namespace, target: str, rest: list, module: bool) -> int:
+    """``nanguard run --nproc N``: torchrun runs ``nanguard run`` on N ranks; rank 0 merges."""
+    import json
+    import subprocess
+    import tempfile
+
+    import nanguard
+    from nanguard.run import ranks
+
+    json_dir = args.json_dir or tempfile.mkdtemp(prefix="nanguard-ranks-")
+    inner = ["--check", args.check, "--json-dir", json_dir, "--color", args.color]
+    if args.exhaustive:
+        inner.append("--exhaustive")
+    inner += (["-m", target] if module else [target]) + list(rest)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(args.nproc),
+               "-m", "nanguard", "run", *inner]
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nanguard.__file__)))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    status = subprocess.call(command, env=env)
+    merged_path = os.path.join(json_dir, ranks.MERGED)
+    try:
+        with open(merged_path, encoding="utf-8") as fh:
+            merged = json.load(fh)
+    except (OSError, ValueError):
+        sys.stderr.write(f"nanguard run: the ranks wrote no merged report into {json_dir} (torchrun status {status})\n")
+        return status or 1
+    if args.json_path:
+        with open(args.json_path, "w", encoding="utf-8") as fh:
+            json.dump(merged, fh, indent=2)
+            fh.write("\n")
+    if merged.get("found"):
+        return 1
+    return status
 
 
 def _usage(message: str) -> int:

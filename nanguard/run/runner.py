@@ -29,6 +29,7 @@ from typing import List, Optional, TextIO
 import nanguard
 from nanguard.core.report import not_found_dict
 from nanguard.errors import NonFiniteError
+from nanguard.run import ranks
 from nanguard.run.backends import Detectors, frameworks_already_loaded, program_source
 
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep
@@ -63,6 +64,8 @@ class RunOptions:
     exhaustive: bool = False
     json_path: Optional[str] = None
     color: Optional[bool] = None     # None: only when stderr is a terminal
+    json_dir: Optional[str] = None   # under torchrun: rank<R>.json per rank and merged.json (`ranks.py`)
+    merge_timeout_s: float = 300.0   # how long rank 0 waits for the other ranks' reports
 
 
 def _exit_status(code: object, stderr: TextIO) -> int:
@@ -118,7 +121,10 @@ def run(opts: RunOptions, stderr: Optional[TextIO] = None) -> int:
         sys.path[:] = saved_path
         raise
 
-    detectors = Detectors(check=opts.check, exhaustive=opts.exhaustive)
+    # Under torchrun every rank keeps running after its first finding: a rank that raised would
+    # leave the others waiting in their next collective, and would never see what they see.
+    job = ranks.from_env()
+    detectors = Detectors(check=opts.check, exhaustive=opts.exhaustive, mode="record" if job else "raise")
     sys.argv = [argv0] + list(opts.args)
     status, outcome, exit_code, error = 0, "clean", 0, None
     try:
@@ -153,19 +159,46 @@ def run(opts: RunOptions, stderr: Optional[TextIO] = None) -> int:
         # a finding wins over what the program did next (a handled error, a crash, its own exit)
         print(report.format(color=opts.color), file=stderr)
         status, outcome = EXIT_FOUND, "found"
+    if report is not None:
+        payload = {**report.to_dict(), "status": outcome, "exit_code": exit_code}
+    else:
+        payload = not_found_dict(status=outcome, exit_code=exit_code, error=error)
     if opts.json_path:
-        if report is not None:
-            payload = {**report.to_dict(), "status": outcome, "exit_code": exit_code}
-        else:
-            payload = not_found_dict(status=outcome, exit_code=exit_code, error=error)
+        path = opts.json_path if job is None else _per_rank(opts.json_path, job[0])
         try:
-            with open(opts.json_path, "w", encoding="utf-8") as fh:
+            with open(path, "w", encoding="utf-8") as fh:
                 json.dump(payload, fh, indent=2, allow_nan=False)
                 fh.write("\n")
         except OSError as err:
-            print(f"nanguard run: could not write {opts.json_path}: {err}", file=stderr)
+            print(f"nanguard run: could not write {path}: {err}", file=stderr)
             status = status or EXIT_FOUND
+    json_dir = opts.json_dir or os.environ.get("NANGUARD_JSON_DIR")
+    if job is not None and json_dir:
+        status = _share(json_dir, job, payload, opts.merge_timeout_s, stderr) or status
     return status
+
+
+def _per_rank(path: str, rank: int) -> str:
+    """``report.json`` -> ``report.rank1.json``: every rank of a torchrun job writes its own."""
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.rank{rank}{ext or '.json'}"
+
+
+def _share(directory: str, job: tuple, payload: dict, timeout_s: float, stderr: TextIO) -> int:
+    """Write this rank's report into ``directory``; rank 0 merges them (`nanguard.run.ranks`)."""
+    rank, world = job
+    try:
+        ranks.write_rank(directory, rank, world, payload)
+        if rank == 0:
+            merged = ranks.collect(directory, world, timeout_s)
+            print(f"nanguard: {merged['message']}\n  (every rank: {os.path.join(directory, ranks.MERGED)})",
+                  file=stderr)
+        else:
+            ranks.wait_for_merged(directory, timeout_s)
+    except OSError as err:
+        print(f"nanguard run: could not write the reports into {directory}: {err}", file=stderr)
+        return EXIT_FOUND
+    return 0
 
 
 def _run_script(target: str) -> None:

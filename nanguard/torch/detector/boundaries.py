@@ -23,14 +23,14 @@ from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
 from nanguard.errors import NonFiniteError
-from nanguard.torch.detector import _state, scaled
+from nanguard.torch.detector import _state, collectives, scaled, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, no_compile, orig_module_call
 from nanguard.torch.detector.build import OptimizerContext, make_report
 from nanguard.torch.detector.frames import Frame, user_frame
 from nanguard.torch.detector.outcome import NotReproduced, Reproduced, replay_notes
 from nanguard.torch.detector.replay import replay_backward, replay_module_forward
 from nanguard.torch.detector.tape import Entry, leaves_of
-from nanguard.torch.detector.values import all_finite, checkable, is_finite, iter_scalars, judge
+from nanguard.torch.detector.values import all_finite, checkable, has_nan, is_finite, iter_scalars, judge
 
 if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
@@ -50,6 +50,8 @@ class ModuleBoundary:
         act = self.act
         st = STATE
         if st.depth or st.in_backward or st.in_optimizer or act.tripped:
+            if st.depth and not (act.exhaustive or st.in_backward or st.in_optimizer or act.tripped):
+                return sharded.nested_call(act, module, args, kwargs)   # multi-rank default mode
             with st.nested(module if act.exhaustive else None):
                 return orig_module_call(module, *args, **kwargs)
         return self._outermost(module, args, kwargs)
@@ -71,14 +73,16 @@ class ModuleBoundary:
                 act.persistent.before_module(module)
             # Default mode: inner module calls need nothing from us; the wrapper lets them
             # straight through. Exhaustive mode keeps watching to know the module path.
-            with STATE.outermost(module, watch=exhaustive):
+            # A multi-rank run checks inner modules too (sharded.nested_call): replaying a whole
+            # model would run its collectives on this rank alone.
+            with STATE.outermost(module, watch=exhaustive or sharded.multi_rank()):
                 out = orig_module_call(module, *args, **kwargs)
             if act.tripped:
                 return out
             flat = [t for t in pytree.tree_leaves(out) if isinstance(t, _Tensor)]
             if not exhaustive and not all_finite(flat):
                 with act.suspended():
-                    self._nonfinite(module, args, kwargs, rng, flat)
+                    self._nonfinite(module, args, kwargs, rng, [sharded.local(t) for t in flat])
             if not exhaustive and not act.tripped:
                 # buffers the call wrote (running statistics); exhaustive mode saw each write
                 act.persistent.after_module(module, args, kwargs, rng)
@@ -108,7 +112,9 @@ class ModuleBoundary:
             # module): remember, so this module's -inf outputs are not replayed again.
             self.deliberate_inf.add(module)
             return
-        act.finish(self._coarse_report(verdict, module, arg_tensors, flat, frame, replay_notes(result)))
+        report = self._coarse_report(verdict, module, arg_tensors, flat, frame, replay_notes(result))
+        sharded.note_replay(report, getattr(result, "error", None), forward=True)
+        act.finish(report)
 
     def _coarse_report(self, verdict, module, arg_tensors, flat, frame, notes) -> Report:
         naming = self.act.naming
@@ -133,6 +139,7 @@ class BackwardBoundary:
         # the pass to end so that a replay of the tape can add its forward line.
         self.pending: Optional[Report] = None
         self.scaled = False  # the current pass starts from a GradScaler-scaled loss
+        self.sent: list = []  # multi-rank: the collectives this pass started (collectives.watching)
 
     def found_live(self, report: Report) -> None:
         """The live mode found ``report`` inside a backward pass (exhaustive mode)."""
@@ -178,8 +185,9 @@ class BackwardBoundary:
         self.scaled = scaled.any_scaled(roots)
         with act.suspended(not act.exhaustive or self.scaled):
             try:
-                with STATE.backward():
+                with STATE.backward(), collectives.watching(not act.exhaustive and sharded.multi_rank()) as seen:
                     result = orig(outputs, *args, **kwargs)
+                self.sent = seen
                 if self.pending is not None:
                     report, self.pending = self.pending, None
                     act.finish(self._enrich(report, *replayable))
@@ -218,7 +226,10 @@ class BackwardBoundary:
                 return  # the GradScaler skips this step and lowers its scale
             act.finish(result.report)
         else:
-            act.finish(self._coarse_report(grads, call, replay_notes(result)))
+            report = self._coarse_report(grads, call, replay_notes(result))
+            collectives.note_backward(report, self.sent)   # multi-rank: made here, or received?
+            sharded.note_unreproduced(report, result, entries)
+            act.finish(report)
 
     def _enrich(self, live: Report, entries, roots, grad_tensors, inputs, create_graph) -> Report:
         """Replay the tape to learn the forward line of a backward finding made live."""
@@ -246,8 +257,9 @@ class BackwardBoundary:
         return None
 
     def _coarse_report(self, grads, call, notes) -> Report:
+        grads = [sharded.local(g) for g in grads]   # a DTensor gradient: this rank's shard
         bad = [(f"grad[{i}]", g) for i, g in enumerate(grads) if checkable(g) and not is_finite(g)]
-        kind = "nan" if any(bool(torch.isnan(g).any()) for _, g in bad) else "inf"
+        kind = "nan" if any(has_nan(g) for _, g in bad) else "inf"
         return make_report(phase="backward", kind=kind, op="backward", inputs=[], outputs=bad[:6], frame=None,
                            call_frame=call, step=self.act.step(),
                            how="checked the gradients after backward() (the replay could not localise it)",

@@ -17,6 +17,7 @@ from nanguard.core.report import Report
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.torch.detector.explain import Evidence, explain, message, optimizer_explanation
 from nanguard.torch.detector.frames import Frame, guess_torch_function, op_base
+from nanguard.torch.detector.sharded import PENDING, local, process_rank
 from nanguard.torch.detector.values import has_nan, is_finite, summarize
 
 _ARG_NAMES: Dict[Any, Tuple[str, ...]] = {}
@@ -146,7 +147,9 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
     optimizer step left non-finite is reported as that step (phase ``"optimizer"``, at the
     step's line), and a finding made inside a running step (exhaustive mode) explains the step.
     """
-    notes = list(notes)
+    notes = list(notes) + PENDING.notes
+    inputs = [(n, local(t)) for n, t in inputs]       # a DTensor: this rank's shard, never the
+    outputs = [(n, local(t)) for n, t in outputs]     # whole (reading that would communicate)
     blame = _blame(phase, inputs, optimizer, aliases)
     if blame is not None and optimizer is not None and blame.kind not in optimizer.check:
         opt = type(blame.optimizer).__name__
@@ -194,6 +197,7 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
     if phase == "backward" and forward is not None and forward.created_in:
         notes.append(f"this node was created while differentiating {forward.created_in} (double backward)")
     return Report(
+        rank=process_rank(), global_index=PENDING.global_index,
         phase=phase, kind=kind, op=op, torch_function=torch_function, node=node, module=module,
         file=location.file if location else None, line=location.line if location else None,
         function=location.function if location else None, code=code if location else None,
@@ -221,6 +225,7 @@ def _optimizer_report(blame: _Blame, ctx: OptimizerContext, *, op: str, module: 
     explanation, suggestion = optimizer_explanation(blame.optimizer, blame.kind)
     where = ctx.step_frame if ctx.step_frame is not None else frame
     return Report(
+        rank=process_rank(), global_index=PENDING.global_index,
         phase="optimizer", kind=blame.kind, op=f"{opt}.step", torch_function=f"torch.optim.{opt}.step",
         node=None, module=None,
         file=where.file if where else None, line=where.line if where else None,
@@ -250,6 +255,7 @@ def optimizer_step_report(optimizer: torch.optim.Optimizer, ctx: OptimizerContex
     if any(not is_finite(g) for _, g in grads):
         notes.append("some gradients were already non-finite when the step ran")
     return Report(
+        rank=process_rank(), global_index=PENDING.global_index,
         phase="optimizer", kind=kind, op=f"{opt}.step", torch_function=f"torch.optim.{opt}.step",
         file=where.file if where else None, line=where.line if where else None,
         function=where.function if where else None, code=where.code if where else None,

@@ -15,6 +15,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.errors import NonFiniteError
+from nanguard.torch.detector import sharded
 from nanguard.torch.detector._state import STATE, capture_rng
 from nanguard.torch.detector.aten import (
     _CHECK, checks_values, mutated_args, mutated_ids, result_outputs, uses_rng, written_tensors,
@@ -54,6 +55,13 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
             kwargs = {}
         if self.idle or self.opaque:
             return func(*args, **kwargs)
+        special = _ROUTES.get(func)
+        if special is None:
+            special = sharded.route(func)
+        if special:   # a collective, or FSDP's copies (sharded.py)
+            if special == sharded.COLLECTIVE:
+                return sharded.live_collective(self, func, args, kwargs)
+            return func(*args, **kwargs)
         st = STATE
         if not st.depth and not st.in_backward and not st.in_optimizer and torch.is_grad_enabled():
             entry = self.begin_op(func, args, kwargs)
@@ -74,9 +82,16 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
                     return out
             elif isinstance(out, (tuple, list)):
                 for o in result_outputs(func, out):
-                    if type(o) in PLAIN_TYPES and o.dtype in CHECKED and o.layout is _strided and not fast_finite(o):
-                        self.nonfinite(func, args, kwargs, out)
+                    if type(o) in PLAIN_TYPES:
+                        if o.dtype in CHECKED and o.layout is _strided and not fast_finite(o):
+                            self.nonfinite(func, args, kwargs, out)
+                            return out
+                    elif sharded.is_dtensor(o):
+                        sharded.live_dtensor(self, func, args, kwargs, out)
                         return out
+            elif sharded.is_dtensor(out):   # judged on this rank's shard
+                sharded.live_dtensor(self, func, args, kwargs, out)
+                return out
             written = _WRITES.get(func)
             if written is None:
                 written = _writes(func)
@@ -87,6 +102,9 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
                     if t is not out and type(t) in PLAIN_TYPES and t.dtype in CHECKED and t.layout is _strided \
                             and not fast_finite(t):
                         self.nonfinite(func, args, kwargs, out)
+                        break
+                    if t is not out and sharded.is_dtensor(t):
+                        sharded.live_dtensor(self, func, args, kwargs, out)
                         break
         except NonFiniteError as exc:
             raise exc.with_traceback(None)   # the report says where; drop nanguard's own frames
@@ -207,6 +225,7 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
 
 
 _WRITES: Dict[Any, bool] = {}
+_ROUTES = sharded.ROUTES
 
 
 def _writes(func: Any) -> bool:

@@ -31,6 +31,12 @@ class Naming:
         given = self.session.given_name(root)
         if given is not None:
             return given
+        outer = STATE.modules[0] if STATE.modules else None
+        if outer is not None and outer is not root:
+            # a module checked inside an outermost call (multi-rank default mode): its path in it
+            path = self.path(outer, root)
+            if path != type(root).__name__:
+                return path
         cached = self._guessed.get(id(root))
         if cached is not None and cached[0]() is root:
             return cached[1]

@@ -30,6 +30,7 @@ from nanguard.torch.detector.build import optimizer_step_report
 from nanguard.torch.detector.frames import user_frame
 from nanguard.torch.detector.outcome import Reproduced, replay_notes
 from nanguard.torch.detector.replay import replay_module_forward
+from nanguard.torch.detector.sharded import local
 from nanguard.torch.detector.values import all_finite, checkable, has_nan, is_finite
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ class PersistentChecks:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if all_finite(params):
             return
-        bad = [(self._parameter_name(optimizer, p), p) for p in params if checkable(p) and not is_finite(p)]
+        bad = [(self._parameter_name(optimizer, p), p) for p in params
+               if checkable(local(p)) and not is_finite(p)]   # a DTensor parameter: this rank's shard
         kind = "nan" if any(has_nan(p) for _, p in bad) else "inf"
         if kind not in self.act.check:
             return

@@ -27,7 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from nanguard.torch.detector import _state
+from nanguard.torch.detector import _state, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
 from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
@@ -65,6 +65,8 @@ class _ReplayMode(WatchesSafeOps, TorchDispatchMode):
             return func(*args, **kwargs)
         r = self.replay
         r.flush()
+        if sharded.route(func):   # a collective (refused: other ranks are not replaying) or FSDP's copies
+            return sharded.replay_special(func, args, kwargs)
         out = func(*args, **kwargs)
         if not checks_values(func):
             if func.is_view or not torch.is_grad_enabled():
@@ -76,6 +78,8 @@ class _ReplayMode(WatchesSafeOps, TorchDispatchMode):
         written = written_tensors(func, args, kwargs)
         checked = [o for o in outs if checkable(o)]
         checked += [t for t in written if checkable(t) and all(t is not o for o in checked)]
+        if len(checked) < len(outs) + len(written):
+            sharded.replay_dtensor(r, func, args, kwargs, out)   # judged on this rank's shard
         if any(not fast_finite(o) for o in checked if o.numel()):
             pairs = named_args(func, args, kwargs)
             tensors, scalars, _ = split_args(pairs)
@@ -251,6 +255,7 @@ class Replay:
             scopes.enter_context(STATE.replaying(self))
             scopes.enter_context(_rng_kept())
             scopes.enter_context(self.act.replaying())
+            scopes.enter_context(sharded.replay_guard())
             scopes.enter_context(_ReplayMode(self))
             self._scopes = scopes.pop_all()
         return self
@@ -307,7 +312,7 @@ class Replay:
         return out
 
     def _call_module(self, e: Entry, args: tuple, kwargs: dict, leaves: List[torch.Tensor], grads: bool) -> Any:
-        module = e.module
+        module = sharded.replay_target(e.module)   # DDP's wrapped module: no collectives of its own
         assert module is not None
         self.name_root(module)
         naming = self.act.naming

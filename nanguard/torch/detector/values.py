@@ -30,6 +30,14 @@ _Tensor = torch.Tensor
 PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, getattr(torch.nn.parameter, "Buffer", torch.Tensor)})
 
 
+def _local(t: Any) -> Any:
+    """A DTensor's local shard (`sharded.local`); any other tensor itself."""
+    if type(t) in PLAIN_TYPES:
+        return t
+    from nanguard.torch.detector.sharded import local
+    return local(t)
+
+
 def checkable(t: torch.Tensor) -> bool:
     """A dense, materialised floating or complex tensor (the only kind that can hold NaN/Inf)."""
     return (type(t) in PLAIN_TYPES and t.dtype in CHECKED and t.layout is torch.strided and not t.is_meta
@@ -70,6 +78,7 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
     _set_grad(False)   # the reductions must not join the graph (cheaper than a no_grad object)
     try:
         for t in tensors:
+            t = _local(t)
             if checkable(t) and t.numel():
                 if t.device.type == "cpu":
                     if not fast_finite(t):        # on CPU .item() costs no sync
@@ -92,6 +101,7 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
 
 def is_finite(t: torch.Tensor) -> bool:
     """`fast_finite` for any tensor, from anywhere (turns autograd off itself)."""
+    t = _local(t)
     if not checkable(t) or t.numel() == 0:
         return True
     with torch.no_grad():
@@ -99,6 +109,7 @@ def is_finite(t: torch.Tensor) -> bool:
 
 
 def has_nan(t: torch.Tensor) -> bool:
+    t = _local(t)
     if not checkable(t) or t.numel() == 0:
         return False
     with torch.no_grad():
@@ -108,6 +119,7 @@ def has_nan(t: torch.Tensor) -> bool:
 
 
 def has_inf(t: torch.Tensor) -> bool:
+    t = _local(t)
     if not checkable(t) or t.numel() == 0:
         return False
     with torch.no_grad():
@@ -205,7 +217,11 @@ def _unravel(flat_index: int, shape: Sequence[int]) -> Tuple[int, ...]:
 
 
 def summarize(t: torch.Tensor, name: str, role: str = "input") -> TensorSummary:
-    """Exact statistics of ``t`` (a few passes over it; only used after a detection)."""
+    """Exact statistics of ``t`` (a few passes over it; only used after a detection); of a
+    DTensor, this rank's shard."""
+    shard = _local(t)
+    if shard is not t:
+        t, name = shard, f"{name} (this rank's shard)"
     summary = TensorSummary(name=name, shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
                             device=str(t.device), numel=t.numel(), role=role)
     if t.numel() == 0 or t.layout is not torch.strided or t.is_meta or t.is_nested:
