@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import GRADIENT, Rule
+from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
 from nanguard.lint.patterns import clamp_lower, strip_wrappers
@@ -17,6 +17,7 @@ LOG_OF_CLAMP = Rule(
     name="log-of-clamped-probability",
     summary="`log(clip(p, 1e-10, 1))`, `log(p.clamp(min=eps))`",
     hazard=GRADIENT,
+    confidence=POSSIBLE,  # a bias and a dead gradient, never a NaN: not "certain"
     hazards=("clamped_log",),
     explanation="""\
 It hides the problem instead of removing it (seed story: `tf.log(tf.clip_by_value(y_conv,
@@ -38,6 +39,7 @@ CLAMP_BEFORE_SOFTMAX = Rule(
     name="clamped-logits",
     summary="`softmax(clamp(logits, -15, 15))`",
     hazard=GRADIENT,
+    confidence=POSSIBLE,  # a bias and a dead gradient, never a NaN: not "certain"
     hazards=("clamped_logits",),
     explanation="""\
 The clamp silently freezes the most confident (or most wrong) predictions (seed story:
