@@ -14,7 +14,7 @@ from nanguard.core.hazards import HAZARDS, lint_message
 from nanguard.lint import fix_safety
 from nanguard.lint.autodiff import Autodiff
 from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
-from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op
+from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op, instance_op
 from nanguard.lint.scope import (
     _LABEL_NAME,
     FixBuilder,
@@ -64,8 +64,37 @@ class Analysis(Walk):
             return None
         key = id(expr)
         if key not in self._ops:
-            self._ops[key] = function_op(self.imports, expr)
+            found = function_op(self.imports, expr)
+            if found is None and isinstance(expr.func, (ast.Name, ast.Attribute)):
+                found = self._instance_call(expr)
+            self._ops[key] = found
         return self._ops[key]
+
+    def _instance_call(self, call: ast.Call) -> OpCall | None:
+        """`sm(x)` after `sm = nn.Softmax(dim=1)`, `self.crit(x, y)` after `self.crit =
+        nn.NLLLoss()`: calling a module instance computes its op."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            constructor = self.value_of(func)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            constructor = self.self_attribute_values().get(func.attr)
+        else:
+            return None
+        return instance_op(self.imports, constructor, call) if constructor is not None else None
+
+    _self_values: dict[str, ast.expr] | None = None
+
+    def self_attribute_values(self) -> dict[str, ast.expr]:
+        """`self.X = value` assignments of the module, for attributes assigned exactly once (lazy)."""
+        if self._self_values is None:
+            seen: dict[str, list[ast.expr]] = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    t = node.targets[0]
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        seen.setdefault(t.attr, []).append(node.value)
+            self._self_values = {k: v[0] for k, v in seen.items() if len(v) == 1}
+        return self._self_values
 
     def lookup(self, key: str, scope: Scope | None = None) -> tuple[Scope | None, list[ast.expr | None]]:
         """The scope that binds `key` (innermost first) and its bindings there."""

@@ -209,6 +209,23 @@ class ImportMap:
 
 _MODULE_CALLS = {"torch.nn.NLLLoss": "nll_loss", "torch.nn.modules.loss.NLLLoss": "nll_loss",
                  "torch.nn.KLDivLoss": "kl_div", "torch.nn.modules.loss.KLDivLoss": "kl_div"}
+# Module classes whose instances compute an op: `sm = nn.Softmax(dim=1)`, then `sm(x)`.
+MODULE_INSTANCE_OPS = {**_MODULE_CALLS,
+                       "torch.nn.Softmax": "softmax", "torch.nn.modules.activation.Softmax": "softmax",
+                       "torch.nn.LogSoftmax": "log_softmax", "torch.nn.modules.activation.LogSoftmax": "log_softmax",
+                       "torch.nn.Sigmoid": "sigmoid", "torch.nn.modules.activation.Sigmoid": "sigmoid"}
+
+
+def instance_op(imports: ImportMap, constructor: ast.expr, call: ast.Call) -> OpCall | None:
+    """`call` of a module instance built by `constructor` (`nn.Softmax(dim=1)`): its op, else None."""
+    if not isinstance(constructor, ast.Call) or not isinstance(constructor.func, (ast.Name, ast.Attribute)):
+        return None
+    qual = imports.qualname(constructor.func)
+    if qual is None:
+        return None
+    qual = _normalise(qual)
+    op = MODULE_INSTANCE_OPS.get(qual)
+    return OpCall(op, call, framework_of(qual), qual) if op is not None else None
 
 
 def function_op(imports: ImportMap, call: ast.Call) -> OpCall | None:

@@ -39,6 +39,25 @@ def square_base(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
     return None
 
 
+def squared_vectors(ctx: Analysis, expr: ast.expr) -> list[ast.expr]:
+    """The x of each square in a sum of squares (`(x**2).sum(-1)` -> [x], `dx**2 + dy**2` -> [dx, dy])."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    oc = ctx.op(e)
+    if oc is not None and oc.op in ("sum", "mean") and oc.input is not None:
+        base = square_base(ctx, strip_wrappers(ctx, ctx.resolve(oc.input)))
+        return [base] if base is not None else []
+    bases = [square_base(ctx, t) for _, t in additive_terms(e)]
+    return [b for b in bases if b is not None]
+
+
+def difference_of_points(ctx: Analysis, expr: ast.expr) -> bool:
+    """`a - b` (through a name holding one): exactly the zero vector where a == b, which
+    identical points, a pair of a sample with itself or a converged prediction give."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) \
+        and const_value(e.left) is None and const_value(e.right) is None
+
+
 def sum_of_squares(ctx: Analysis, expr: ast.expr) -> bool:
     """`(x**2).sum(-1)`, `torch.sum(x*x, 1)`, `tf.reduce_sum(tf.square(x))`, `dx**2 + dy**2`."""
     e = strip_wrappers(ctx, ctx.resolve(expr))

@@ -206,6 +206,10 @@ CONFIDENCE = [
     ("r = torch.sqrt(torch.relu(x))\n", "NG304", CERTAIN),                # 0 on a half-line
     ("r = torch.sqrt(x.var(0))\n", "NG304", POSSIBLE),                    # 0 for constant data only
     ("m = (x * mask).sum(-1) / mask.sum(-1)\n", "NG401", CERTAIN),        # a mask can be all False
+    ("d = torch.sqrt(((a - b) ** 2).sum(-1))\n", "NG302", CERTAIN),       # identical points
+    ("d = torch.sqrt((z ** 2).sum(-1))\n", "NG302", POSSIBLE),             # is z ever 0? the data's
+    ("d = torch.sqrt((p - t) ** 2 + c ** 2)\n", "NG302", POSSIBLE),        # pseudo-Huber: c > 0
+    ("sm = torch.nn.Softmax(dim=1)\ny = torch.log(sm(x))\n", "NG101", CERTAIN),  # a module instance
     ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", CERTAIN),  # a padded row
     ("s = x.std(0)\n", "NG801", POSSIBLE),
     # timm's LSE pooling: max-subtracted, then scaled by a temperature that is positive by intent

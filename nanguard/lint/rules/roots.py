@@ -14,8 +14,10 @@ from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (
     gram_expansion,
+    difference_of_points,
     has_tensor_op,
     square_base,
+    squared_vectors,
     sum_of_squares,
 )
 from nanguard.lint.syntax import additive_terms, bounded_walk, const_value, is_eps_like
@@ -191,7 +193,14 @@ def check_root(ctx: Analysis, target) -> None:
                        subject=base, confidence=confidence)
         return
     if sum_of_squares(ctx, inner):
-        ctx.report(SQRT_SUM_SQUARES, node, f"`{what}` of a sum of squares", "norm_zero", hazard=hazard, subject=base)
+        # A norm of a difference is 0 for identical points, an input the code accepts: certain.
+        # Of another vector (an embedding, a weight, a caller's tensor) the data decides.
+        vectors = squared_vectors(ctx, inner)
+        difference = bool(vectors) and all(difference_of_points(ctx, v) for v in vectors)
+        what_of = "of a sum of squares of a difference (0 for identical points)" if difference \
+            else "of a sum of squares"
+        ctx.report(SQRT_SUM_SQUARES, node, f"`{what}` {what_of}", "norm_zero", hazard=hazard, subject=base,
+                   confidence=CERTAIN if difference else None)
         return
     reason = _zero_source(ctx, base, p) or _zero_source(ctx, inner, p)
     if reason is None:
