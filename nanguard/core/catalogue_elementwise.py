@@ -185,6 +185,19 @@ ENTRIES: list[Hazard] = [
                "jax": "jax.nn.log_sigmoid"},
          lint=("NG102",),
          evidence={"forward": "{zeros} of {numel} sigmoid outputs are exactly 0"}),
+    make("log_one_minus_tanh_squared", "log of 1 − tanh²", ("log", "log1p", "tanh"),
+         value="−inf for |x| above ~9 (float32; ~4.5 in float16)", gradient="inf where 1 − tanh(x)² cancels to 0",
+         why="tanh(x) rounds to exactly ±1 once |x| is above ~9 (float32), so 1 − tanh(x)² is 0 and its log "
+             "−inf (a squashed Gaussian policy's log-probability correction, SAC)",
+         fix="log(1 − tanh(x)²) = 2·(log 2 − x − softplus(−2x)) exactly, finite for every finite x",
+         fix_in={
+             "tf": "2 * (log(2) − x − tf.nn.softplus(−2 * x)), equal to log(1 − tanh(x)²) and finite",
+             "jax": "2 * (log(2) − x − jax.nn.softplus(−2 * x)), equal to log(1 − tanh(x)²) and finite",
+         },
+         safe={"torch": "2 * (math.log(2) - x - torch.nn.functional.softplus(-2 * x))",
+               "tf": "2 * (math.log(2) - x - tf.nn.softplus(-2 * x))",
+               "jax": "2 * (math.log(2) - x - jax.nn.softplus(-2 * x))"},
+         lint=("NG103",)),
     make("log_one_minus_sigmoid", "log of 1 − sigmoid", ("log", "log1p", "sigmoid"),
          value="−inf for x above ~17 (float32)", gradient="inf where 1 − sigmoid(x) cancels to 0",
          why="1 − sigmoid(x) cancels to exactly 0 once sigmoid(x) rounds to 1 (x above ~17 in float32), so "

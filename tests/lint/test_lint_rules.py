@@ -45,6 +45,8 @@ POSITIVE = [
     # NG105 logsumexp by hand
     ("NG105", "y = torch.log(torch.sum(torch.exp(x), dim=1))"),
     ("NG106", "std = torch.exp(0.5 * logvar)"),
+    ("NG103", "a = torch.tanh(u)\nlp = torch.log(1 - a.pow(2)).sum(-1)"),
+    ("NG103", "lp = torch.log(1 - torch.tanh(u) ** 2)"),
     ("NG401", "pos = torch.eq(idx, labels).float()\nt = pos / pos.sum(1, keepdim=True)"),
     ("NG501", "def loss_fn(params, state):\n    d = state.dot\n    return torch.where(d == 0.0, 0.0, 1.0 / d)"),
     ("NG701", "def f(scores, mask):\n    scores[~mask] = float('-inf')\n    return torch.softmax(scores, -1)"),
@@ -201,6 +203,8 @@ NEGATIVE = [
     # NG105: stabilized
     ("NG105", "y = m + torch.log(torch.sum(torch.exp(x - m), dim=1))"),
     ("NG106", "std = torch.exp(0.5 * logvar.clamp(-30, 20))"),
+    ("NG103", "a = torch.tanh(u)\nlp = torch.log(1 - a.pow(2) + 1e-6)"),
+    ("NG103", "lp = 2 * (math.log(2) - u - F.softplus(-2 * u))"),
     ("NG401", "idx = idx.view(-1, 1)\nidx_all = torch.cat([idx.t(), queue], dim=1)\n"
               "pos = torch.eq(idx, idx_all).float()\nt = pos / pos.sum(1, keepdim=True)"),
     ("NG401", "n_frames = fbank.size(1)\nr = abs(target - n_frames) / n_frames"),

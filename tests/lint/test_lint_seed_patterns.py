@@ -115,6 +115,8 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
     ("NG102", "log(sigmoid(x))"): ["def f(x):\n    return torch.log(torch.sigmoid(x))  # <-"],
     ("NG103", "log(1 - sigmoid(x))"): ["def f(x):\n    return torch.log(1 - torch.sigmoid(x))  # <-"],
     ("NG103", "log1p(-sigmoid(x))"): ["def f(x):\n    return torch.log1p(-torch.sigmoid(x))  # <-"],
+    ("NG103", "log(1 - tanh(x)**2)"): [
+        "def f(u):\n    a = torch.tanh(u)\n    return torch.log(1 - a.pow(2)).sum(-1)  # <-"],
     ("NG104", "log1p(exp(x))"): ["def f(x):\n    return torch.log1p(torch.exp(x))  # <-"],
     ("NG104", "log(1 + exp(x))"): ["def f(x):\n    return torch.log(1 + torch.exp(x))  # <-"],
     ("NG104", "x.exp().log1p()"): ["def f(x):\n    return x.exp().log1p()  # <-"],

@@ -19,9 +19,11 @@ from nanguard.lint.patterns import (
     names_in,
     nonpositive_by_construction,
     selected_from,
+    strip_wrappers,
     tensor_literal,
 )
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.shapes import square_base
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, const_value, describe
 
@@ -67,10 +69,10 @@ rewrite in test code or inside a function that implements the replacement.""",
 LOG_ONE_MINUS_SIGMOID = Rule(
     code="NG103",
     name="log-of-one-minus-sigmoid",
-    summary="`log(1 - sigmoid(x))`, `log1p(-sigmoid(x))`",
+    summary="`log(1 - sigmoid(x))`, `log1p(-sigmoid(x))`, `log(1 - tanh(x)**2)`",
     hazard=VALUE,
     autofix=True,
-    hazards=("log_one_minus_sigmoid",),
+    hazards=("log_one_minus_sigmoid", "log_one_minus_tanh_squared"),
     explanation="""\
 This is the negative half of a hand-written binary cross-entropy; the whole loss
 y*log(p) + (1-y)*log(1-p) is F.binary_cross_entropy_with_logits(x, y)
@@ -79,7 +81,11 @@ y*log(p) + (1-y)*log(1-p) is F.binary_cross_entropy_with_logits(x, y)
     loss = -(y * torch.log(torch.sigmoid(x)) + (1 - y) * torch.log(1 - torch.sigmoid(x)))
 ->  loss = F.binary_cross_entropy_with_logits(x, y, reduction="none")
 
-Autofix: `log(1 - sigmoid(x))` and `log1p(-sigmoid(x))` -> `F.logsigmoid(-x)`.""",
+Autofix: `log(1 - sigmoid(x))` and `log1p(-sigmoid(x))` -> `F.logsigmoid(-x)`.
+
+The same cancellation with tanh: `log(1 - tanh(u)**2)` (a squashed Gaussian policy's
+log-probability, SAC) is −inf once |u| > ~9; `2 * (log(2) - u - F.softplus(-2 * u))` is the
+same value, finite (reported, not rewritten).""",
 )
 
 SOFTPLUS = Rule(
@@ -205,6 +211,17 @@ def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> OpCall | None:
     return exp if exp is not None and exp.op == "exp" else None
 
 
+def _one_minus_tanh_squared(ctx: Analysis, expr: ast.expr) -> OpCall | None:
+    """The tanh of `1 - tanh(u)**2` (`1 - a.pow(2)`, `1 - torch.square(a)`, a = tanh(u)), else None."""
+    if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1):
+        return None
+    base = square_base(ctx, strip_wrappers(ctx, expr.right))
+    if base is None:
+        return None
+    t, _ = _op_through_name(ctx, strip_wrappers(ctx, base))
+    return t if t is not None and t.op == "tanh" else None
+
+
 def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
     """(sigmoid call, direct?) for `1 - sigmoid(x)`."""
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1:
@@ -284,6 +301,10 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
                        "`log(1 - sigmoid(x))`" + via(ctx, arg, None if expr is arg else expr), "log_one_minus_sigmoid",
                        fix)
+            return
+        if _one_minus_tanh_squared(ctx, expr) is not None:
+            ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node, "`log(1 - tanh(x)**2)`" + via(ctx, arg, None if expr is arg
+                       else expr), "log_one_minus_tanh_squared")
             return
         exp = _one_plus_exp(ctx, expr)
         if exp is not None and _exp_can_overflow(ctx, exp) and not _guarded_by_where(ctx, oc.node, exp):
