@@ -14,6 +14,7 @@ Each belongs to one `Activation` and reads only its public state.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence
@@ -23,7 +24,7 @@ from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
 from nanguard.errors import NonFiniteError
-from nanguard.torch.detector import _state, scaled
+from nanguard.torch.detector import _state, compiled, scaled
 from nanguard.torch.detector._state import STATE, capture_rng, no_compile, orig_module_call
 from nanguard.torch.detector.build import OptimizerContext, make_report
 from nanguard.torch.detector.frames import Frame, user_frame
@@ -71,7 +72,8 @@ class ModuleBoundary:
                 act.persistent.before_module(module)
             # Default mode: inner module calls need nothing from us; the wrapper lets them
             # straight through. Exhaustive mode keeps watching to know the module path.
-            with STATE.outermost(module, watch=exhaustive):
+            with STATE.outermost(module, watch=exhaustive), \
+                    (contextlib.nullcontext() if exhaustive else compiled.kernels()):
                 out = orig_module_call(module, *args, **kwargs)
             if act.tripped:
                 return out
@@ -100,6 +102,8 @@ class ModuleBoundary:
             return
         frame = user_frame()
         result = replay_module_forward(act, module, args, kwargs, rng, frame)
+        on_compiled = compiled.forward_notes(module, act.naming.root_name(module), result)
+        compiled.add_notes(result, on_compiled)
         if isinstance(result, Reproduced):
             act.finish(result.report)
             return
@@ -108,7 +112,8 @@ class ModuleBoundary:
             # module): remember, so this module's -inf outputs are not replayed again.
             self.deliberate_inf.add(module)
             return
-        act.finish(self._coarse_report(verdict, module, arg_tensors, flat, frame, replay_notes(result)))
+        act.finish(self._coarse_report(verdict, module, arg_tensors, flat, frame,
+                                       replay_notes(result) + on_compiled))
 
     def _coarse_report(self, verdict, module, arg_tensors, flat, frame, notes) -> Report:
         naming = self.act.naming
@@ -213,12 +218,15 @@ class BackwardBoundary:
             return
         call = user_frame()
         result = replay_backward(act, entries, roots, grad_tensors, inputs, create_graph, call)
+        modules = [(e.module, act.naming.root_name(e.module)) for e in entries if e.module is not None]
+        on_compiled = compiled.backward_notes(roots, modules, result)
+        compiled.add_notes(result, on_compiled)
         if isinstance(result, Reproduced):
             if self.scaled and scaled.scaler_overflow(result.report):
                 return  # the GradScaler skips this step and lowers its scale
             act.finish(result.report)
         else:
-            act.finish(self._coarse_report(grads, call, replay_notes(result)))
+            act.finish(self._coarse_report(grads, call, replay_notes(result) + on_compiled))
 
     def _enrich(self, live: Report, entries, roots, grad_tensors, inputs, create_graph) -> Report:
         """Replay the tape to learn the forward line of a backward finding made live."""
