@@ -16,6 +16,9 @@ several steps before it becomes inf. ``GradNormMonitor(headroom=True)`` watches 
   (default 2: within 4x of the maximum), or when it fell at each of the last 3 steps fast
   enough that the same pace reaches the maximum within ``horizon`` steps (default 4).
 
+Dropout and Identity modules are not hooked: what they return is the input they were given
+(rescaled by 1/(1-p)), measured where it was made.
+
 Not judged: values exactly at the dtype's maximum (``finfo.min`` is the usual attention-mask
 fill; the other sign of the same tensor still is) and non-finite ones (the overflow has happened; the guard handles it), gradients while
 a GradScaler is active (its dynamic scale puts them near the maximum on purpose and backs off
@@ -40,6 +43,9 @@ from nanguard.torch.guard.params import ParamTable
 LOW = {torch.float16: torch.finfo(torch.float16).max, torch.bfloat16: torch.finfo(torch.bfloat16).max}
 TREND = 3            # a trend: the headroom fell at each of this many steps in a row
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+# not hooked: their output is their input (dropout rescales it by 1/(1-p)), already measured
+# where it was made
+_PASS_THROUGH = (torch.nn.modules.dropout._DropoutNd, torch.nn.Identity)
 _KINDS = {"activation": "output of", "gradient": "gradient at the output of",
           "parameter gradient": "gradient of the parameters of"}
 
@@ -118,6 +124,8 @@ class HeadroomWatch:
         if model is None:
             return
         for name, module in model.named_modules():
+            if isinstance(module, _PASS_THROUGH):
+                continue
             index = len(self.names)
             self.names.append(".".join(p for p in name.split(".") if p != "_orig_mod") or "(model)")
             self._grad_hooks.append(functools.partial(self._on_grad, index))
