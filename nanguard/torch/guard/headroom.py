@@ -13,8 +13,10 @@ several steps before it becomes inf. ``GradNormMonitor(headroom=True)`` watches 
 * the headroom is ``log2(max / largest |value|)``: the bits left before the dtype's maximum
   (float16: 65504 = 2^16; bfloat16: 3.4e38 = 2^128);
 * it warns (:class:`HeadroomWarning`) when the headroom of a module falls below ``bits``
-  (default 2: within 4x of the maximum), or when it fell at each of the last 3 steps fast
-  enough that the same pace reaches the maximum within ``horizon`` steps (default 4).
+  (default 2: within 4x of the maximum), when it fell at each of the last 3 steps fast
+  enough that the same pace reaches the maximum within ``horizon`` steps (default 4), or when
+  it fell in the last step by at least what is left (one more such step overflows: a
+  learning-rate spike under Adam moves every weight by about the learning rate at once).
 
 Dropout and Identity modules are not hooked: what they return is the input they were given
 (rescaled by 1/(1-p)), measured where it was made.
@@ -70,8 +72,8 @@ class HeadroomAlert:
     dtype: str       # "float16" or "bfloat16"
     peak: float      # the largest |value| of the step
     bits: float      # log2(dtype max / peak): the headroom left, in bits
-    reason: str      # "near" (below `bits`) or "trend" (falling toward the maximum)
-    rate: float      # bits lost per step over the last 3 steps (0 when not falling)
+    reason: str      # "near" (below `bits`), "trend" (falling toward the maximum) or "jump"
+    rate: float      # bits lost per step (over the last 3 steps; "jump": in the last one)
     steps_left: Optional[float]  # bits / rate: steps to the maximum at that pace
 
     def short(self) -> str:
@@ -87,8 +89,8 @@ class HeadroomAlert:
                  f"{2 ** self.bits:.3g}x ({self.bits:.2f} bits) below {self.dtype}'s max {top:.5g}"]
         if self.rate > 0:
             eta = f"; at this pace it overflows in ~{self.steps_left:.1f} steps" if self.steps_left else ""
-            lines.append(f"  it lost {self.rate:.2f} bits ({2 ** self.rate:.3g}x) a step over the last "
-                         f"{TREND} steps{eta}")
+            over = "in the last step" if self.reason == "jump" else f"a step over the last {TREND} steps"
+            lines.append(f"  it lost {self.rate:.2f} bits ({2 ** self.rate:.3g}x) {over}{eta}")
         lines.append("  look for weights growing without bound, a learning rate too high, a missing "
                      "scale or normalisation; keep that op in float32 or use bfloat16")
         return "\n".join(lines)
@@ -204,6 +206,9 @@ class HeadroomWatch:
             return "near", rate, bits / rate if rate > 0 else bits
         if falling and bits <= self.horizon * rate:
             return "trend", rate, bits / rate
+        drop = series[-2] - bits if len(series) > 1 else 0.0
+        if drop > 0 and bits <= drop:   # one more step like the last one reaches the maximum
+            return "jump", drop, bits / drop
         return None
 
     def _peaks(self) -> Dict[Tuple[str, str, str], Tuple[float, torch.dtype]]:

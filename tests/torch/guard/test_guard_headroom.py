@@ -73,7 +73,7 @@ def test_warns_before_a_learning_rate_spike_overflows_float16(precision, spike):
     assert overflow is not None and overflow > 31
     alerts = monitor.headroom_alerts
     assert alerts and 30 < alerts[0].step <= overflow - 1
-    assert alerts[0].reason == "trend" and alerts[0].rate > 0 and alerts[0].steps_left is not None
+    assert alerts[0].reason in ("trend", "jump") and alerts[0].rate > 0 and alerts[0].steps_left is not None
 
 
 @pytest.mark.parametrize("autocast", [torch.float16, torch.bfloat16])
@@ -142,6 +142,41 @@ def test_quiet_on_healthy_hf_models(name, precision):
     assert "activation" in kinds and "gradient" in kinds      # it was watching
     if half:
         assert "parameter gradient" in kinds
+
+
+@pytest.mark.parametrize("precision,plant,value", [("float16-weights", "grow", 2.0), ("float16-autocast", "grow", 1.5),
+                                                    ("float16-autocast", "lr", 1.0)])
+def test_warns_before_a_planted_float16_overflow_in_gpt2(precision, plant, value):
+    """GPT-2 with an MLP weight growing `value`x a step, or AdamW's learning rate set to 1.0 at
+    step 10: the first warning comes at least a step before the overflow."""
+    model = _hf("gpt2")
+    half = precision == "float16-weights"
+    if half:
+        model = model.half()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-4 if half else 1e-8)
+    monitor = nanguard.GradNormMonitor(window=20, headroom=True, warn=False)
+    guard = nanguard.GradGuard(opt, model=model, monitor=monitor, max_consecutive=None)
+    g = torch.Generator().manual_seed(1)
+    overflow = None
+    for step in range(1, 60):
+        ids = torch.randint(0, 100, (8, 16), generator=g)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16, enabled=not half):
+            out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        if not guard.step() or not torch.isfinite(out.logits).all():
+            overflow = step
+            break
+        if plant == "grow":
+            with torch.no_grad():
+                model.transformer.h[0].mlp.c_proj.weight.mul_(value)
+        elif step == 10:
+            for group in opt.param_groups:
+                group["lr"] = value
+    assert overflow is not None
+    alerts = monitor.headroom_alerts
+    assert alerts and alerts[0].step <= overflow - 1
+    assert alerts[0].module.startswith("transformer.h.")
 
 
 class Masked(torch.nn.Module):
