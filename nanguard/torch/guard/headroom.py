@@ -117,6 +117,7 @@ class HeadroomWatch:
         self._table: Optional[ParamTable] = None
         self._scaled: Callable[[], bool] = lambda: False
         self._quiet_until = -1
+        self._generation = 0    # bumped by remove(): hooks still on live tensors fall silent
 
     # -- wiring ------------------------------------------------------------------------
     def attach(self, model: Optional[torch.nn.Module], scaled: Callable[[], bool]) -> None:
@@ -130,8 +131,9 @@ class HeadroomWatch:
                 continue
             index = len(self.names)
             self.names.append(".".join(p for p in name.split(".") if p != "_orig_mod") or "(model)")
-            self._grad_hooks.append(functools.partial(self._on_grad, index))
-            self._handles.append(module.register_forward_hook(functools.partial(self._on_output, index)))
+            self._grad_hooks.append(functools.partial(self._on_grad, self._generation, index))
+            self._handles.append(module.register_forward_hook(
+                functools.partial(self._on_output, self._generation, index)))
 
     def bind(self, table: ParamTable) -> None:
         self._table = table
@@ -142,6 +144,7 @@ class HeadroomWatch:
             h.remove()
         self._handles, self._grad_hooks, self.names = [], [], []
         self._seen.clear()
+        self._generation += 1
 
     # -- hooks -------------------------------------------------------------------------
     def _fold(self, kind: str, index: int, t: torch.Tensor) -> None:
@@ -150,8 +153,8 @@ class HeadroomWatch:
         old = self._seen.get(key)
         self._seen[key] = (mn, mx) if old is None else (torch.minimum(old[0], mn), torch.maximum(old[1], mx))
 
-    def _on_output(self, index: int, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _is_compiling():
+    def _on_output(self, generation: int, index: int, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if _is_compiling() or generation != self._generation:
             return
         for t in _tensors(output):
             if t.dtype in LOW and t.numel():
@@ -159,7 +162,9 @@ class HeadroomWatch:
                 if t.requires_grad and torch.is_grad_enabled():
                     t.register_hook(self._grad_hooks[index])
 
-    def _on_grad(self, index: int, grad: torch.Tensor) -> None:
+    def _on_grad(self, generation: int, index: int, grad: torch.Tensor) -> None:
+        if generation != self._generation:
+            return
         if grad is not None and grad.dtype in LOW and grad.numel() and not grad.is_sparse:
             self._fold("gradient", index, grad)
 

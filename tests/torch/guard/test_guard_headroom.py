@@ -238,8 +238,13 @@ def test_off_by_default_float32_is_not_watched_and_arguments_are_checked():
     model(torch.randn(3, 16)).sum().backward()
     guard.step()
     assert monitor.headroom._series == {}          # float32: nothing to watch
-    monitor.headroom.remove()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(torch.randn(3, 16))
+    monitor.headroom.remove()                      # before the backward of a watched output
     assert all(not m._forward_hooks for m in model.modules())
+    out.float().sum().backward()
+    guard.step()
+    assert monitor.headroom._seen == {} and all(k[0] == "activation" for k in monitor.headroom._series)
     for bad in (-1, 0, 20, "yes"):
         with pytest.raises(ValueError, match="headroom"):
             nanguard.GradNormMonitor(headroom=bad)
