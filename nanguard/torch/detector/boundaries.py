@@ -107,9 +107,10 @@ class ModuleBoundary:
         if isinstance(result, Reproduced):
             act.finish(result.report)
             return
-        if verdict.kind == "inf" and isinstance(result, NotReproduced):
+        if verdict.kind == "inf" and isinstance(result, NotReproduced) and not on_compiled:
             # The op-level replay saw only deliberate infinities (a -inf mask made inside the
-            # module): remember, so this module's -inf outputs are not replayed again.
+            # module): remember, so this module's -inf outputs are not replayed again. (Not
+            # for compiled code: there the kernels, not the replay, made the value.)
             self.deliberate_inf.add(module)
             return
         act.finish(self._coarse_report(verdict, module, arg_tensors, flat, frame,

@@ -169,7 +169,8 @@ def backward_notes(roots: Sequence[torch.Tensor], modules: Sequence[Tuple[torch.
 
 
 def _unreproduced(where: str, phase: str) -> str:
-    return (f"{where} ran compiled (torch.compile) and the eager replay of its {phase} stayed finite: "
+    return (f"{where} ran compiled (torch.compile) and the eager replay of its {phase} did not make "
+            f"this value: "
             f"the compiled kernels computed differently (fusion, reordered sums, inductor's dropout "
             f"random numbers) or wrongly; compare torch.compile(backend=\"aot_eager\") and "
             f"torch._inductor.config.fallback_random = True")

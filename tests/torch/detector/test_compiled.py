@@ -159,8 +159,31 @@ def test_a_nan_only_the_compiled_kernels_make_is_reported_as_such():
     r = d.report
     assert (r.phase, r.kind, r.call_line) == ("backward", "nan", _line("poisoned_backward"))
     assert "the replay did not reproduce the non-finite value" in r.notes
-    assert any("`compiled` ran compiled" in n and "eager replay of its backward stayed finite" in n
+    assert any("`compiled` ran compiled" in n and "eager replay of its backward did not make this value" in n
                and "aot_eager" in n for n in r.notes), r.notes
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_a_value_only_the_compiled_forward_makes_is_reported_not_taken_for_a_mask(value):
+    """An infinity in a compiled module's output that its eager replay does not make is not
+    taken for a deliberate one (a -inf mask): the kernels made it, so it is reported."""
+    def poison(gm, example_inputs):
+        def run(*args):
+            out = gm(*args)
+            return tuple(o * value for o in out) if isinstance(out, (tuple, list)) else out * value
+        return run
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+    compiled = torch.compile(model, backend=poison)
+    with nanguard.detect(mode="record") as d, torch.no_grad():
+        compiled(torch.randn(5, 3))  # HERE: poisoned_forward
+    r = d.report
+    assert r is not None
+    assert (r.phase, r.kind, r.line) == ("forward", "inf" if value == float("inf") else "nan",
+                                         _line("poisoned_forward"))
+    assert any("`compiled` ran compiled" in n and "eager replay of its forward did not make this value" in n
+               for n in r.notes), r.notes
 
 
 class Plant(torch.nn.Module):
