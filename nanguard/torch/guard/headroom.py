@@ -237,6 +237,8 @@ class HeadroomWatch:
             grads = []
             for p, m in zip(table.params, table.modules):
                 g = p.grad
+                if g is not None and hasattr(g, "to_local"):   # a DTensor (FSDP2): this rank's shard
+                    g = g.to_local()
                 if g is None or g.layout != torch.strided or not g.numel():
                     continue
                 if g.dtype in LOW:

@@ -286,3 +286,27 @@ def test_readme_example_prints_the_readme_warning(tmp_path):
     start = next(n for n, line in enumerate(lines) if "HeadroomWarning: " in line)
     got = [lines[start][lines[start].index("HeadroomWarning: "):]] + lines[start + 1:start + len(shown.splitlines())]
     assert got == shown.rstrip("\n").splitlines()
+
+
+def test_fsdp2_sharded_parameter_gradients_are_judged_by_their_local_shard(tmp_path):
+    """FSDP2 (one gloo process): DTensor gradients are read through their local shard."""
+    dist = pytest.importorskip("torch.distributed")
+    fsdp = pytest.importorskip("torch.distributed.fsdp")
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = mlp(half=False)
+        fsdp.fully_shard(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        monitor = nanguard.GradNormMonitor(headroom=True, warn=False)
+        guard = nanguard.GradGuard(opt, model=model, monitor=monitor)
+        for _ in range(3):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                out = model(torch.randn(8, 16))
+            out.float().sum().backward()
+            assert guard.step()
+        assert {k[1] for k in monitor.headroom._series if k[0] == "parameter gradient"} == {"0", "2", "4"}
+    finally:
+        dist.destroy_process_group()
