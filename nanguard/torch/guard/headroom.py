@@ -19,7 +19,10 @@ several steps before it becomes inf. ``GradNormMonitor(headroom=True)`` watches 
   learning-rate spike under Adam moves every weight by about the learning rate at once).
 
 Dropout and Identity modules are not hooked: what they return is the input they were given
-(rescaled by 1/(1-p)), measured where it was made.
+(rescaled by 1/(1-p)), measured where it was made. After the first step, the modules seen
+returning only float32 (all of them in a float32 model; under autocast, those whose ops run
+in float32, or that cast their output back) are unhooked: a module hook costs even when it finds nothing to watch. A module that turns to
+float16 later (autocast switched on after the first step) is then not watched.
 
 Not judged: values exactly at the dtype's maximum (``finfo.min`` is the usual attention-mask
 fill; the other sign of the same tensor still is) and non-finite ones (the overflow has happened; the guard handles it), gradients while
@@ -118,6 +121,8 @@ class HeadroomWatch:
         self._scaled: Callable[[], bool] = lambda: False
         self._quiet_until = -1
         self._generation = 0    # bumped by remove(): hooks still on live tensors fall silent
+        self._plain: set = set()  # modules seen returning no float16/bfloat16 tensor
+        self._pruned = False
 
     # -- wiring ------------------------------------------------------------------------
     def attach(self, model: Optional[torch.nn.Module], scaled: Callable[[], bool]) -> None:
@@ -141,10 +146,25 @@ class HeadroomWatch:
     def remove(self) -> None:
         """Take the hooks off the model."""
         for h in self._handles:
-            h.remove()
+            if h is not None:
+                h.remove()
         self._handles, self._grad_hooks, self.names = [], [], []
         self._seen.clear()
+        self._plain.clear()
+        self._pruned = False
         self._generation += 1
+
+    def _prune(self, seen: Dict[Tuple[str, int, torch.dtype], Any]) -> None:
+        """After the first step: unhook the modules that returned only float32 (a float32
+        model, or LayerNorm under autocast); a module hook costs even when it finds nothing."""
+        self._pruned = True
+        low = {index for kind, index, _ in seen if kind == "activation"}
+        for index in self._plain - low:
+            handle = self._handles[index]
+            if handle is not None:
+                handle.remove()
+                self._handles[index] = None
+        self._plain.clear()
 
     # -- hooks -------------------------------------------------------------------------
     def _fold(self, kind: str, index: int, t: torch.Tensor) -> None:
@@ -156,11 +176,15 @@ class HeadroomWatch:
     def _on_output(self, generation: int, index: int, module: torch.nn.Module, args: Any, output: Any) -> None:
         if _is_compiling() or generation != self._generation:
             return
+        low = False
         for t in _tensors(output):
             if t.dtype in LOW and t.numel():
+                low = True
                 self._fold("activation", index, t)
                 if t.requires_grad and torch.is_grad_enabled():
                     t.register_hook(self._grad_hooks[index])
+        if not low and not self._pruned:
+            self._plain.add(index)
 
     def _on_grad(self, generation: int, index: int, grad: torch.Tensor) -> None:
         if generation != self._generation:
@@ -219,6 +243,8 @@ class HeadroomWatch:
     def _peaks(self) -> Dict[Tuple[str, str, str], Tuple[float, torch.dtype]]:
         """The step's largest |value| per (kind, module, dtype), in one host read."""
         seen, self._seen = self._seen, {}
+        if not self._pruned:
+            self._prune(seen)
         keys: List[Tuple[str, str, torch.dtype]] = []
         mins: List[torch.Tensor] = []
         maxs: List[torch.Tensor] = []

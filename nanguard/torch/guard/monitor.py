@@ -37,6 +37,9 @@ by default.
 
 Growth slower than ``factor`` per ``window`` steps does not trip the window test; give a
 ``threshold`` (or a longer window) to catch a slow drift.
+
+Opt-in, ``headroom=True`` also watches float16/bfloat16 activations and gradients against the
+dtype's maximum (`headroom.py`), fed at the same point of the step.
 """
 
 from __future__ import annotations

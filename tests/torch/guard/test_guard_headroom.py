@@ -235,22 +235,48 @@ def test_off_by_default_float32_is_not_watched_and_arguments_are_checked():
     assert all(not m._forward_hooks for m in model.modules())
     monitor = nanguard.GradNormMonitor(headroom=True)
     guard = nanguard.GradGuard(torch.optim.SGD(model.parameters(), lr=0.1), model=model, monitor=monitor)
+    assert sum(bool(m._forward_hooks) for m in model.modules()) == 6   # the model, 3 Linear, 2 ReLU
     model(torch.randn(3, 16)).sum().backward()
     guard.step()
-    assert monitor.headroom._series == {}          # float32: nothing to watch
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(torch.randn(3, 16))
-    monitor.headroom.remove()                      # before the backward of a watched output
-    assert all(not m._forward_hooks for m in model.modules())
-    out.float().sum().backward()
-    guard.step()
-    assert monitor.headroom._seen == {} and all(k[0] == "activation" for k in monitor.headroom._series)
+    assert monitor.headroom._series == {}          # float32: nothing to watch,
+    assert all(not m._forward_hooks for m in model.modules())   # and the hooks are gone
     for bad in (-1, 0, 20, "yes"):
         with pytest.raises(ValueError, match="headroom"):
             nanguard.GradNormMonitor(headroom=bad)
     with pytest.raises(ValueError, match="model="):
         nanguard.GradGuard(torch.optim.SGD(model.parameters(), lr=0.1),
                            monitor=nanguard.GradNormMonitor(headroom=True))
+
+
+class ToFloat(torch.nn.Module):
+    def forward(self, x):
+        return x.float()
+
+
+def test_only_modules_returning_float32_are_unhooked_after_the_first_step():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), ToFloat(), torch.nn.Linear(8, 1))
+    monitor = nanguard.GradNormMonitor(headroom=True, warn=False)
+    guard = nanguard.GradGuard(torch.optim.SGD(model.parameters(), lr=0.1), model=model, monitor=monitor)
+    for _ in range(2):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(torch.randn(3, 16))
+        out.float().sum().backward()
+        guard.step()
+    assert [bool(m._forward_hooks) for m in model] == [True, False, True]
+    assert {k[1] for k in monitor.headroom._series if k[0] == "activation"} == {"0", "2", "(model)"}
+
+
+def test_hooks_left_on_live_tensors_fall_silent_after_remove():
+    model = mlp(half=False)
+    monitor = nanguard.GradNormMonitor(headroom=True)
+    guard = nanguard.GradGuard(torch.optim.SGD(model.parameters(), lr=0.1), model=model, monitor=monitor)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(torch.randn(3, 16))
+    monitor.headroom.remove()                      # before the backward of a watched output
+    assert all(not m._forward_hooks for m in model.modules())
+    out.float().sum().backward()
+    guard.step()
+    assert monitor.headroom._seen == {} and monitor.headroom._series == {}
 
 
 def test_hooks_step_aside_inside_torch_compile():
