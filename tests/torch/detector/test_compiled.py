@@ -100,6 +100,37 @@ def test_a_compiled_function_at_top_level_is_checked_eagerly_and_stays_compiled(
     assert compiled(v).grad_fn.name() == "CompiledFunctionBackward"
 
 
+def pairwise(h):
+    return ((h[:, None, :] - h[None, :, :]) ** 2).sum(-1).sqrt()  # HERE: compiled_function_sqrt
+
+
+compiled_pairwise = torch.compile(pairwise)
+
+
+class UsesACompiledFunction(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 8)
+
+    def forward(self, x):
+        return compiled_pairwise(self.proj(x)).mean()
+
+
+def test_a_compiled_function_inside_a_plain_module_runs_compiled_and_is_replayed():
+    torch.manual_seed(0)
+    model = UsesACompiledFunction()
+    x = torch.randn(6, 3)
+    model(x).backward()
+    assert model.proj.weight.grad.isnan().all()
+    with nanguard.detect(mode="record") as d:
+        loss = model(x)
+        assert loss.grad_fn.next_functions[0][0].name() == "CompiledFunctionBackward"
+        loss.backward()
+    r = d.report
+    assert (r.phase, r.node, r.line) == ("backward", "SqrtBackward0", _line("compiled_function_sqrt"))
+    assert any("1 compiled region (CompiledFunctionBackward) ran compiled" in n for n in r.notes), r.notes
+
+
 class Block(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
