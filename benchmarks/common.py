@@ -59,11 +59,13 @@ def transformer(d_model: int = 128, heads: int = 4, ff: int = 256, layers: int =
 def transformer_step_factory(batch: int = 16, seq: int = 32, d_model: int = 128, heads: int = 4,
                              ff: int = 256, layers: int = 4,
                              make_update: Optional[Callable[[torch.nn.Module, torch.optim.Optimizer],
-                                                            Callable[[], object]]] = None):
+                                                            Callable[[], object]]] = None,
+                             autocast: Optional[torch.dtype] = None):
     """The shared benchmark model: a 4-layer nn.TransformerEncoder training step on CPU.
 
     Returns (model, optimizer, step) where step() runs forward, backward and the update:
     optimizer.step(), or what `make_update(model, optimizer)` returns (e.g. a guard's step).
+    `autocast`: the forward under ``torch.autocast("cpu", dtype=autocast)``.
     """
     net = transformer(d_model, heads, ff, layers)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
@@ -73,7 +75,12 @@ def transformer_step_factory(batch: int = 16, seq: int = 32, d_model: int = 128,
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(net(inputs), target)
+        if autocast is None:
+            out = net(inputs)
+        else:
+            with torch.autocast("cpu", dtype=autocast):
+                out = net(inputs).float()
+        loss = torch.nn.functional.mse_loss(out, target)
         loss.backward()
         update()
         return loss

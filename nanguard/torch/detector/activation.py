@@ -23,7 +23,7 @@ import torch
 
 from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.errors import NonFiniteError
-from nanguard.torch.detector import _state
+from nanguard.torch.detector import _state, compiled
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.boundaries import BackwardBoundary, ModuleBoundary, OptimizerBoundary
 from nanguard.torch.detector.build import OptimizerContext
@@ -77,6 +77,7 @@ class Activation:
 
     def start(self) -> None:
         _state.acquire()
+        compiled.force_eager()   # released in stop(); see compiled.py
         st = STATE
         try:
             if st.stack:
@@ -108,6 +109,7 @@ class Activation:
             st.modules = []
             st.watch = self._watch_before if st.stack else st.replay is not None
             _state.release()
+            compiled.release()
 
     def _remove_live(self) -> None:
         if not self.live_on:

@@ -14,6 +14,7 @@ Each belongs to one `Activation` and reads only its public state.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence
@@ -23,7 +24,7 @@ from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
 from nanguard.errors import NonFiniteError
-from nanguard.torch.detector import _state, collectives, scaled, sharded
+from nanguard.torch.detector import _state, collectives, compiled, scaled, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, no_compile, orig_module_call
 from nanguard.torch.detector.build import OptimizerContext, make_report
 from nanguard.torch.detector.frames import Frame, user_frame
@@ -75,7 +76,8 @@ class ModuleBoundary:
             # straight through. Exhaustive mode keeps watching to know the module path.
             # A multi-rank run checks inner modules too (sharded.nested_call): replaying a whole
             # model would run its collectives on this rank alone.
-            with STATE.outermost(module, watch=exhaustive or sharded.multi_rank()):
+            with STATE.outermost(module, watch=exhaustive or sharded.multi_rank()), \
+                    (contextlib.nullcontext() if exhaustive else compiled.kernels()):
                 out = orig_module_call(module, *args, **kwargs)
             if act.tripped:
                 return out
@@ -104,15 +106,18 @@ class ModuleBoundary:
             return
         frame = user_frame()
         result = replay_module_forward(act, module, args, kwargs, rng, frame)
+        on_compiled = compiled.forward_notes(module, act.naming.root_name(module), result)
+        compiled.add_notes(result, on_compiled)
         if isinstance(result, Reproduced):
             act.finish(result.report)
             return
-        if verdict.kind == "inf" and isinstance(result, NotReproduced):
+        if verdict.kind == "inf" and isinstance(result, NotReproduced) and not on_compiled:
             # The op-level replay saw only deliberate infinities (a -inf mask made inside the
-            # module): remember, so this module's -inf outputs are not replayed again.
+            # module): remember, so this module's -inf outputs are not replayed again. (Not
+            # for compiled code: there the kernels, not the replay, made the value.)
             self.deliberate_inf.add(module)
             return
-        report = self._coarse_report(verdict, module, arg_tensors, flat, frame, replay_notes(result))
+        report = self._coarse_report(verdict, module, arg_tensors, flat, frame, replay_notes(result) + on_compiled)
         sharded.note_replay(report, getattr(result, "error", None), forward=True)
         act.finish(report)
 
@@ -221,12 +226,15 @@ class BackwardBoundary:
             return
         call = user_frame()
         result = replay_backward(act, entries, roots, grad_tensors, inputs, create_graph, call)
+        modules = [(e.module, act.naming.root_name(e.module)) for e in entries if e.module is not None]
+        on_compiled = compiled.backward_notes(roots, modules, result)
+        compiled.add_notes(result, on_compiled)
         if isinstance(result, Reproduced):
             if self.scaled and scaled.scaler_overflow(result.report):
                 return  # the GradScaler skips this step and lowers its scale
             act.finish(result.report)
         else:
-            report = self._coarse_report(grads, call, replay_notes(result))
+            report = self._coarse_report(grads, call, replay_notes(result) + on_compiled)
             collectives.note_backward(report, self.sent)   # multi-rank: made here, or received?
             sharded.note_unreproduced(report, result, entries)
             act.finish(report)

@@ -125,8 +125,9 @@ class detect(contextlib.ContextDecorator):
     Detection covers the thread that entered it (use one ``detect()`` per thread; the
     decorator form does that naturally). Under ``torch.compile`` the compiled region runs
     eagerly while detection is active (PyTorch does not compile under a dispatch mode), so
-    it is checked like eager code; code compiled *before* entering detection is opaque and
-    only its outputs are checked.
+    it is checked like eager code; a module compiled *before* entering detection runs its
+    kernels, is checked at its outputs and gradients, and a finding in it (forward or
+    backward) is located by an eager replay (`compiled.py` says what that cannot see).
     """
 
     def __init__(self, *, check: Union[str, Iterable[str]] = "both", mode: str = "raise",

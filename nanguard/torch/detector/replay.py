@@ -370,8 +370,6 @@ def replay_module_forward(act: "Activation", module: torch.nn.Module, args: tupl
     e.rng = rng
     e.frame = frame
     with Replay(act, "replayed this module's forward on its saved inputs under an op-level check") as r:
-        if hasattr(module, "_orig_mod"):
-            r.notes.append("the module is compiled (torch.compile); it was replayed eagerly to find the op")
         try:
             r.run_entry(e, {}, [], grads=torch.is_grad_enabled())
         except Found as found:

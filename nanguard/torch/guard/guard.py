@@ -129,7 +129,9 @@ class GradGuard:
             scale off after a bad step. Pair it with "skip" or "zero": early AMP steps overflow
             by design while the scale calibrates, and "raise" would stop at the first one.
         monitor: ``True`` or a :class:`GradNormMonitor` to watch per-module gradient norms and
-            warn before they explode (see :meth:`plot`). Default off.
+            warn before they explode (see :meth:`plot`); ``GradNormMonitor(headroom=True)``
+            also watches float16/bfloat16 activations and gradients approaching the dtype's
+            maximum. Default off.
         distributed: ``None`` (default) all-reduces the verdict whenever torch.distributed is
             initialised, so every rank skips or steps together; ``False`` keeps it local
             (refused with sharded gradients: one rank's shard cannot decide for a tensor).
@@ -204,6 +206,8 @@ class GradGuard:
         self._names = names_from(model, "GradGuard")
         self._model = unwrap_model(model) if isinstance(model, torch.nn.Module) else None
         self._table = self._build_table()  # validates that the model owns the parameters now
+        if self.monitor is not None:  # headroom (opt-in) hooks the model's modules
+            self.monitor.watch(self._model, lambda: amp.active(self.scaler))
         self.records = GuardRecords(policy, max_consecutive, max_events=max_events,
                                     n_params=len(self._table))
         self._history = NormHistory([TOTAL], 2048)  # the total norm, when not monitoring

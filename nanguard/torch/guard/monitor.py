@@ -37,126 +37,25 @@ by default.
 
 Growth slower than ``factor`` per ``window`` steps does not trip the window test; give a
 ``threshold`` (or a longer window) to catch a slow drift.
+
+Opt-in, ``headroom=True`` also watches float16/bfloat16 activations and gradients against the
+dtype's maximum (`headroom.py`), fed at the same point of the step.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections import deque
-from dataclasses import asdict, dataclass
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from nanguard.torch.guard.growth import GradientGrowthWarning, GrowthAlert
+from nanguard.torch.guard.headroom import HeadroomAlert, HeadroomWatch
+from nanguard.torch.guard.history import TOTAL, NormHistory
 from nanguard.torch.guard.params import ParamTable
 
-TOTAL = "(total)"
-
-
-class GradientGrowthWarning(RuntimeWarning):
-    """A module's gradient norm is growing fast: a non-finite gradient is probably coming.
-
-    The warning object carries the structured finding as ``.alert`` (a :class:`GrowthAlert`).
-    """
-
-    def __init__(self, message: str, alert: Optional["GrowthAlert"] = None) -> None:
-        super().__init__(message)
-        self.alert = alert
-
-
-@dataclass(frozen=True)
-class GrowthAlert:
-    """One early warning: where the norm is growing now, and where the growth started."""
-
-    step: int
-    reason: str  # "growth" (factor within the window), "climb" (opt-in) or "threshold"
-    module: str  # the module that tripped the test (largest growth)
-    norm: float  # its current norm (median of the newest 3 steps)
-    base: float  # its norm at the start of the window (median of the oldest quarter)
-    origin: str  # the module whose norm took off first
-    origin_step: int  # the step at which it took off
-    growing: Tuple[Tuple[str, float], ...]  # every module growing ≥ sqrt(factor)×, with its factor
-    window: int
-    climb: int = 0  # reason "climb": the rises in a row (base is then the window's median)
-
-    @property
-    def ratio(self) -> float:
-        return self.norm / self.base if self.base > 0 else math.inf
-
-    def short(self) -> str:
-        growth = {"growth": f"grew {self.ratio:.3g}x",
-                  "climb": f"rose {self.climb} steps in a row to {self.ratio:.3g}x its median"
-                  }.get(self.reason, f"crossed the threshold ({self.norm:.3g})")
-        return (f"step {self.step}: gradient norm of `{self.module}` {growth}; growth started in "
-                f"`{self.origin}` at step {self.origin_step}")
-
-    def message(self) -> str:
-        others = [f"`{n}` {r:.3g}x" for n, r in self.growing if n != self.origin][:4]
-        lines = [
-            f"nanguard: gradient norms are exploding (step {self.step}); a non-finite gradient "
-            f"is likely soon.",
-            f"  growth started in `{self.origin}` at step {self.origin_step}",
-            {"growth": f"  `{self.module}`: {self.base:.3g} -> {self.norm:.3g} ({self.ratio:.3g}x "
-                       f"within {self.window} steps)",
-             "climb": f"  `{self.module}`: rising {self.climb} steps in a row, now {self.norm:.3g}, "
-                      f"{self.ratio:.3g}x its median of the last {self.window} steps "
-                      f"({self.base:.3g})",
-             }.get(self.reason, f"  `{self.module}`: norm {self.norm:.3g} crossed the threshold"),
-        ]
-        if others:
-            lines.append(f"  also growing: {', '.join(others)}")
-        lines.append(
-            "  look for a learning rate too high for that module, a log/div/exp of a value drifting "
-            "toward its singularity, or a missing normalisation; clipping only hides it"
-        )
-        return "\n".join(lines)
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["growing"] = [list(g) for g in self.growing]
-        d["ratio"] = self.ratio
-        return d
-
-
-class NormHistory:
-    """Bounded per-step norms for plotting: when full, neighbouring rows merge (keeping the
-    larger norm, so spikes survive) and the resolution halves. Memory stays
-    ``capacity × columns`` for any run length."""
-
-    def __init__(self, names: Sequence[str], capacity: int) -> None:
-        self.names = list(names)
-        self.capacity = capacity
-        self.stride = 1
-        self.rows: List[Tuple[int, List[float]]] = []
-        self._pending: Optional[Tuple[int, List[float]]] = None
-        self._pending_n = 0
-        self.bad_steps: Deque[int] = deque(maxlen=capacity)
-
-    @staticmethod
-    def _merge(a: List[float], b: List[float]) -> List[float]:
-        return [y if (x != x or (y == y and y > x)) else x for x, y in zip(a, b)]
-
-    def add(self, step: int, values: List[float], bad: bool = False) -> None:
-        if bad:
-            self.bad_steps.append(step)
-        if self._pending is None:
-            self._pending = (step, values)
-        else:
-            self._pending = (step, self._merge(self._pending[1], values))
-        self._pending_n += 1
-        if self._pending_n >= self.stride:
-            self.rows.append(self._pending)
-            self._pending, self._pending_n = None, 0
-        if len(self.rows) >= self.capacity:
-            self.rows = [(self.rows[i + 1][0], self._merge(self.rows[i][1], self.rows[i + 1][1]))
-                         for i in range(0, len(self.rows) - 1, 2)]
-            self.stride *= 2
-
-    def series(self) -> Tuple[List[int], Dict[str, List[float]]]:
-        rows = self.rows + ([self._pending] if self._pending is not None else [])
-        steps = [s for s, _ in rows]
-        return steps, {n: [r[1][k] for r in rows] for k, n in enumerate(self.names)}
+__all__ = ["TOTAL", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert", "NormHistory"]
 
 
 def _positive_int(value: object, name: str, minimum: int) -> int:
@@ -186,6 +85,12 @@ class GradNormMonitor:
         climb: also warn when a norm rose at each of the last `climb` steps (>= 3, below
             `window`) to sqrt(factor) times its window median: more lead on sudden
             explosions, more warnings on runs at the edge of stability. ``None`` (default): off.
+        headroom: also watch how close float16/bfloat16 activations and gradients come to
+            the dtype's maximum and warn (:class:`HeadroomWarning`) before they overflow:
+            ``True`` warns below 2 bits (within 4x of the maximum) or when the headroom
+            falls toward it fast enough to run out within 4 steps; a number sets the bits.
+            Needs the guard's ``model=`` (a module): its modules' outputs are hooked
+            (`headroom.py`). Default off.
 
     Example:
         >>> guard = nanguard.GradGuard(opt, model=model, monitor=nanguard.GradNormMonitor(factor=20))
@@ -196,7 +101,7 @@ class GradNormMonitor:
 
     def __init__(self, window: int = 50, factor: float = 10.0, threshold: Optional[float] = None,
                  history: int = 2048, depth: Optional[int] = None, warn: bool = True,
-                 climb: Optional[int] = None) -> None:
+                 climb: Optional[int] = None, headroom: Union[bool, float] = False) -> None:
         self.window = _positive_int(window, "window", 8)
         self.climb = None if climb is None else _positive_int(climb, "climb", 3)
         if self.climb is not None and self.climb >= self.window:
@@ -219,6 +124,7 @@ class GradNormMonitor:
         if not isinstance(warn, bool):
             raise TypeError(f"nanguard.GradNormMonitor: `warn` must be a bool, got {type(warn).__name__}")
         self.warn = warn
+        self.headroom = _headroom(headroom, self.window, warn)
         self.modules: Tuple[str, ...] = ()
         self.alerts: List[GrowthAlert] = []
         self.history = NormHistory([TOTAL], self.capacity)
@@ -237,8 +143,23 @@ class GradNormMonitor:
         self._index_cache: Optional[Tuple[Any, torch.Tensor]] = None
 
     # -- wiring ------------------------------------------------------------------------
+    def watch(self, model: Optional[torch.nn.Module], scaled: Callable[[], bool]) -> None:
+        """Headroom: hook ``model``'s modules (``scaled()``: a GradScaler is active)."""
+        if self.headroom is not None:
+            if model is None:
+                raise ValueError("nanguard.GradNormMonitor(headroom=...) watches the model's module outputs: "
+                                 "give the guard model=<the nn.Module>")
+            self.headroom.attach(model, scaled)
+
+    @property
+    def headroom_alerts(self) -> List[HeadroomAlert]:
+        """The headroom warnings given so far (empty without ``headroom=``)."""
+        return self.headroom.alerts if self.headroom is not None else []
+
     def bind(self, table: ParamTable) -> None:
         """Adopt the guard's modules; keep the history if they did not change."""
+        if self.headroom is not None:
+            self.headroom.bind(table)
         if table.module_names == self.modules:
             return
         self.detach()
@@ -290,6 +211,8 @@ class GradNormMonitor:
     def observe(self, step: int, norms: List[float], total: float, bad: bool) -> Optional[GrowthAlert]:
         """Record one step's module norms; return (and warn with) an alert if one fires."""
         self._learn_order()
+        if self.headroom is not None:
+            self.headroom.observe(step, bad)
         self.history.add(step, norms + [total], bad)
         if self._count == self.window:  # the oldest row leaves the window
             self._peak = torch.fmax(self._peak, self._ring[self._pos])
@@ -428,3 +351,14 @@ class GradNormMonitor:
         tied = [m for m in tied if growth[m] >= best - math.log(1.5)]
         rank = self._backward_rank or [len(self.modules) - m for m in range(len(self.modules))]
         return min(tied, key=lambda m: (rank[m], takeoff[m]))
+
+
+def _headroom(value: object, window: int, warn: bool) -> Optional[HeadroomWatch]:
+    if value is False or value is None:
+        return None
+    if value is True:
+        return HeadroomWatch(quiet=window, warn=warn)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 16:
+        raise ValueError(f"nanguard.GradNormMonitor: `headroom` must be True, False or a number of bits "
+                         f"in (0, 16), got {value!r}")
+    return HeadroomWatch(bits=float(value), quiet=window, warn=warn)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import nanguard
+from nanguard.torch.guard import HeadroomWarning
 from nanguard.torch.guard.monitor import NormHistory
 from nanguard.torch.guard.params import build_table
 
@@ -23,9 +24,11 @@ def deep_linear(seed: int = 0) -> torch.nn.Module:
         embed=torch.nn.Linear(8, 32), body=torch.nn.Linear(32, 32), head=torch.nn.Linear(32, 1)))
 
 
-def regression(steps: int, head_lr_after: dict, monitor: nanguard.GradNormMonitor):
+def regression(steps: int, head_lr_after: dict, monitor: nanguard.GradNormMonitor,
+               autocast: torch.dtype | None = None):
     """Noisy linear regression; `head_lr_after` = {step: lr} changes the head's learning rate
-    (a too-large one makes the run diverge geometrically until the gradients overflow)."""
+    (a too-large one makes the run diverge geometrically until the gradients overflow).
+    `autocast`: the forward under ``torch.autocast("cpu", dtype=autocast)``."""
     model = deep_linear()
     opt = torch.optim.SGD([
         {"params": list(model.embed.parameters()) + list(model.body.parameters()), "lr": 0.01},
@@ -39,7 +42,9 @@ def regression(steps: int, head_lr_after: dict, monitor: nanguard.GradNormMonito
         x = torch.randn(64, 8, generator=g)
         y = x @ w + 0.1 * torch.randn(64, 1, generator=g)
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            out = model(x)
+        torch.nn.functional.mse_loss(out.float(), y).backward()
         guard.step()
     return guard
 
@@ -59,29 +64,47 @@ def test_warns_before_the_first_nonfinite_gradient_and_names_the_module():
     assert "gradient-growth warnings: 1" in guard.summary()
 
 
-def test_stays_quiet_on_a_healthy_noisy_run():
+# the healthy runs, also with the float16/bfloat16 headroom watch on (issue 30)
+PRECISIONS = [pytest.param(None, id="float32"), pytest.param(torch.float16, id="float16-headroom"),
+              pytest.param(torch.bfloat16, id="bfloat16-headroom")]
+
+
+@pytest.mark.parametrize("autocast", PRECISIONS)
+def test_stays_quiet_on_a_healthy_noisy_run(autocast):
     with warnings.catch_warnings():
         warnings.simplefilter("error", nanguard.GradientGrowthWarning)
-        guard = regression(400, {}, nanguard.GradNormMonitor(window=50, factor=10))
+        warnings.simplefilter("error", HeadroomWarning)
+        monitor = nanguard.GradNormMonitor(window=50, factor=10, headroom=autocast is not None)
+        guard = regression(400, {}, monitor, autocast=autocast)
     assert guard.alerts == [] and guard.records.skipped == 0
+    assert monitor.headroom_alerts == []
+    if autocast is not None:   # the watch saw the low-precision outputs of every layer
+        assert {k[:2] for k in monitor.headroom._series} >= {("activation", n) for n in MODULES}
 
 
-def test_stays_quiet_on_a_healthy_transformer():
+@pytest.mark.parametrize("autocast", PRECISIONS)
+def test_stays_quiet_on_a_healthy_transformer(autocast):
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1, batch_first=True)
     net = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
                               torch.nn.Linear(16, 1))
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
-    guard = nanguard.GradGuard(opt, model=net, monitor=nanguard.GradNormMonitor(window=20))
+    monitor = nanguard.GradNormMonitor(window=20, headroom=autocast is not None)
+    guard = nanguard.GradGuard(opt, model=net, monitor=monitor)
     g = torch.Generator().manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", nanguard.GradientGrowthWarning)
+        warnings.simplefilter("error", HeadroomWarning)
         for _ in range(150):
             x = torch.randn(8, 6, 16, generator=g)
             opt.zero_grad()
-            torch.nn.functional.mse_loss(net(x), x[..., :1].sum(1, keepdim=True).expand(-1, 6, -1)).backward()
+            with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+                out = net(x)
+            torch.nn.functional.mse_loss(out.float(), x[..., :1].sum(1, keepdim=True).expand(-1, 6, -1)).backward()
             assert guard.step()
-    assert guard.alerts == []
+    assert guard.alerts == [] and monitor.headroom_alerts == []
+    if autocast is not None:
+        assert any(k[0] == "gradient" for k in monitor.headroom._series)
     # per layer: self_attn (in_proj), self_attn.out_proj, linear1, linear2, norm1, norm2; + head
     assert len(guard.monitor.modules) == 2 * 6 + 1
 
