@@ -608,7 +608,7 @@ class GradGuard:
 
     def _training(self) -> TrainingState:
         return TrainingState(self._table.params, self.optimizer, self._model,
-                             self._schedule.schedulers, self.scaler)
+                             self._schedule.restored, self.scaler)
 
     def _spike_watches(self) -> dict[str, SpikeWatch]:
         return {name: watch for name, watch in (("loss", self._loss_spikes),
