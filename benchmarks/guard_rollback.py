@@ -27,6 +27,7 @@ import json
 import math
 import os
 import sys
+import time
 from typing import Any, Callable, Dict, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,12 +60,13 @@ def guarded_steps(k: int, **guard_args: Any) -> Tuple[GradGuard, Callable[[], No
     return guard, steps
 
 
-def overhead(rounds: int, k: int = DEFAULT_SNAPSHOT_EVERY) -> Dict[str, Dict[str, float]]:
+def overhead(rounds: int, k: int = DEFAULT_SNAPSHOT_EVERY,
+             clock: Callable[[], float] = time.perf_counter) -> Dict[str, Dict[str, float]]:
     _, skip = guarded_steps(k)
     rollback_guard, rollback = guarded_steps(k, policy="rollback", snapshot_every=k)
     spike_guard, spiked = guarded_steps(k, policy="rollback", snapshot_every=k, spike=SPIKE)
     results = compare({"skip": skip, "rollback": rollback, "rollback + spike": spiked},
-                      baseline="skip", rounds=rounds, inner=1, warmup=1)
+                      baseline="skip", rounds=rounds, inner=1, warmup=1, clock=clock)
     for guard in (rollback_guard, spike_guard):
         assert guard.records.rolled_back == 0, "the healthy benchmark run must not roll back"
     for r in results.values():
@@ -72,7 +74,8 @@ def overhead(rounds: int, k: int = DEFAULT_SNAPSHOT_EVERY) -> Dict[str, Dict[str
     return results
 
 
-def snapshot_alone(rounds: int) -> Dict[str, Dict[str, float]]:
+def snapshot_alone(rounds: int,
+                   clock: Callable[[], float] = time.perf_counter) -> Dict[str, Dict[str, float]]:
     """One step, one snapshot, one restore of the same model, interleaved."""
     net = transformer()
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
@@ -89,7 +92,7 @@ def snapshot_alone(rounds: int) -> Dict[str, Dict[str, float]]:
     snapshot.take(state)
     return compare({"step": step, "snapshot": lambda: snapshot.take(state),
                     "restore": lambda: snapshot.restore(state)},
-                   baseline="step", rounds=rounds, inner=3)
+                   baseline="step", rounds=rounds, inner=3, clock=clock)
 
 
 def main(argv=None) -> int:
@@ -107,29 +110,39 @@ def main(argv=None) -> int:
                         help="K of the single-plant cases (default: those of --ks)")
     parser.add_argument("--jobs", type=int, default=2, help="planted runs in parallel")
     parser.add_argument("--log", help="append each planted run's row to this JSON-lines file")
-    parser.add_argument("--table", help="print the planted table of a --log file and exit")
+    parser.add_argument("--table", nargs="+", help="print the planted table of --log files "
+                        "and exit")
+    parser.add_argument("--no-clean", action="store_true",
+                        help="no clean runs (the --log of another sweep has them)")
     parser.add_argument("--skip", nargs="+", default=[], choices=["overhead", "planted"])
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with this process's CPU time, not wall time (a busy machine)")
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args(argv)
     if args.table:
-        with open(args.table) as f:
-            print_table(*table(with_ratios([json.loads(line) for line in f if line.strip()])))
+        rows = []
+        for path in args.table:
+            with open(path) as f:
+                rows += [json.loads(line) for line in f if line.strip()]
+        print_table(*table(with_ratios(rows)))
         return 0
     single_thread()
+    clock = time.process_time if args.cpu_time else time.perf_counter
     results: Dict[str, Any] = {}
     if "overhead" not in args.skip:
         print(f"training step of the benchmark transformer (4-layer encoder, batch 16x32x128), "
               f"1 thread; rollback every K applied steps (default {DEFAULT_SNAPSHOT_EVERY}), "
-              f"median of {args.rounds} interleaved rounds of K steps")
+              f"median of {args.rounds} interleaved rounds of K steps"
+              + (", CPU time" if args.cpu_time else ""))
         rows, results["loops"] = [], {}
         for k in args.overhead_ks or [DEFAULT_SNAPSHOT_EVERY]:
-            results["loops"][k] = loops = overhead(args.rounds, k)
+            results["loops"][k] = loops = overhead(args.rounds, k, clock)
             for name, r in loops.items():
                 verdict = "" if name == "skip" else ("ok" if r["ratio"] <= GOAL else "OVER")
                 rows.append([str(k), name, f"{r['seconds'] * 1e3:.2f}", f"{r['ratio']:.3f}",
                              "" if name == "skip" else f"<= {GOAL:.2f}", verdict])
         print_table(rows, ["K", "policy", "ms/step", "vs skip", "goal", ""])
-        results["snapshot_alone"] = alone = snapshot_alone(args.rounds)
+        results["snapshot_alone"] = alone = snapshot_alone(args.rounds, clock)
         print()
         print("the snapshot and the restore alone (parameters + Adam state + RNG, 0.53 M "
               "parameters)")
@@ -144,7 +157,8 @@ def main(argv=None) -> int:
         single = {c: args.case_ks for c in args.cases if c != "all three" and args.case_ks}
         results["planted"] = rows = sweep(args.steps, args.seeds, ks,
                                           {c: CASES[c] for c in args.cases}, jobs=args.jobs,
-                                          log=args.log, case_ks=single)
+                                          log=args.log, case_ks=single,
+                                          clean=not args.no_clean)
         print()
         print(f"planted spikes, {args.steps} steps, seeds {args.seeds}: a batch x1000 at step "
               f"{at['batch']}, the learning rate x100 at step {at['lr']}, an inf in a weight "

@@ -95,7 +95,7 @@ def planted_run(steps: int, plants: Iterable[str] = (), seed: int = 0,
             "max_loss": max(losses), "stopped": stopped,
             "rollbacks": [(e.step, e.kind, e.steps_undone) for e in guard.records.events
                           if e.action == "rolled back"],
-            "lr_scale": guard.lr_scale}
+            "lr_scale": guard.lr_scale, "summary": guard.summary()}
 
 
 def _task(args: Tuple[int, int, str, Tuple[str, ...], Dict[str, Any]]) -> Dict[str, Any]:
@@ -110,11 +110,13 @@ def _task(args: Tuple[int, int, str, Tuple[str, ...], Dict[str, Any]]) -> Dict[s
 
 def sweep(steps: int, seeds: Sequence[int], ks: Sequence[int], cases: Dict[str, Sequence[str]],
           backoff_k: Optional[int] = None, jobs: int = 2, log: Optional[str] = None,
-          case_ks: Optional[Dict[str, Sequence[int]]] = None) -> List[Dict[str, Any]]:
+          case_ks: Optional[Dict[str, Sequence[int]]] = None,
+          clean: bool = True) -> List[Dict[str, Any]]:
     """Every seed: a clean run; every case: skip-only and rollback at every K (`case_ks`
     overrides the Ks of some cases; with `backoff_k`, also rollback with lr_backoff=0.5 at
-    that K). Each row gets `vs_clean`; `log`: rows appended there as they end."""
-    tasks = [(steps, seed, "clean", (), {}) for seed in seeds]  # case by case, seeds inside
+    that K). Each row gets `vs_clean`; `log`: rows appended there as they end; `clean`
+    False: no clean runs (another sweep's log has them)."""
+    tasks = [(steps, seed, "clean", (), {}) for seed in seeds if clean]  # case by case
     for case, plants in cases.items():
         runs: List[Tuple[str, Dict[str, Any]]] = [(f"{case}: skip-only", {})]
         runs += [(f"{case}: rollback", dict(policy="rollback", snapshot_every=k, spike=SPIKE))
