@@ -14,16 +14,20 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 
-def time_call(fn: Callable[[], object], inner: int) -> float:
-    start = time.perf_counter()
+def time_call(fn: Callable[[], object], inner: int,
+              clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
     for _ in range(inner):
         fn()
-    return (time.perf_counter() - start) / inner
+    return (clock() - start) / inner
 
 
 def compare(cases: Dict[str, Callable[[], object]], baseline: str, rounds: int = 30,
-            inner: int = 5, warmup: int = 3) -> Dict[str, Dict[str, float]]:
-    """Time every case in interleaved rounds; return median seconds and median ratio to baseline."""
+            inner: int = 5, warmup: int = 3,
+            clock: Callable[[], float] = time.perf_counter) -> Dict[str, Dict[str, float]]:
+    """Time every case in interleaved rounds; return median seconds and median ratio to baseline.
+    `clock`: wall time by default; ``time.process_time`` counts this process's CPU time only,
+    for a single-threaded case on a machine whose other processes take most of the CPU."""
     names = list(cases)
     for name in names:
         for _ in range(warmup):
@@ -32,7 +36,7 @@ def compare(cases: Dict[str, Callable[[], object]], baseline: str, rounds: int =
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
-            samples[name].append(time_call(cases[name], inner))
+            samples[name].append(time_call(cases[name], inner, clock))
     out = {}
     for name in names:
         ratios = [s / b for s, b in zip(samples[name], samples[baseline])]

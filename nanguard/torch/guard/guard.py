@@ -154,7 +154,7 @@ class GradGuard:
             ``guard.backward(loss, batch=...)``), with the step, rank and event, for a
             post-mortem; at most ``max_dumps`` files (default 10). Default: no dumps.
         snapshot_every: policy "rollback": applied steps between two snapshots (>= 1;
-            default `DEFAULT_SNAPSHOT_EVERY`, 20: see the README for the choice). A rollback
+            default `DEFAULT_SNAPSHOT_EVERY`, 10: see the README for the choice). A rollback
             undoes at most this many steps.
         spike: policy "rollback": also roll back on a finite spike, e.g.
             ``dict(loss=5.0, grad_norm=10.0, window=50)``: a loss (seen by :meth:`backward`
@@ -612,7 +612,7 @@ class GradGuard:
 
     def _training(self) -> TrainingState:
         return TrainingState(self._table.params, self.optimizer, self._model,
-                             self._schedule.schedulers, self.scaler)
+                             self._schedule.restored, self.scaler)
 
     def _spike_watches(self) -> dict[str, SpikeWatch]:
         return {name: watch for name, watch in (("loss", self._loss_spikes),

@@ -60,7 +60,19 @@ class ScheduleHold:
 
     def __init__(self, schedulers: Sequence[Any]) -> None:
         self.schedulers = tuple(schedulers)
+        self.followed: tuple[Any, ...] = ()  # stepped by a framework: see `follow`
         self._positions: list[Any] | None = None  # None: read at the next step (see above)
+
+    def follow(self, schedulers: Sequence[Any]) -> None:
+        """Schedulers a framework steps (Lightning, the HF Trainer, accelerate's loop) and
+        holds on a skipped step itself: never stepped here, but a rollback's snapshot holds
+        their state too (``state_dict``/``load_state_dict``)."""
+        self.followed = tuple(s for s in schedulers if s not in self.schedulers)
+
+    @property
+    def restored(self) -> tuple[Any, ...]:
+        """Every scheduler whose state a rollback snapshot keeps."""
+        return self.schedulers + self.followed
 
     def reread(self) -> None:
         """Take the schedulers' positions as they are at the next step (a resume loads them)."""

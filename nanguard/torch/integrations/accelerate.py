@@ -10,9 +10,11 @@ prepared objects, and the loop stays as accelerate's documentation writes it:
   skipped (``accumulation="skip_window"``) or the micro-batch dropped (``"drop"``);
 - ``accelerator.clip_grad_norm_(model.parameters(), max_norm)``: checked *before* clipping
   (torch's clip multiplies every gradient by NaN when one is NaN), same bits when finite;
-- ``optimizer.step()``: skip, zero or raise as :class:`nanguard.GradGuard` does. A skip is
-  reported the way accelerate reports an AMP overflow (``optimizer.step_was_skipped``), so
-  ``AcceleratedScheduler.step()`` and the HF Trainer hold the learning-rate schedule.
+- ``optimizer.step()``: skip, zero, raise or roll back as :class:`nanguard.GradGuard` does.
+  A skip (a rollback too) is reported the way accelerate reports an AMP overflow
+  (``optimizer.step_was_skipped``), so ``AcceleratedScheduler.step()`` and the HF Trainer
+  hold the learning-rate schedule. Under policy "rollback" the snapshot is taken inside this
+  call before the update, and the scheduler given as ``scheduler=`` is part of it.
 
 With fp16 mixed precision the guard uses the accelerator's GradScaler: one unscale, its inf
 check reused, the scale backs off after a bad step as accelerate's own skip does.
@@ -28,6 +30,7 @@ from typing import Any
 from nanguard.torch.guard.guard import ON_APPLY, GradGuard
 from nanguard.torch.guard.params import NamedParams
 from nanguard.torch.integrations._require import require
+from nanguard.torch.integrations._rollback import follow, rollback_options
 
 # The distributed types whose clip and step are plain torch (DDP or one process); FSDP,
 # DeepSpeed, Megatron and XLA shard or fuse the step in ways this guard does not see.
@@ -38,7 +41,9 @@ SUPPORTED = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_XPU", "MULTI_NPU", "MULTI_ML
 def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | None = None,
                       policy: str = "skip", max_consecutive: int | None = 25,
                       accumulation: str = "skip_window", monitor: bool = False,
-                      max_events: int = 1000, summary: bool = True) -> GradGuard:
+                      max_events: int = 1000, summary: bool = True,
+                      snapshot_every: int | None = None, spike: Any = None,
+                      lr_backoff: float | None = None, scheduler: Any = None) -> GradGuard:
     """Guard the optimizer steps of `accelerator` (call it after ``accelerator.prepare``).
 
     Args:
@@ -49,6 +54,12 @@ def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | 
             :class:`nanguard.GradGuard`. Policy "zero" is refused with fp16 mixed precision:
             an overflowing step must let the scaler back off.
         summary: print the one-line summary at ``accelerator.end_training()`` (main process).
+        snapshot_every, spike, lr_backoff: policy "rollback", as for :class:`nanguard.GradGuard`.
+            The snapshot is taken and restored inside the guarded ``optimizer.step()``; a
+            rollback is reported as a skipped step, so the prepared scheduler holds.
+        scheduler: policy "rollback": the (prepared) LR scheduler the loop steps; its state
+            is kept in the snapshot and restored with the model and optimizer. Without it
+            the param groups' ``lr`` come back but the scheduler's position does not.
 
     Returns the :class:`nanguard.GradGuard` (``guard.records``, ``guard.summary()``,
     ``guard.plot()``).
@@ -73,6 +84,11 @@ def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | 
         raise TypeError(f"nanguard.guard_accelerator: `optimizer` must be the optimizer returned "
                         f"by accelerator.prepare(...), got {type(optimizer).__name__}")
     check_distributed_type(accelerator, "guard_accelerator")
+    options = rollback_options(policy, snapshot_every, spike, lr_backoff, accumulation,
+                               "nanguard.guard_accelerator")
+    if scheduler is not None and options["policy"] != "rollback":
+        raise ValueError("nanguard.guard_accelerator: `scheduler` belongs to policy='rollback' "
+                         "(the loop steps it; a rollback restores it)")
     scaler = accelerator.scaler
     if scaler is not None and policy == "zero":
         raise ValueError("nanguard.guard_accelerator: policy 'zero' cannot be used with fp16 "
@@ -80,8 +96,10 @@ def guard_accelerator(accelerator: Any, optimizer: Any, *, model: NamedParams | 
                          "backs its scale off; use policy 'skip'")
     if not isinstance(summary, bool):
         raise TypeError(f"nanguard.guard_accelerator: `summary` must be a bool, got {summary!r}")
-    guard = GradGuard(optimizer.optimizer, policy, max_consecutive, model=model, scaler=scaler,
-                      monitor=monitor, max_events=max_events, accumulation=accumulation)
+    guard = GradGuard(optimizer.optimizer, max_consecutive=max_consecutive, model=model,
+                      scaler=scaler, monitor=monitor, max_events=max_events,
+                      accumulation=accumulation, **options)
+    follow(guard, [scheduler])
     install(guard, accelerator, optimizer)
     _print_at_end_training(accelerator, summary)
     return guard

@@ -20,7 +20,10 @@ accelerator and, when training starts, on its prepared optimizer:
   ``trainer_state.json`` and reads back on ``train(resume_from_checkpoint=...)``. (Not as an
   ``ExportableState`` callback: with ``restore_callback_states_from_checkpoint`` the Trainer
   would rebuild such a callback from JSON, and this one holds the Trainer);
-- the end of ``train()`` prints one line (counts, the parameters that were non-finite).
+- the end of ``train()`` prints one line (counts, the parameters that were non-finite);
+- policy "rollback": the snapshot is taken inside the guarded ``optimizer.step()`` before
+  the update and holds the Trainer's ``lr_scheduler`` too (:mod:`._rollback`); a rollback
+  is reported as a skipped step, so the Trainer holds the schedule it has just restored.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 from nanguard.core.guard_records import COUNTERS, GuardRecords
 from nanguard.torch.guard.guard import GradGuard
 from nanguard.torch.integrations._require import require
+from nanguard.torch.integrations._rollback import follow, rollback_options
 from nanguard.torch.integrations.accelerate import check_distributed_type, install
 
 transformers = require("transformers", "hf", "HF Trainer")
@@ -69,7 +73,7 @@ class TrainerGuard(transformers.TrainerCallback):
         an event was added (each adds to one of these counters), not at every step."""
         assert self.guard is not None
         r = self.guard.records
-        version = r.skipped + r.zeroed + r.raised + r.nonfinite_losses
+        version = r.skipped + r.zeroed + r.raised + r.nonfinite_losses + r.rolled_back + r.spikes
         if self._saved is None or self._saved[0] != version:
             self._saved = (version, r.state_dict())
         state = dict(self._saved[1])
@@ -92,6 +96,7 @@ class TrainerGuard(transformers.TrainerCallback):
                                  "fp16: an overflow must skip the step so the GradScaler backs "
                                  "its scale off; use policy 'skip'")
             self.guard = GradGuard(inner, model=trainer.model, scaler=scaler, **self.guard_kwargs)
+        follow(self.guard, [getattr(trainer, "lr_scheduler", None)])
         saved = (state.stateful_callbacks or {}).get(STATE_KEY)
         if saved is not None:  # resumed: the TrainerState came from the checkpoint
             self.guard.load_state_dict(saved)
@@ -120,7 +125,9 @@ class TrainerGuard(transformers.TrainerCallback):
 
 def guard_trainer(trainer: Any, *, policy: str = "skip", max_consecutive: int | None = 25,
                   accumulation: str = "skip_window", monitor: bool = False,
-                  max_events: int = 1000, summary: bool = True) -> TrainerGuard:
+                  max_events: int = 1000, summary: bool = True,
+                  snapshot_every: int | None = None, spike: Any = None,
+                  lr_backoff: float | None = None) -> TrainerGuard:
     """Guard every optimizer step of an HF ``Trainer`` (call before ``trainer.train()``).
 
     Args:
@@ -128,6 +135,8 @@ def guard_trainer(trainer: Any, *, policy: str = "skip", max_consecutive: int | 
         policy, max_consecutive, accumulation, monitor, max_events: as for
             :class:`nanguard.GradGuard`. "zero" is refused with ``fp16=True``.
         summary: print the one-line summary when ``train()`` ends, on the main process.
+        snapshot_every, spike, lr_backoff: policy "rollback", as for :class:`nanguard.GradGuard`
+            (the Trainer's ``lr_scheduler`` is restored with the model and optimizer).
 
     Returns the :class:`TrainerGuard` callback (already added to the Trainer):
     ``.records``, ``.summary()``, ``.plot()`` and ``.guard`` once training has started.
@@ -143,12 +152,13 @@ def guard_trainer(trainer: Any, *, policy: str = "skip", max_consecutive: int | 
                         f"got {type(trainer).__name__}")
     check_distributed_type(trainer.accelerator, "guard_trainer")
     # checked now, not when training starts
-    from nanguard.core.guard_policy import check_accumulation, check_max_consecutive, check_policy
+    from nanguard.core.guard_policy import check_accumulation, check_max_consecutive
 
-    kwargs = {"policy": check_policy(policy, "nanguard.guard_trainer"),
-              "max_consecutive": check_max_consecutive(max_consecutive, "nanguard.guard_trainer"),
-              "accumulation": check_accumulation(accumulation, "nanguard.guard_trainer"),
-              "monitor": monitor, "max_events": max_events}
+    accumulation = check_accumulation(accumulation, "nanguard.guard_trainer")
+    kwargs = {"max_consecutive": check_max_consecutive(max_consecutive, "nanguard.guard_trainer"),
+              "accumulation": accumulation, "monitor": monitor, "max_events": max_events,
+              **rollback_options(policy, snapshot_every, spike, lr_backoff, accumulation,
+                                 "nanguard.guard_trainer")}
     for existing in trainer.callback_handler.callbacks:
         if isinstance(existing, TrainerGuard):
             raise ValueError("nanguard.guard_trainer: this Trainer is already guarded")

@@ -20,9 +20,14 @@ counting run as they always do:
   optimization the module steps its schedulers: ``if callback.last_step_applied()``;
 - a non-finite loss is not backpropagated (``LightningModule.backward``), and with
   ``accumulate_grad_batches`` the window is one step (``accumulation=``);
-- ``nanguard_skipped_steps`` (also on the progress bar) and ``nanguard_nonfinite_losses`` are
+- ``nanguard_skipped_steps`` (also on the progress bar) and ``nanguard_nonfinite_losses``
+  (and, under policy "rollback", ``nanguard_rollbacks``) are
   logged when they change and at the start of each epoch: Lightning shows and logs the last
   value logged, and each ``self.log`` costs about 0.3 ms, which every step would pay;
+- policy "rollback": the snapshot is taken in ``on_before_optimizer_step`` before the update
+  (what the raw optimizer's update then changes), holds the step-interval schedulers of the
+  optimizer too (:mod:`._rollback`), and is restored there; the rolled-back step is held like
+  a skipped one, and the LR backoff scales the raw optimizer's own update;
 - the guards' counters and records are saved in Lightning's checkpoints (``state_dict``), so
   a resumed run keeps its streak and its bad steps; the end of ``fit`` prints one line.
 
@@ -36,9 +41,11 @@ from typing import Any
 
 import torch
 
-from nanguard.core.guard_policy import check_accumulation, check_max_consecutive, check_policy
+from nanguard.core.guard_policy import ROLLBACK, check_accumulation, check_max_consecutive
 from nanguard.core.guard_records import GuardRecords
 from nanguard.torch.guard.guard import FRAMEWORK, GradGuard
+from nanguard.torch.guard.rollback import scaled_lr
+from nanguard.torch.integrations._rollback import follow, rollback_options
 
 
 def _lightning() -> Any:
@@ -58,12 +65,18 @@ SUPPORTED_STRATEGIES = ("SingleDeviceStrategy", "DDPStrategy")
 
 
 class GuardCallback(pl.Callback):
-    """Guard every optimizer step of a Lightning ``Trainer``: skip, zero or raise.
+    """Guard every optimizer step of a Lightning ``Trainer``: skip, zero, raise or roll back.
 
     Args:
         policy, max_consecutive, accumulation, monitor, max_events: as for
             :class:`nanguard.GradGuard`. "zero" is refused with ``16-mixed``.
-        hold_schedule: hold step-interval LR schedulers on a skipped step (default True).
+        snapshot_every, spike, lr_backoff: policy "rollback", as for
+            :class:`nanguard.GradGuard`. The snapshot (parameters, the module's buffers, the
+            optimizer, its step-interval schedulers, the precision plugin's GradScaler, the
+            RNGs) is taken in ``on_before_optimizer_step`` before the update and restored
+            there; the rolled-back step counts as a skipped one (``global_step`` advances).
+        hold_schedule: hold step-interval LR schedulers on a skipped step (default True;
+            policy "rollback" needs it: a restored schedule must not move on).
         log: log the guard's counters with ``pl_module.log`` (default True).
         summary: print the one-line summary when ``fit`` ends, on global rank 0 (default True).
 
@@ -81,10 +94,17 @@ class GuardCallback(pl.Callback):
     def __init__(self, policy: str = "skip", max_consecutive: int | None = 25, *,
                  accumulation: str = "skip_window", monitor: bool = False,
                  max_events: int = 1000, hold_schedule: bool = True, log: bool = True,
-                 summary: bool = True) -> None:
-        self.policy = check_policy(policy, "nanguard.GuardCallback")
+                 summary: bool = True, snapshot_every: int | None = None, spike: Any = None,
+                 lr_backoff: float | None = None) -> None:
         self.max_consecutive = check_max_consecutive(max_consecutive, "nanguard.GuardCallback")
         self.accumulation = check_accumulation(accumulation, "nanguard.GuardCallback")
+        self._options = rollback_options(policy, snapshot_every, spike, lr_backoff,
+                                         self.accumulation, "nanguard.GuardCallback")
+        self.policy = self._options["policy"]
+        if self.policy == ROLLBACK and hold_schedule is False:
+            raise ValueError("nanguard.GuardCallback: policy 'rollback' needs hold_schedule="
+                             "True: the rollback restores the schedulers' state, and a "
+                             "schedule stepped after it would be one step off the model's")
         for name, flag in (("hold_schedule", hold_schedule), ("log", log), ("summary", summary)):
             if not isinstance(flag, bool):
                 raise TypeError(f"nanguard.GuardCallback: `{name}` must be a bool, got {flag!r}")
@@ -95,7 +115,7 @@ class GuardCallback(pl.Callback):
         self._apply_next: dict[int, bool] = {}  # id(raw optimizer) -> the pending decision
         self._skipped_last: dict[int, bool] = {}
         self._restore: list[tuple[Any, str, Any]] = []
-        self._logged: tuple[int, int] | None = None  # the counters last logged
+        self._logged: tuple[int, ...] | None = None  # the counters last logged
         self._loaded: list[dict[str, Any]] | None = None  # checkpointed guard states
 
     # -- what the user reads ---------------------------------------------------------------
@@ -171,9 +191,12 @@ class GuardCallback(pl.Callback):
             key = id(raw)
             if key not in self.guards or self.guards[key].optimizer is not raw:
                 self.guards[key] = GradGuard(
-                    raw, self.policy, self.max_consecutive, model=pl_module, scaler=scaler,
+                    raw, max_consecutive=self.max_consecutive, model=pl_module, scaler=scaler,
                     monitor=self.monitor, max_events=self.max_events,
-                    accumulation=self.accumulation)
+                    accumulation=self.accumulation, **self._options)
+            follow(self.guards[key], [c.scheduler for c in trainer.lr_scheduler_configs
+                                      if c.interval == "step"
+                                      and _raw(getattr(c.scheduler, "optimizer", None)) is raw])
             self._wrap_step(raw)
         self._load_guards()
         self._wrap(pl_module, "backward", self._guarded_backward(pl_module.backward))
@@ -199,8 +222,8 @@ class GuardCallback(pl.Callback):
                            batch_idx: int) -> None:
         if not self.log_counters or not self.guards:
             return
-        counters = (sum(g.records.skipped for g in self.guards.values()),
-                    sum(g.records.nonfinite_losses for g in self.guards.values()))
+        counters = tuple(sum(getattr(g.records, name) for g in self.guards.values())
+                         for name in ("skipped", "nonfinite_losses", "rolled_back"))
         if counters == self._logged:
             return  # Lightning keeps showing, and logging, the value logged last
         self._logged = counters
@@ -208,6 +231,9 @@ class GuardCallback(pl.Callback):
                       prog_bar=True)
         pl_module.log("nanguard_nonfinite_losses", float(counters[1]), on_step=True,
                       on_epoch=False)
+        if self.policy == ROLLBACK:
+            pl_module.log("nanguard_rollbacks", float(counters[2]), on_step=True,
+                          on_epoch=False, prog_bar=True)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._unwrap()
@@ -234,7 +260,7 @@ class GuardCallback(pl.Callback):
 
     def _wrap_step(self, raw: torch.optim.Optimizer) -> None:
         original = raw.step  # bound, and maybe an LRScheduler's counting wrapper
-        decisions = self._apply_next
+        decisions, guards = self._apply_next, self.guards
 
         def step(closure: Any = None, **kwargs: Any) -> Any:
             result = None
@@ -242,7 +268,10 @@ class GuardCallback(pl.Callback):
                 with torch.enable_grad():
                     result = closure()  # training_step, backward, on_before_optimizer_step
             if decisions.pop(id(raw), True):
-                original(**kwargs)
+                guard = guards.get(id(raw))
+                # the rollbacks' LR backoff, at the update (see rollback.scaled_lr)
+                with scaled_lr(raw, 1.0 if guard is None else guard.lr_scale):
+                    original(**kwargs)
             return result
 
         if hasattr(original, "_wrapped_by_lr_sched"):
@@ -284,6 +313,10 @@ class GuardCallback(pl.Callback):
             return original(scheduler, metric)
 
         return lr_scheduler_step
+
+
+def _raw(optimizer: Any) -> Any:
+    return getattr(optimizer, "_optimizer", optimizer)
 
 
 _MISSING = object()

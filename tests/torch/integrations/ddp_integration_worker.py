@@ -6,7 +6,10 @@ process group from it. Rank 1's model turns its loss NaN at one planted forward 
 last micro-batch of an accumulation window, the one whose backward all-reduces under DDP:
 a rank that skipped that backward alone would leave the other waiting in the all-reduce.
 
-    python ddp_integration_worker.py {accelerate|hf|lightning} OUT.json
+    python ddp_integration_worker.py {accelerate|hf|lightning}[-rollback] OUT.json
+
+With "-rollback" the guard's policy is "rollback" with a snapshot before every update, so the
+planted step brings both ranks back to the state before step 1.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ RANK = int(os.environ["RANK"])
 ACCUM = 2
 STEPS = 3
 PLANT_RANK, PLANT_CALL = 1, 4  # window 2's last micro-batch (forward calls count from 1)
+ROLLBACK = dict(policy="rollback", snapshot_every=1)
+POLICY: dict = {}  # the guard's policy arguments: {} (skip) or ROLLBACK, set by main()
 
 
 class Planted(torch.nn.Module):
@@ -58,8 +63,9 @@ def digest(module: torch.nn.Module) -> str:
 def records_of(owner) -> dict:
     r = owner.records
     return {"steps": r.steps, "applied": r.applied, "skipped": r.skipped,
-            "nonfinite_losses": r.nonfinite_losses,
+            "nonfinite_losses": r.nonfinite_losses, "rolled_back": r.rolled_back,
             "events": [{"step": e.step, "kind": e.kind} for e in r.events],
+            "actions": [e.action for e in r.events],
             "line": r.line(), "summary": r.summary()}
 
 
@@ -81,7 +87,8 @@ def run_accelerate() -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     model, opt, sched = accelerator.prepare(model, opt, sched)
-    guard = guard_accelerator(accelerator, opt, model=model)
+    guard = guard_accelerator(accelerator, opt, model=model, **POLICY,
+                              **(dict(scheduler=sched) if POLICY else {}))
     lrs, digests = [], []
     for batch in samples(ACCUM * STEPS):  # each rank its own data, as a sharded loader gives
         with accelerator.accumulate(model):
@@ -114,7 +121,7 @@ def run_hf() -> dict:
         dataset = [dict(x=x, labels=y) for s in samples(ACCUM * STEPS * 2)
                    for x, y in zip(s["x"], s["labels"])]
         trainer = transformers.Trainer(model=Planted(), args=args, train_dataset=dataset)
-        nan_guard = guard_trainer(trainer)
+        nan_guard = guard_trainer(trainer, **POLICY)
         trainer.train()
         lrs = [e["learning_rate"] for e in trainer.state.log_history if "learning_rate" in e]
         return {"kind": trainer.accelerator.distributed_type.name, "lrs": lrs,
@@ -160,7 +167,7 @@ def run_lightning() -> dict:
             return self.items[i]
 
     loader = torch.utils.data.DataLoader(Shards(), batch_size=None)
-    guard = GuardCallback()
+    guard = GuardCallback(**POLICY)
     trainer = pl.Trainer(max_steps=STEPS, accelerator="cpu", devices=2, strategy="ddp",
                          accumulate_grad_batches=ACCUM, gradient_clip_val=1.0, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
@@ -172,7 +179,8 @@ def run_lightning() -> dict:
 
 
 def main() -> int:
-    framework, out_path = sys.argv[1], sys.argv[2]
+    framework, rollback, out_path = sys.argv[1].partition("-")[0], "-" in sys.argv[1], sys.argv[2]
+    POLICY.update(ROLLBACK if rollback else {})
     warnings.filterwarnings("ignore")
     try:
         result = {"accelerate": run_accelerate, "hf": run_hf, "lightning": run_lightning}[framework]()

@@ -149,3 +149,37 @@ def test_end_training_prints_one_line(capsys):
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("nanguard")]
     assert lines == ["nanguard GradGuard (policy 'skip'): 2 steps, 1 applied, 1 skipped, 0 zeroed; "
                      "non-finite gradients in embed.weight"]
+
+
+def test_rollback_restores_the_snapshot_and_the_prepared_scheduler():
+    # snapshots before the updates of windows 0 and 2 (every 2nd applied step); window 3's
+    # NaN gradient brings back the state window 2 started from, the scheduler included
+    accelerator = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=ACCUM)
+    model = make_net()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    model, opt, sched = accelerator.prepare(model, opt, sched)
+    guard = guard_accelerator(accelerator, opt, model=model, policy="rollback",
+                              snapshot_every=2, lr_backoff=0.5, scheduler=sched)
+    ok, bad = ["ok"] * ACCUM, ["ok", "nan_grad", "ok", "ok"]
+    out = train(accelerator, model, opt, sched, [ok, ok, ok, bad, ok])
+    r = guard.records
+    assert (r.steps, r.applied, r.rolled_back, r.steps_undone) == (5, 4, 1, 1)
+    (event,) = r.events
+    assert (event.step, event.action, event.steps_undone, event.lr_scale) == (
+        4, "rolled back", 1, 0.5)
+    assert [p.name for p in event.params] == ["embed.weight"]
+    assert [skipped for _, skipped, _ in out] == [False, False, False, True, False]
+    assert_bitwise(out[3][2], out[1][2])  # parameters, AdamW's moments and steps, its lr
+    assert [lr for lr, _, _ in out] == pytest.approx([1e-2 * 0.5 ** k for k in (1, 2, 3, 2, 3)])
+    # the scheduler's own position came back too (4 applied steps, 1 undone)
+    assert sched.scheduler.last_epoch == 3 and sched.get_last_lr() == [out[-1][0]]
+    assert guard.lr_scale == 0.5 and all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_rollback_arguments_are_checked():
+    accelerator, model, opt, sched, guard = accelerated()
+    with pytest.raises(ValueError, match="`scheduler` belongs to policy='rollback'"):
+        guard_accelerator(accelerator, opt, scheduler=sched)
+    with pytest.raises(ValueError, match="`lr_backoff` must be a number in"):
+        guard_accelerator(accelerator, opt, policy="rollback", lr_backoff=2.0)

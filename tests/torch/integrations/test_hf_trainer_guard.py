@@ -238,3 +238,35 @@ def test_the_end_of_train_prints_one_line_and_the_guard_plots(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     fig = guard.plot(str(tmp_path / "g.png"))
     assert "non-finite step" in [line.get_label() for line in fig.axes[0].get_lines()]
+
+
+def test_rollback_restores_the_snapshot_and_the_schedule_inside_the_trainer(tmp_path):
+    # snapshots before the updates of steps 0 and 2 (every 2nd applied step); step 3's NaN
+    # gradient brings back the state step 2 started from, the Trainer's scheduler included
+    data = Samples(6 * GA * BATCH, zero_at=[bad_step_samples(3)])
+    trainer, guard, rec = make_trainer(tmp_path, data, steps=6, policy="rollback",
+                                       snapshot_every=2, lr_backoff=0.5)
+    trainer.train()
+    r = guard.records
+    assert trainer.state.global_step == r.steps == 6
+    assert (r.applied, r.skipped, r.rolled_back, r.steps_undone) == (5, 0, 1, 1)
+    (event,) = r.events
+    assert (event.step, event.action, event.steps_undone, event.lr_scale) == (
+        4, "rolled back", 1, 0.5)
+    assert [p.name for p in event.params] == ["net.embed.weight"]
+    assert_bitwise(rec.after[3], rec.before[2])  # parameters, Adam's moments and steps, lr
+    # linear decay over 6 steps; the rollback restored the scheduler to before step 2's
+    # update and the Trainer held it (a rolled-back step is reported as skipped)
+    assert rec.lrs == pytest.approx([1e-2 * (6 - k) / 6 for k in (1, 2, 3, 2, 3, 4)])
+    assert guard.guard.lr_scale == 0.5
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    saved = trainer.state.stateful_callbacks["nanguard"]
+    assert saved["rolled_back"] == 1 and saved["events"][0]["action"] == "rolled back"
+
+
+def test_rollback_arguments_are_checked_before_training(tmp_path):
+    data = Samples(4 * GA * BATCH)
+    with pytest.raises(ValueError, match="`snapshot_every` belongs to policy='rollback'"):
+        make_trainer(tmp_path, data, snapshot_every=2)
+    with pytest.raises(ValueError, match="needs accumulation='skip_window'"):
+        make_trainer(tmp_path, data, policy="rollback", accumulation="drop")

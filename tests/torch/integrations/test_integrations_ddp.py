@@ -1,7 +1,8 @@
 """The integrations under DDP: 2 CPU processes (gloo) per framework, launched the way torchrun
 would launch them. A NaN loss on rank 1 alone, in the micro-batch whose backward all-reduces:
 both ranks skip that optimizer step (no hang, no divergence), the schedule holds on both,
-and the replicas stay bitwise identical."""
+and the replicas stay bitwise identical. Under policy "rollback" the same planted loss brings
+both ranks back to the snapshot, bitwise equal, the scheduler with them."""
 
 from __future__ import annotations
 
@@ -77,3 +78,20 @@ def test_lightning_ddp_a_nan_loss_on_one_rank_skips_the_step_on_both(tmp_path):
     assert r0["global_step"] == r1["global_step"] == 3  # a skipped step counts: the run ends
     assert r0["digests"][1] == r0["digests"][0] != r0["digests"][2]
     assert r0["lrs"] == r1["lrs"] and r0["lrs"][1] == r0["lrs"][0] > r0["lrs"][2]  # held
+
+
+@pytest.mark.parametrize("framework", ["accelerate", "hf", "lightning"])
+def test_rollback_inside_each_framework_brings_both_ranks_back_together(framework, tmp_path):
+    # policy "rollback", a snapshot before every update: rank 1's NaN loss at step 2 rolls
+    # both ranks back to the state before step 1's update, the same bits on both
+    r0, r1 = run(f"{framework}-rollback", tmp_path)
+    for r in (r0, r1):
+        assert (r["steps"], r["applied"], r["skipped"], r["rolled_back"]) == (3, 2, 0, 1)
+        assert r["events"] == [{"step": 2, "kind": "loss"}] and r["actions"] == ["rolled back"]
+    assert r0["digests"] == r1["digests"]
+    if framework != "hf":  # one digest a step: step 2 undid step 1, step 3 moved on
+        assert len(set(r0["digests"])) == 3
+        # StepLR(gamma=0.5): restored to its start by the rollback, held, then stepped
+        # (accelerate steps it once per process: x0.25 a step on 2 ranks)
+        after_one = 2.5e-3 if framework == "accelerate" else 5e-3
+        assert r0["lrs"] == r1["lrs"] == pytest.approx([after_one, 1e-2, after_one])

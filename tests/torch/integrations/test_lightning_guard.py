@@ -254,3 +254,47 @@ def test_the_end_of_fit_prints_one_line_and_the_callback_plots(capsys, tmp_path)
     pytest.importorskip("matplotlib")
     fig = guard.plot(str(tmp_path / "g.png"))
     assert "non-finite step" in [line.get_label() for line in fig.axes[0].get_lines()]
+
+
+class GradsSeen(Module):
+    """Keeps the gradients each update is about to apply."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.grads = []
+
+    def on_before_optimizer_step(self, optimizer):
+        super().on_before_optimizer_step(optimizer)
+        self.grads.append([p.grad.clone() for p in self.parameters()])
+
+
+def test_rollback_restores_the_snapshot_and_the_schedule_and_backs_the_lr_off():
+    # snapshots before the updates of steps 0 and 2; step 3's NaN gradient brings back the
+    # state step 2 started from, the StepLR included, and halves the LR of later updates
+    module = GradsSeen(opt="sgd")
+    callback = GuardCallback("rollback", snapshot_every=2, lr_backoff=0.5)
+    trainer, guard, rec = fit(module, loader(6, zero_rows=[3]), guard=callback, max_steps=6)
+    r = guard.records
+    assert trainer.global_step == r.steps == 6
+    assert (r.applied, r.skipped, r.rolled_back, r.steps_undone) == (5, 0, 1, 1)
+    (event,) = r.events
+    assert (event.step, event.action, event.steps_undone, event.lr_scale) == (
+        4, "rolled back", 1, 0.5)
+    assert_bitwise(rec.after[3], rec.before[2])  # parameters, optimizer state, its lr
+    assert rec.lrs == pytest.approx([0.1 * 0.5 ** k for k in (1, 2, 3, 2, 3, 4)])
+    # the scheduler's own position came back too (5 applied steps, 1 undone)
+    assert trainer.lr_scheduler_configs[0].scheduler.last_epoch == 4
+    assert module.clip_calls == 5  # not on the rolled-back step
+    for step, scale in ((2, 1.0), (4, 0.5), (5, 0.5)):  # SGD: the update is -lr * grad
+        lr = rec.before[step]["state"]["param_groups"][0]["lr"]
+        for before, after, grad in zip(rec.before[step]["params"], rec.after[step]["params"],
+                                       module.grads[step]):
+            torch.testing.assert_close(after - before, -scale * lr * grad)
+    assert trainer.callback_metrics["nanguard_rollbacks"] == 1.0
+
+
+def test_rollback_arguments_are_checked():
+    with pytest.raises(ValueError, match="`spike` belongs to policy='rollback'"):
+        GuardCallback(spike=dict(loss=5.0))
+    with pytest.raises(ValueError, match="needs hold_schedule=True"):
+        GuardCallback("rollback", hold_schedule=False)
