@@ -21,17 +21,21 @@ framework: a backend computes the `Flags`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AbstractSet, Optional
+from typing import AbstractSet, FrozenSet, Optional
 
 NAN, INF = "nan", "inf"
-BOTH: frozenset = frozenset({NAN, INF})
+BOTH: FrozenSet[str] = frozenset({NAN, INF})
 
 
 @dataclass(frozen=True)
 class Flags:
     """What the values of one op show: NaN/Inf among its outputs, NaN among its inputs, whether
     every input is finite, and whether each infinity of the outputs is an input's dtype extreme
-    rounded (see the module docstring)."""
+    rounded (see the module docstring and `rounded_extreme`).
+
+    An adapter that cannot see where an op's values come from (TensorFlow's constants, fills
+    and ``tf.data`` batches have no floating input) passes ``in_finite=False``: their
+    infinities come from outside, as a ``-inf`` argument's do."""
 
     out_nan: bool
     out_inf: bool
@@ -58,10 +62,23 @@ def made(flags: Flags, check: AbstractSet[str] = BOTH) -> Optional[Verdict]:
     return None
 
 
+def rounded_extreme(out_pos: bool, out_neg: bool, in_pos: bool, in_neg: bool) -> bool:
+    """`Flags.rounded_extreme` from signs: whether the outputs hold an infinity (``+inf``:
+    ``out_pos``, ``-inf``: ``out_neg``) and each sign of it has an input holding its dtype's
+    extreme of that sign (``+max``: ``in_pos``, ``-max``: ``in_neg``; `nanguard.core.dtypes`).
+
+        >>> rounded_extreme(out_pos=False, out_neg=True, in_pos=False, in_neg=True)
+        True
+        >>> rounded_extreme(out_pos=True, out_neg=True, in_pos=False, in_neg=True)
+        False
+    """
+    return (out_pos or out_neg) and (in_pos or not out_pos) and (in_neg or not out_neg)
+
+
 def created(flags: Flags, check: AbstractSet[str] = BOTH) -> bool:
     """Whether the op itself made a NaN/Inf (`made` with origin ``"created"``)."""
     verdict = made(flags, check)
     return verdict is not None and verdict.origin == "created"
 
 
-__all__ = ["BOTH", "INF", "NAN", "Flags", "Verdict", "created", "made"]
+__all__ = ["BOTH", "INF", "NAN", "Flags", "Verdict", "created", "made", "rounded_extreme"]

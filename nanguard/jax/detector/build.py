@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax.extend import core as jcore
 
-from nanguard.core.report import Report
+from nanguard.core.report import Report, message
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, traceback_sites
 from nanguard.jax.detector.phase import enclosing_site, eqn_function, forward_eqn, is_backward, scope_flags
@@ -28,15 +28,6 @@ _BINARY_NAMES = ("x", "y")
 
 def operand_names(n: int) -> List[str]:
     return ["x"] if n == 1 else list(_BINARY_NAMES) if n == 2 else [f"arg{i}" for i in range(n)]
-
-
-def message(phase: str, kind: str, fn: str, where: str) -> str:
-    what = "NaN" if kind == "nan" else "Inf"
-    if phase == "backward":
-        return f"backward of {fn} produced {what} from finite values at {where}"
-    if phase == "input":
-        return f"{what} entered from outside and was first consumed by {fn} at {where}"
-    return f"{fn} produced {what} from finite inputs at {where}"
 
 
 def _site(event: Event) -> Optional[Site]:
@@ -175,4 +166,4 @@ def summaries(values: Sequence[Any], role: str) -> List[TensorSummary]:
     return [summarize(v, n, role) for n, v in zip(operand_names(len(values)), values) if hasattr(v, "shape")]
 
 
-__all__ = ["build", "message", "operand_names", "summaries"]
+__all__ = ["build", "operand_names", "summaries"]

@@ -44,8 +44,8 @@ from tensorflow.python.eager import record
 from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
-from nanguard.core.report import Report
-from nanguard.tf.detector.build import data_report, input_names, message, producer_of, update_report
+from nanguard.core.report import Report, message
+from nanguard.tf.detector.build import data_report, input_names, producer_of, update_report
 from nanguard.tf.detector.explain import Evidence, explain
 from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
 from nanguard.tf.detector.state import LOCAL, Backward, Session
