@@ -1,14 +1,15 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both create .venv on first use and install the package with the pinned CPU torch;
 # `make test` adds the pinned CPU TensorFlow, JAX, transformers, accelerate and Lightning so
-# every suite runs too.
+# every suite runs too. `make check` runs the gates (ruff over the package and the tests, mypy
+# --strict over nanguard/core) with the versions pinned in the dev extra.
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 FRAMEWORKS_STAMP := $(VENV)/.installed-frameworks
 
-.PHONY: demo test bench clean
+.PHONY: demo check test bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,10 @@ $(FRAMEWORKS_STAMP): $(STAMP) constraints.txt
 
 demo: $(STAMP)
 	$(PY) -m nanguard demo
+
+check: $(STAMP)
+	$(PY) -m ruff check nanguard tests
+	$(PY) -m mypy nanguard/core
 
 test: $(FRAMEWORKS_STAMP)
 	$(PY) -m pytest -n 2 -q
@@ -44,4 +49,4 @@ bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/jax_guard.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
