@@ -2,14 +2,15 @@
 # Both create .venv on first use and install the package with the pinned CPU torch;
 # `make test` adds the pinned CPU TensorFlow, JAX, transformers, accelerate and Lightning so
 # every suite runs too. `make check` runs the gates (ruff over the package and the tests, mypy
-# --strict over nanguard/core) with the versions pinned in the dev extra.
+# --strict over nanguard/core) with the versions pinned in the dev extra; `make test-fast`
+# leaves out the tests marked slow (processes, compilation, model training).
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 FRAMEWORKS_STAMP := $(VENV)/.installed-frameworks
 
-.PHONY: demo check test bench clean
+.PHONY: demo check test test-fast bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,9 @@ check: $(STAMP)
 
 test: $(FRAMEWORKS_STAMP)
 	$(PY) -m pytest -n 2 -q
+
+test-fast: $(FRAMEWORKS_STAMP)
+	$(PY) -m pytest -n 2 -q -m "not slow"
 
 bench: $(FRAMEWORKS_STAMP)
 	$(PY) benchmarks/ops.py

@@ -66,6 +66,7 @@ def test_stays_quiet_on_a_healthy_noisy_run():
     assert guard.alerts == [] and guard.records.skipped == 0
 
 
+@pytest.mark.slow
 def test_stays_quiet_on_a_healthy_transformer():
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1, batch_first=True)
