@@ -9,8 +9,9 @@
   ``torch.finfo(dtype).min`` mask of float16 attention, where ``scores + min`` is ``-inf``).
 
 The detector (which op to report), the audit (whether the traced run made a NaN/Inf, whether
-a witness triggers one) and their replays all ask this one function. Nothing here imports a
-framework: a backend computes the `Flags`.
+a witness triggers one) and their replays all ask this one function; checks compiled into a
+graph (TensorFlow's in-graph checks, JAX's exhaustive mode) ask `made_masks`, the same rule
+over the graph's own booleans. Nothing here imports a framework: a backend computes the flags.
 
     >>> made(Flags(out_nan=True, out_inf=False, in_nan=False, in_finite=False))
     Verdict(kind='nan', origin='created')
@@ -21,7 +22,7 @@ framework: a backend computes the `Flags`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AbstractSet, FrozenSet, Optional
+from typing import AbstractSet, Callable, FrozenSet, Generic, Optional, Tuple, TypeVar
 
 NAN, INF = "nan", "inf"
 BOTH: FrozenSet[str] = frozenset({NAN, INF})
@@ -75,10 +76,46 @@ def rounded_extreme(out_pos: bool, out_neg: bool, in_pos: bool, in_neg: bool) ->
     return (out_pos or out_neg) and (in_pos or not out_pos) and (in_neg or not out_neg)
 
 
+B = TypeVar("B")
+
+
+@dataclass(frozen=True)
+class Logic(Generic[B]):
+    """A backend's booleans for `made_masks`: Python's (`PYTHON`), or the tensors a compiled
+    check computes with (``tf.logical_and``, ``jnp`` operators), which Python's ``and`` cannot
+    combine."""
+
+    and_: Callable[[B, B], B]
+    not_: Callable[[B], B]
+    false: Callable[[], B]
+
+
+PYTHON: Logic[bool] = Logic(and_=lambda a, b: a and b, not_=lambda a: not a, false=lambda: False)
+
+
+def made_masks(out_nan: B, out_inf: B, in_nan: B, in_finite: B, logic: Logic[B],
+               check: AbstractSet[str] = BOTH) -> Tuple[B, B]:
+    """(the op made NaN, the op made ±Inf): `made` with origin ``"created"``, as ``logic``'s
+    booleans, for checks compiled into a graph, where the values are never seen by Python (a
+    rounded extreme is not looked for there). A NaN made wins over an Inf made, as in `made`.
+
+        >>> made_masks(True, False, False, True, PYTHON)
+        (True, False)
+        >>> made_masks(False, True, False, False, PYTHON)
+        (False, False)
+    """
+    if NAN not in check:
+        return logic.false(), logic.and_(out_inf, in_finite) if INF in check else logic.false()
+    nan = logic.and_(out_nan, logic.not_(in_nan))
+    inf = logic.and_(logic.and_(out_inf, in_finite), logic.not_(out_nan)) if INF in check else logic.false()
+    return nan, inf
+
+
 def created(flags: Flags, check: AbstractSet[str] = BOTH) -> bool:
     """Whether the op itself made a NaN/Inf (`made` with origin ``"created"``)."""
     verdict = made(flags, check)
     return verdict is not None and verdict.origin == "created"
 
 
-__all__ = ["BOTH", "INF", "NAN", "Flags", "Verdict", "created", "made", "rounded_extreme"]
+__all__ = ["BOTH", "INF", "NAN", "PYTHON", "Flags", "Logic", "Verdict", "created", "made", "made_masks",
+           "rounded_extreme"]

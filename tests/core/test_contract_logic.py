@@ -7,7 +7,9 @@ import pytest
 
 from nanguard.core import dtypes
 from nanguard.core.location import Frame
-from nanguard.core.nonfinite import Flags, Verdict, made, rounded_extreme
+import itertools
+
+from nanguard.core.nonfinite import PYTHON, Flags, Verdict, made, made_masks, rounded_extreme
 from nanguard.core.options import CHECKS, MODES, check_name, parse_check, parse_exhaustive, parse_mode
 from nanguard.core.report import message, where
 
@@ -23,6 +25,18 @@ from nanguard.core.report import message, where
 ])
 def test_the_rule_over_flags(flags, check, verdict):
     assert made(flags, frozenset(check)) == verdict
+
+
+@pytest.mark.parametrize("check", [{"nan"}, {"inf"}, {"nan", "inf"}])
+def test_the_compiled_form_of_the_rule_is_the_rule(check):
+    """`made_masks` (what in-graph checks compute) says "created" exactly where `made` does."""
+    for out_nan, out_inf, in_nan, in_finite in itertools.product((False, True), repeat=4):
+        if in_nan and in_finite:
+            continue                                   # a NaN input is not finite
+        verdict = made(Flags(out_nan, out_inf, in_nan, in_finite), frozenset(check))
+        created = verdict is not None and verdict.origin == "created"
+        expected = (created and verdict.kind == "nan", created and verdict.kind == "inf")
+        assert made_masks(out_nan, out_inf, in_nan, in_finite, PYTHON, frozenset(check)) == expected
 
 
 @pytest.mark.parametrize("signs, rounded", [

@@ -13,7 +13,7 @@ import jax
 
 from nanguard.core.location import Frame
 from nanguard.core.nonfinite import Flags, made
-from nanguard.core.report import Report, message
+from nanguard.core.report import Report, message, where
 from nanguard.jax.detector.build import summaries
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, is_internal
 from nanguard.jax.detector.values import flags_of, rounded
@@ -107,12 +107,11 @@ def _report(phase: str, kind: str, primitive: str, site: Optional[Site], args: L
                   scalars=[s.value for s in scalars], outputs=outputs)
     explanation, suggestion = words(diagnose(facts))
     frame = site.frame if site is not None else None
-    where = f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
     report = Report(phase=phase, kind=kind, op=primitive, api=api or "", file=frame and frame.file,
                     line=frame and frame.line, function=frame and frame.function, code=frame and frame.code,
                     forward_op=fn if phase == "backward" else None,
                     inputs=[s for s, _ in inputs], outputs=outputs, scalars=scalars,
-                    message=message(phase, kind, fn, where), explanation=explanation, suggestion=suggestion,
+                    message=message(phase, kind, fn, where(frame)), explanation=explanation, suggestion=suggestion,
                     how="eager")
     if phase == "backward" and frame is not None:
         report.forward_file, report.forward_line = frame.file, frame.line
