@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import SupportsFloat, cast
 
 
 def is_real_number(value: object) -> bool:
@@ -34,9 +35,10 @@ def check_real(value: object, name: str, where: str, *, tensor: str = "a tensor"
     return _as_float(value, name, where)
 
 
-def _as_float(value: numbers.Real, name: str, where: str) -> float:
+def _as_float(value: object, name: str, where: str) -> float:
+    """``float(value)`` of a value `is_real_number` accepted."""
     try:
-        return float(value)
+        return float(cast(SupportsFloat, value))
     except OverflowError:  # an int beyond the float range, such as 10**400
         raise ValueError(f"{where}: `{name}` is too large for a float, got {value}") from None
 

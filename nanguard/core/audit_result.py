@@ -15,7 +15,7 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from nanguard.core.hazards import HAZARDS
 
@@ -43,20 +43,20 @@ class AuditFinding:
     phase: str
     result: str
     hazard: str
-    range: tuple[float, float]
+    range: Tuple[float, float]
     why: str
     fix: str
     module: Optional[str] = None
     observed: bool = False
     witness: Optional[str] = None
     witness_note: Optional[str] = None
-    inputs: list[str] = field(default_factory=list)
+    inputs: List[str] = field(default_factory=list)
 
     @property
     def title(self) -> str:
         return HAZARDS[self.hazard].title if self.hazard in HAZARDS else self.kind
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         d["range"] = [_json_number(v) for v in self.range]
         return d
@@ -66,8 +66,8 @@ class AuditFinding:
 class AuditResult:
     """Every finding of one audit, the ops it could not analyse, and what it cost."""
 
-    findings: list[AuditFinding]
-    unsupported: dict[str, int]
+    findings: List[AuditFinding]
+    unsupported: Dict[str, int]
     ops_traced: int
     seconds: float
     mode: str = "structural"
@@ -79,7 +79,7 @@ class AuditResult:
     def found(self) -> bool:
         return bool(self.findings)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "findings": [f.to_dict() for f in self.findings],
             "unsupported": [{"op": op, "count": n} for op, n in sorted(self.unsupported.items())],

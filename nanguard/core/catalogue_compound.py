@@ -6,6 +6,8 @@ Part of the hazard catalogue `nanguard.core.hazards`; read the entries there.
 
 from __future__ import annotations
 
+from typing import List
+
 from nanguard.core.hazard import Hazard, make, nanguard_op
 
 _TORCH_CLAMP = {"torch": "torch.clamp", "tf": "tf.clip_by_value", "jax": "jax.numpy.clip"}
@@ -35,7 +37,7 @@ def _inverse_trig(fn: str, derivative: str) -> Hazard:
                 evidence={"forward": "the inputs reach {peak}", "backward": "the inputs reach {peak}"})
 
 
-ENTRIES: list[Hazard] = [
+ENTRIES: List[Hazard] = [
     # ---------------------------------------------------------------- division and means
     make("div_zero", "division by 0", ("div", "true_divide", "reciprocal", "floor_divide", "addcdiv"),
          value="±inf for x/0, NaN for 0/0", gradient="1/b and −a/b²: inf where b = 0",

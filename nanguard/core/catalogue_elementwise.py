@@ -5,9 +5,11 @@ Part of the hazard catalogue `nanguard.core.hazards`; read the entries there.
 
 from __future__ import annotations
 
+from typing import List
+
 from nanguard.core.hazard import Hazard, make, nanguard_op
 
-ENTRIES: list[Hazard] = [
+ENTRIES: List[Hazard] = [
     # ------------------------------------------------------------------ roots and powers
     make("sqrt_negative", "sqrt of a negative number", ("sqrt",),
          value="NaN for x < 0", gradient="NaN for x < 0",

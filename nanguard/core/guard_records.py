@@ -349,8 +349,10 @@ class GuardRecords:
             table = [[n, "×".join(map(str, t.shape)) or "scalar", str(t.nan), str(t.inf),
                       str(t.steps), str(t.first), str(t.last)] for n, t in rows[:max_rows]]
             widths = [max(len(r[i]) for r in table + [header]) for i in range(len(header))]
-            fmt = lambda r: "  " + "  ".join(  # noqa: E731
-                c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+            def fmt(r: List[str]) -> str:
+                return "  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
             lines.append("")
             lines.append(fmt(header))
             lines.append(fmt(["-" * w for w in widths]))

@@ -16,13 +16,13 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Dict, FrozenSet, Optional, Tuple
 
 FRAMEWORKS = ("torch", "tf", "jax")
 # Wordings for code that is not written against one framework's API but falls back to one:
 # multi-backend Keras 3 (`keras.ops`) is worded as Keras where `fix_in` has a "keras" entry,
 # else as TensorFlow (its usual backend). A dialect has no `safe` entry of its own.
-DIALECTS: dict[str, str] = {"keras": "tf"}
+DIALECTS: Dict[str, str] = {"keras": "tf"}
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,13 @@ class Hazard:
 
     key: str
     title: str
-    ops: tuple[str, ...]
+    ops: Tuple[str, ...]
     value: str
     gradient: str
     why: str
     fix: str
     safe: Mapping[str, str] = field(hash=False)
-    lint: tuple[str, ...] = ()
+    lint: Tuple[str, ...] = ()
     evidence: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     fix_in: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
@@ -56,7 +56,7 @@ class Hazard:
         """``template`` with its fields filled from ``fields``, then from `defaults`."""
         if not fields and not self.defaults:
             return template
-        values: dict[str, Any] = dict(self.defaults)
+        values: Dict[str, Any] = dict(self.defaults)
         values.update(fields)
         return template.format_map(values)
 
@@ -77,7 +77,7 @@ class Hazard:
         """The evidence template ``which`` filled in; KeyError for one the hazard lacks."""
         return self.text(self.evidence[which], **fields)
 
-    def fields(self) -> frozenset[str]:
+    def fields(self) -> FrozenSet[str]:
         """Every field name the why and fix templates use (each has a default)."""
         names = template_fields(self.why) | template_fields(self.fix)
         for text in self.fix_in.values():
@@ -85,13 +85,13 @@ class Hazard:
         return names
 
 
-def template_fields(template: str) -> frozenset[str]:
+def template_fields(template: str) -> FrozenSet[str]:
     return frozenset(name for _, name, _, _ in string.Formatter().parse(template) if name)
 
 
-def make(key: str, title: str, ops: tuple[str, ...], value: str, gradient: str, why: str, fix: str,
-         safe: Mapping[str, str], lint: tuple[str, ...] = (), evidence: Mapping[str, str] | None = None,
-         defaults: Mapping[str, Any] | None = None, fix_in: Mapping[str, str] | None = None) -> Hazard:
+def make(key: str, title: str, ops: Tuple[str, ...], value: str, gradient: str, why: str, fix: str,
+         safe: Mapping[str, str], lint: Tuple[str, ...] = (), evidence: Optional[Mapping[str, str]] = None,
+         defaults: Optional[Mapping[str, Any]] = None, fix_in: Optional[Mapping[str, str]] = None) -> Hazard:
     """A `Hazard` whose mappings are read-only."""
     unknown = set(fix_in or {}) - set(FRAMEWORKS) - set(DIALECTS)
     if unknown:
@@ -103,7 +103,7 @@ def make(key: str, title: str, ops: tuple[str, ...], value: str, gradient: str, 
                   fix_in=MappingProxyType(dict(fix_in or {})))
 
 
-def nanguard_op(name: str) -> dict[str, str]:
+def nanguard_op(name: str) -> Dict[str, str]:
     """The replacement spelled in every framework: ``nanguard.sqrt``, ``nanguard.tf.sqrt``,
     ``nanguard.jax.sqrt``."""
     return {"torch": f"nanguard.{name}", "tf": f"nanguard.tf.{name}", "jax": f"nanguard.jax.{name}"}

@@ -17,10 +17,12 @@ exact counts at run time. Nothing here imports a framework.
 
 from __future__ import annotations
 
+from typing import Dict, List
+
 from nanguard.core import catalogue_compound, catalogue_elementwise
 from nanguard.core.hazard import Hazard, explanation, lint_message, suggestion
 
-HAZARDS: dict[str, Hazard] = {}
+HAZARDS: Dict[str, Hazard] = {}
 for _h in catalogue_elementwise.ENTRIES + catalogue_compound.ENTRIES:
     assert _h.key not in HAZARDS, _h.key
     HAZARDS[_h.key] = _h
@@ -34,12 +36,12 @@ def hazard(key: str) -> Hazard:
         raise KeyError(f"no hazard {key!r}; known: {', '.join(sorted(HAZARDS))}") from None
 
 
-def for_code(code: str) -> list[Hazard]:
+def for_code(code: str) -> List[Hazard]:
     """The hazards a lint code finds (NG301 -> [distance_matrix])."""
     return [h for h in HAZARDS.values() if code in h.lint]
 
 
-def for_op(op: str) -> list[Hazard]:
+def for_op(op: str) -> List[Hazard]:
     """The hazards of an op base name (``sqrt`` -> sqrt_negative, sqrt_zero, distance_matrix, ...)."""
     return [h for h in HAZARDS.values() if op in h.ops]
 

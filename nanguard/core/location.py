@@ -6,6 +6,7 @@ import linecache
 import os
 import sysconfig
 from dataclasses import dataclass
+from typing import Any, Dict
 
 # Where installed packages and the standard library live: code there is not the user's own.
 _LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for key in ("purelib", "platlib", "stdlib", "platstdlib")
@@ -39,5 +40,5 @@ class Frame:
         path = os.path.abspath(self.file) if not self.file.startswith("<") else self.file
         return path.startswith(_LIBRARY_DIRS) or any(part in path for part in _LIBRARY_PARTS)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}

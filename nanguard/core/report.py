@@ -7,9 +7,10 @@ import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from nanguard.core.location import Frame
+from nanguard.core.opnames import op_base
 from nanguard.core.summary import ScalarArg, TensorSummary
 
 
@@ -241,11 +242,32 @@ def _display_function(report: Report) -> str:
 
 def _op_base(op: str) -> str:
     """A torch aten name's short form (``aten.sqrt.default`` -> ``sqrt``); other frameworks' op
-    names (TensorFlow's ``Sqrt``) are already short. Imported lazily: only torch names need torch."""
+    names (TensorFlow's ``Sqrt``) are already short."""
     if not op.startswith("aten.") and "." not in op:
         return op
-    from nanguard.torch.detector.frames import op_base
     return op_base(op)
+
+
+def message(phase: str, kind: str, fn: str, where: str) -> str:
+    """The one-line summary of a finding (`Report.message`), the same words on every backend:
+    ``fn`` is the short name of what failed, ``where`` the user's ``file:line`` (`where`).
+
+        >>> message("forward", "inf", "log", "model.py:3")
+        'log produced Inf from finite inputs at model.py:3'
+    """
+    what = "NaN" if kind == "nan" else "Inf"
+    if phase == "backward":
+        return f"backward of {fn} produced {what} from finite values at {where}"
+    if phase == "input":
+        return f"{what} entered from outside and was first consumed by {fn} at {where}"
+    if phase == "optimizer":
+        return f"the optimizer step ({fn}) produced {what} in the parameters from finite gradients at {where}"
+    return f"{fn} produced {what} from finite inputs at {where}"
+
+
+def where(frame: Optional[Frame]) -> str:
+    """``file:line`` of ``frame`` for `message` (``an unknown line`` without one)."""
+    return f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
 
 
 def _stderr_is_terminal() -> bool:
@@ -255,7 +277,7 @@ def _stderr_is_terminal() -> bool:
     return bool(getattr(stream, "isatty", None) and stream.isatty())
 
 
-def _painter(color: bool):
+def _painter(color: bool) -> Callable[[str, str], str]:
     if not color:
         return lambda text, code: text
     return lambda text, code: f"\033[{code}m{text}\033[0m"
@@ -288,3 +310,6 @@ def not_found_dict(status: str = "clean", exit_code: Optional[int] = 0, error: O
             "file": None, "line": None, "code": None, "module": None, "message": message, "explanation": None,
             "suggestion": None, "inputs": [], "forward_file": None, "forward_line": None,
             **({"error": error} if error is not None else {})}
+
+
+__all__ = ["RUN_STATUSES", "NonFiniteWarning", "Report", "message", "not_found_dict", "where"]

@@ -24,7 +24,7 @@ its logs at −100. Nothing here imports a framework.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Dict, FrozenSet, List, Literal, Mapping, Optional, Tuple
 
 Phase = Literal["value", "gradient"]
 
@@ -63,26 +63,26 @@ class Singularity:
     the catalogue entry whose why/fix words it; ``summary`` is one line for reports.
     """
 
-    ops: tuple[str, ...]
+    ops: Tuple[str, ...]
     argument: int
     condition: Condition
     phase: Phase
     result: str
     hazard: str
     summary: str
-    masked_in: tuple[str, ...] = ()   # frameworks whose op masks it (gradient 0 there, not NaN)
+    masked_in: Tuple[str, ...] = ()   # frameworks whose op masks it (gradient 0 there, not NaN)
 
     def __post_init__(self) -> None:
         if self.condition not in CONDITIONS:
             raise ValueError(f"unknown condition {self.condition!r}; known: {sorted(CONDITIONS)}")
 
 
-def _s(ops: tuple[str, ...], argument: int, condition: Condition, phase: Phase, result: str, hazard: str,
-       summary: str, masked_in: tuple[str, ...] = ()) -> Singularity:
+def _s(ops: Tuple[str, ...], argument: int, condition: Condition, phase: Phase, result: str, hazard: str,
+       summary: str, masked_in: Tuple[str, ...] = ()) -> Singularity:
     return Singularity(ops, argument, condition, phase, result, hazard, summary, masked_in)
 
 
-TABLE: tuple[Singularity, ...] = (
+TABLE: Tuple[Singularity, ...] = (
     # ------------------------------------------------------------------ logs and exponentials
     _s(("log", "log2", "log10"), 0, "nonpositive", "value", "-inf at 0, nan below", "log_zero",
        "log(x) is −inf at x = 0 and NaN for x < 0; its gradient 1/x is inf at 0"),
@@ -168,19 +168,19 @@ NOT_SINGULAR: Mapping[str, str] = {
     "logsumexp": "finite for finite inputs",
 }
 
-_BY_OP: dict[str, list[Singularity]] = {}
+_BY_OP: Dict[str, List[Singularity]] = {}
 for _entry in TABLE:
     for _op in _entry.ops:
         _BY_OP.setdefault(_op, []).append(_entry)
 
 
-def singularities(op: str, framework: str | None = None) -> list[Singularity]:
+def singularities(op: str, framework: Optional[str] = None) -> List[Singularity]:
     """The singular sets of the canonical op ``op`` (empty for an op that is finite everywhere);
     with ``framework``, without those that framework's op masks (torch's atan2 at the origin)."""
     return [s for s in _BY_OP.get(op, ()) if framework is None or framework not in s.masked_in]
 
 
-def table_ops() -> frozenset[str]:
+def table_ops() -> FrozenSet[str]:
     """Every op name the table knows."""
     return frozenset(_BY_OP)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 
 def format_number(v: Optional[float]) -> str:
@@ -51,7 +51,7 @@ class TensorSummary:
     def finite(self) -> bool:
         return self.nan == 0 and self.posinf == 0 and self.neginf == 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         known = self.counted
         return {
             "name": self.name, "role": self.role, "shape": list(self.shape), "dtype": self.dtype,
@@ -94,6 +94,6 @@ class ScalarArg:
     name: str
     value: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         v = self.value
         return {"name": self.name, "value": v if math.isfinite(v) else str(v)}

@@ -32,15 +32,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from nanguard.core.dtypes import LIMITS
 
 Nested = Union[float, str, Sequence["Nested"]]
 
 DTYPES: Tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 SECOND_ORDER_DTYPES: Tuple[str, ...] = ("float32", "float64")
 
-# machine epsilon of each dtype: the spacing of floats just above 1
-EPS: Dict[str, float] = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+# machine epsilon of each dtype: the spacing of floats just above 1 (`nanguard.core.dtypes`)
+EPS: Dict[str, float] = {name: LIMITS[name].eps for name in DTYPES}
 
 # (rtol, atol) for comparing a result computed in a dtype with the exact expectation
 TOLERANCE: Dict[str, Tuple[float, float]] = {
@@ -68,7 +70,9 @@ def resolve(data: Nested, dtype: str) -> Nested:
         return one + (1 if direction == "+" else -1) * int(count) * EPS[dtype]
     if isinstance(data, (list, tuple)):
         return [resolve(item, dtype) for item in data]
-    return float(data)
+    if isinstance(data, (int, float)):
+        return float(data)
+    raise TypeError(f"a contract value is a number, a token or a list of them, got {type(data).__name__}")
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class Vector:
     kwargs: Mapping[str, object] = field(default_factory=dict)
     weights: Optional[Nested] = None
 
-    def inputs_for(self, dtype: str) -> list:
+    def inputs_for(self, dtype: str) -> List[Nested]:
         """The inputs with every dtype-dependent token resolved for ``dtype``."""
         return [resolve(x, dtype) for x in self.inputs]
 
@@ -99,7 +103,8 @@ M_KEEP = [[True, True, False], [False, False, False]]  # the second row is fully
 W_ROWS = [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]  # non-uniform: a plain sum hides softmax's gradient
 
 
-def _v(id: str, op: str, inputs, value, grads, weights=None, **kwargs) -> Vector:
+def _v(id: str, op: str, inputs: Sequence[Nested], value: Nested, grads: Sequence[Nested],
+       weights: Optional[Nested] = None, **kwargs: object) -> Vector:
     return Vector(id, op, tuple(inputs), value, tuple(grads), kwargs, weights)
 
 

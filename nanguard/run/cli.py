@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any, NoReturn, Optional, Sequence, Tuple
 
+from nanguard.core.options import CHECKS
+
 _DESCRIPTION = """\
 Run a Python program unchanged, as python would (sys.argv, sys.path[0], an absolute
 __file__, -m from the current folder), under nanguard's detector for each framework it
@@ -54,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     finally:
         subparsers._parser_class = previous
-    parser.add_argument("--check", choices=("nan", "inf", "both"), default="both",
+    parser.add_argument("--check", choices=CHECKS, default="both",
                         help="which values count as a finding (default: both)")
     parser.add_argument("--exhaustive", action="store_true",
                         help="check every op as it runs (slower; also sees values made non-finite and discarded)")

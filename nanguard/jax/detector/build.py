@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax.extend import core as jcore
 
-from nanguard.core.report import Report
+from nanguard.core.report import Report, message, where
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, traceback_sites
 from nanguard.jax.detector.phase import enclosing_site, eqn_function, forward_eqn, is_backward, scope_flags
@@ -28,15 +28,6 @@ _BINARY_NAMES = ("x", "y")
 
 def operand_names(n: int) -> List[str]:
     return ["x"] if n == 1 else list(_BINARY_NAMES) if n == 2 else [f"arg{i}" for i in range(n)]
-
-
-def message(phase: str, kind: str, fn: str, where: str) -> str:
-    what = "NaN" if kind == "nan" else "Inf"
-    if phase == "backward":
-        return f"backward of {fn} produced {what} from finite values at {where}"
-    if phase == "input":
-        return f"{what} entered from outside and was first consumed by {fn} at {where}"
-    return f"{fn} produced {what} from finite inputs at {where}"
 
 
 def _site(event: Event) -> Optional[Site]:
@@ -150,7 +141,6 @@ def build(outcome: Outcome, step: Optional[int] = None, program: str = "",
         facts.kind = "nan"
     explanation, suggestion = words(diagnose(facts))
     frame = site.frame if site is not None else None
-    where = f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
     notes = []
     if event.scope.iteration is not None:
         notes.append(f"in iteration {event.scope.iteration} of a loop (scan/while) body")
@@ -162,7 +152,7 @@ def build(outcome: Outcome, step: Optional[int] = None, program: str = "",
         file=frame.file if frame else None, line=frame.line if frame else None,
         function=frame.function if frame else None, code=frame.code if frame else None,
         inputs=[s for s, _ in inputs], outputs=outputs, forward_inputs=[s for s, _ in fwd_inputs],
-        scalars=scalars, step=step, message=message(phase, facts.kind, fn, where),
+        scalars=scalars, step=step, message=message(phase, facts.kind, fn, where(frame)),
         explanation=explanation, suggestion=suggestion,
         stack=[s.frame for s in traceback_sites(event.eqn.source_info.traceback)], how="replay", notes=notes)
     if phase == "backward" and frame is not None:
@@ -175,4 +165,4 @@ def summaries(values: Sequence[Any], role: str) -> List[TensorSummary]:
     return [summarize(v, n, role) for n, v in zip(operand_names(len(values)), values) if hasattr(v, "shape")]
 
 
-__all__ = ["build", "message", "operand_names", "summaries"]
+__all__ = ["build", "operand_names", "summaries"]

@@ -17,27 +17,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterable, Optional, Union
 
+from nanguard.core.options import (Check, Kind, Mode, check_name, parse_check, parse_exhaustive,
+                                   parse_mode)
 from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.jax.detector import hooks
 from nanguard.jax.detector.session import Session
-
-_CHECKS = {"nan": frozenset({"nan"}), "inf": frozenset({"inf"}), "both": frozenset({"nan", "inf"})}
-_MODES = ("raise", "warn", "record")
-
-
-def _parse_check(check: Union[str, Iterable[str]]) -> frozenset:
-    if isinstance(check, str):
-        if check.lower() not in _CHECKS:
-            raise ValueError(f"nanguard.jax.detect: check must be 'nan', 'inf' or 'both', got {check!r}")
-        return _CHECKS[check.lower()]
-    try:
-        items = {str(c).lower() for c in check}
-    except TypeError:
-        raise TypeError(f"nanguard.jax.detect: check must be a string or a collection of 'nan'/'inf', "
-                        f"got {type(check).__name__}") from None
-    if not items or not items <= {"nan", "inf"}:
-        raise ValueError(f"nanguard.jax.detect: check must name 'nan' and/or 'inf', got {check!r}")
-    return frozenset(items)
+_API = "nanguard.jax.detect"
 
 
 class detect(contextlib.ContextDecorator):
@@ -54,7 +39,7 @@ class detect(contextlib.ContextDecorator):
     ``phase="backward"`` at the forward line they differentiate. Numerics are untouched.
 
     Args:
-        check: which values count: ``"nan"``, ``"inf"``, or ``"both"`` (default).
+        check: which values count: ``"nan"``, ``"inf"``, or ``"both"`` (default; ``"all"`` is the same).
         mode: ``"raise"`` (default) raises ``nanguard.NonFiniteError`` (a
             ``FloatingPointError``) carrying ``.report``; ``"warn"`` issues a
             ``NonFiniteWarning`` and goes on; ``"record"`` keeps the first report on
@@ -89,13 +74,10 @@ class detect(contextlib.ContextDecorator):
     call of the jitted function, or decorate that function.
     """
 
-    def __init__(self, *, check: Union[str, Iterable[str]] = "both", mode: str = "raise",
+    def __init__(self, *, check: Union[Check, Iterable[Kind]] = "both", mode: Mode = "raise",
                  exhaustive: bool = False) -> None:
-        if not isinstance(mode, str) or mode not in _MODES:
-            raise ValueError(f"nanguard.jax.detect: mode must be 'raise', 'warn' or 'record', got {mode!r}")
-        if not isinstance(exhaustive, bool):
-            raise TypeError(f"nanguard.jax.detect: exhaustive must be True or False, got {exhaustive!r}")
-        self._session = Session(check=_parse_check(check), mode=mode, exhaustive=exhaustive)
+        self._session = Session(check=parse_check(check, _API), mode=parse_mode(mode, _API),
+                                exhaustive=parse_exhaustive(exhaustive, _API))
 
     @property
     def report(self) -> Optional[Report]:
@@ -119,7 +101,7 @@ class detect(contextlib.ContextDecorator):
         return self._session.exhaustive
 
     def __repr__(self) -> str:
-        checks = "both" if len(self.check) == 2 else next(iter(self.check))
+        checks = check_name(self.check)
         return (f"nanguard.jax.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
                 f"found={self.report is not None})")
 

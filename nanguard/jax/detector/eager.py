@@ -12,10 +12,11 @@ from typing import Any, List, Optional
 import jax
 
 from nanguard.core.location import Frame
-from nanguard.core.report import Report
-from nanguard.jax.detector.build import message, summaries
+from nanguard.core.nonfinite import Flags, made
+from nanguard.core.report import Report, message, where
+from nanguard.jax.detector.build import summaries
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, is_internal
-from nanguard.jax.detector.values import INF, NAN, flags_of
+from nanguard.jax.detector.values import flags_of, rounded
 from nanguard.jax.detector.why import Facts, diagnose, words
 
 _JAX_SRC = os.sep + os.path.join("jax", "_src") + os.sep
@@ -76,13 +77,14 @@ def judge_primitive(session: Any, primitive: str, args: tuple, outputs: Any) -> 
     outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     in_flags = [flags_of(a) for a in args]
     out_flags = [flags_of(o) for o in outs]
-    in_nan, in_bad = any(f[0] for f in in_flags), any(f[0] or f[1] for f in in_flags)
-    if NAN in session.check and any(f[0] for f in out_flags):
-        phase, kind = ("input" if in_nan else "forward"), NAN
-    elif INF in session.check and any(f[1] for f in out_flags) and not in_bad:
-        phase, kind = "forward", INF
-    else:
+    out_inf = any(f[1] for f in out_flags)
+    in_finite = not any(f[0] or f[1] for f in in_flags)
+    verdict = made(Flags(out_nan=any(f[0] for f in out_flags), out_inf=out_inf, in_nan=any(f[0] for f in in_flags),
+                         in_finite=in_finite, rounded_extreme=out_inf and in_finite and rounded(args, outs)),
+                   session.check)
+    if verdict is None:
         return None
+    phase, kind = ("input" if verdict.origin == "input" else "forward"), verdict.kind
     backward = _jax_frame("backward_pass", os.path.join("interpreters", "ad.py"))
     site = live_site()
     if backward is not None and phase == "forward":
@@ -105,12 +107,11 @@ def _report(phase: str, kind: str, primitive: str, site: Optional[Site], args: L
                   scalars=[s.value for s in scalars], outputs=outputs)
     explanation, suggestion = words(diagnose(facts))
     frame = site.frame if site is not None else None
-    where = f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
     report = Report(phase=phase, kind=kind, op=primitive, api=api or "", file=frame and frame.file,
                     line=frame and frame.line, function=frame and frame.function, code=frame and frame.code,
                     forward_op=fn if phase == "backward" else None,
                     inputs=[s for s, _ in inputs], outputs=outputs, scalars=scalars,
-                    message=message(phase, kind, fn, where), explanation=explanation, suggestion=suggestion,
+                    message=message(phase, kind, fn, where(frame)), explanation=explanation, suggestion=suggestion,
                     how="eager")
     if phase == "backward" and frame is not None:
         report.forward_file, report.forward_line = frame.file, frame.line

@@ -2,11 +2,11 @@
 
 A value made non-finite and then discarded (a ``where`` branch not taken, a masked entry)
 never reaches a call's outputs, so the output check cannot see it. Here the call's jaxpr is
-re-staged with, after each equation, the rule of `replay` as a few fused reductions ("NaN
-where no input held NaN, ±Inf where every input was finite"), OR-ed into one flag, and the
-result is compiled once per function and argument signature. A raised flag sends the call to
-the replay, which then names the first such equation. ``jit`` and custom-derivative bodies
-are inlined; loop and branch bodies are judged by their outputs.
+re-staged with, after each equation, the rule of `nanguard.core.nonfinite` (`made_masks`: "NaN
+where no input held NaN, ±Inf where every input was finite") as a few fused reductions, OR-ed
+into one flag, and the result is compiled once per function and argument signature. A raised
+flag sends the call to the replay, which then names the first such equation. ``jit`` and
+custom-derivative bodies are inlined; loop and branch bodies are judged by their outputs.
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jcore
 
+from nanguard.core.nonfinite import Logic, made_masks
 from nanguard.jax.detector.replay import _sub_jaxpr
-from nanguard.jax.detector.values import INF, NAN, is_float
+from nanguard.jax.detector.values import is_float
+
+
+# the rule of `nanguard.core.nonfinite`, over traced booleans
+_LOGIC: Logic[Any] = Logic(and_=lambda a, b: a & b, not_=lambda a: ~a, false=lambda: jnp.zeros((), bool))
 
 
 def _special(x: Any) -> Tuple[Any, Any]:
@@ -67,11 +72,10 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], check: frozens
             outs = list(ans) if eqn.primitive.multiple_results else [ans]
             out_flags = [_special(o) for o in outs]
             in_nan = _any(f[0] for f in in_flags)
-            in_bad = in_nan | _any(f[1] for f in in_flags)
-            if NAN in check:
-                made = made | (_any(f[0] for f in out_flags) & ~in_nan)
-            if INF in check:
-                made = made | (_any(f[1] for f in out_flags) & ~in_bad)
+            in_finite = ~(in_nan | _any(f[1] for f in in_flags))
+            nan_made, inf_made = made_masks(_any(f[0] for f in out_flags), _any(f[1] for f in out_flags), in_nan,
+                                            in_finite, _LOGIC, check)
+            made = made | nan_made | inf_made
         for v, val, f in zip(eqn.outvars, outs, out_flags):
             if not isinstance(v, jcore.DropVar):
                 env[v], special[v] = val, f

@@ -5,8 +5,9 @@ jitted step). Each equation is bound eagerly, so every intermediate value is at 
 interpreter recurses into ``jit``, ``custom_jvp``/``custom_vjp``, ``checkpoint``, ``scan``,
 ``cond`` and ``while`` bodies, so the equation it names is a primitive the user can find.
 
-Which equation is to blame follows one rule per value, as in the torch detector: an
-equation *made* NaN where no input held NaN, and *made* ±Inf where every input was finite.
+Which equation is to blame follows one rule per value, `nanguard.core.nonfinite.made` (the
+torch and TensorFlow detectors' rule): an equation *made* NaN where no input held NaN, and
+*made* ±Inf where every input was finite (not by rounding a ``finfo(dtype).min`` mask).
 Each non-finite value remembers its origin, the equation that made it (``INPUT`` when it
 came in through the arguments, None for deliberate infinities such as a ``-inf`` mask
 constant). The finding is the earliest origin of a non-finite *output*, so a NaN made and
@@ -23,7 +24,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jcore
 
-from nanguard.jax.detector.values import INF, NAN, flags_of
+from nanguard.core.nonfinite import INF, NAN, Flags, made
+from nanguard.jax.detector.values import flags_of, rounded
 
 INPUT = "input"                      # origin marker: the value came in through the arguments
 _CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
@@ -205,31 +207,33 @@ class Replay:
         inf_in = [o for o, f in zip(in_origins, in_flags) if f[1] and not f[0]]
         if self.input_use is None and INPUT in nan_in and NAN in self.check:
             self.input_use = Event(-1, NAN, eqn, scope, invals, outs)
-        made: List[Optional[Event]] = []
+        ours: List[Event] = []                    # this equation's event, made once
 
         def make(kind: str) -> Event:
-            if not made:
-                made.append(Event(self._order, kind, eqn, scope, invals, outs))
+            if not ours:
+                ours.append(Event(self._order, kind, eqn, scope, invals, outs))
                 self._order += 1
-                self.events.append(made[0])
-            return made[0]
+                self.events.append(ours[0])
+            return ours[0]
 
-        origins = []
+        origins: List[Any] = []
         for out in outs:
             nan, inf = flags_of(out)
             if not (nan or inf):
                 origins.append(None)
-            elif nan and NAN in self.check:
-                if nan_in:
-                    origins.append(_earliest(nan_in))
-                elif INF in self.check and isinstance(_earliest(inf_in), Event):
-                    origins.append(_earliest(inf_in))   # 0·inf: blame the inf's maker
-                else:
-                    origins.append(make(NAN))
-            elif not nan and INF in self.check and not (nan_in or inf_in):
-                origins.append(make(INF))
-            else:                                     # a kind not checked, or inherited
+                continue
+            in_finite = not (nan_in or inf_in)
+            flags = Flags(out_nan=nan, out_inf=inf, in_nan=bool(nan_in), in_finite=in_finite,
+                          rounded_extreme=inf and in_finite and rounded(invals, [out]))
+            verdict = made(flags, self.check)
+            if verdict is None:                       # a kind not checked, inherited, or deliberate
                 origins.append(_earliest(nan_in + inf_in))
+            elif verdict.origin == "input":
+                origins.append(_earliest(nan_in))
+            elif verdict.kind == NAN and INF in self.check and isinstance(_earliest(inf_in), Event):
+                origins.append(_earliest(inf_in))     # 0·inf: blame the inf's maker
+            else:
+                origins.append(make(verdict.kind))
         return origins
 
     # ------------------------------------------------------------------ loops

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nanguard.core.dtypes import is_extreme
+from nanguard.core.nonfinite import INF, NAN, rounded_extreme
 from nanguard.core.summary import TensorSummary
-
-NAN, INF = "nan", "inf"
 
 
 _INEXACT: dict = {}   # dtype -> floating or complex (every output leaf asks, every call)
@@ -104,6 +104,39 @@ def flags_of(x: Any) -> Tuple[bool, bool]:
     return bool(np.isnan(a).any()), bool(np.isinf(a).any())
 
 
+def extreme_signs(x: Any) -> Tuple[bool, bool]:
+    """Whether ``x`` holds its dtype's largest finite value, and its most negative one (for a
+    Python float: any dtype's), the ``finfo(dtype).min`` of masks (`nanguard.core.dtypes`)."""
+    if not is_float(x) or not _has_data(x):
+        return False, False
+    a = _host(x)
+    if a.dtype.kind != "f":
+        return False, False
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return False, False
+    top, bottom = float(a.max()), float(a.min())
+    name = dtype_name(x) if getattr(x, "dtype", None) is not None else None
+    return top > 0 and is_extreme(top, name), bottom < 0 and is_extreme(bottom, name)
+
+
+def inf_signs(x: Any) -> Tuple[bool, bool]:
+    """Whether ``x`` holds ``+inf``, and ``-inf``."""
+    if not is_float(x) or not _has_data(x):
+        return False, False
+    a = _host(x)
+    return bool((a == math.inf).any()), bool((a == -math.inf).any())
+
+
+def rounded(inputs: Sequence[Any], outputs: Sequence[Any]) -> bool:
+    """`nanguard.core.nonfinite.rounded_extreme` read off values: every sign of infinity in
+    ``outputs`` has an input holding its dtype's extreme of that sign."""
+    out = [inf_signs(o) for o in outputs]
+    signs = [extreme_signs(x) for x in inputs]
+    return rounded_extreme(any(p for p, _ in out), any(n for _, n in out), any(p for p, _ in signs),
+                           any(n for _, n in signs))
+
+
 def _host(x: Any) -> np.ndarray:
     a = np.asarray(x)
     if a.dtype.kind not in "fciub":  # bfloat16 and other ml_dtypes: widen to float32
@@ -169,4 +202,5 @@ def summarize(x: Any, name: str, role: str = "input") -> TensorSummary:
     return summary
 
 
-__all__ = ["INF", "NAN", "flags_of", "float_leaves", "host", "is_float", "special_flags", "summarize"]
+__all__ = ["INF", "NAN", "extreme_signs", "flags_of", "float_leaves", "host", "inf_signs", "is_float", "rounded", "special_flags",
+           "summarize"]

@@ -15,10 +15,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from nanguard.core.dtypes import exp_limit, max_finite
 from nanguard.core.hazards import HAZARDS, explanation, suggestion
 from nanguard.core.summary import TensorSummary
 
-MAX_FINITE = {"float16": 65504.0, "bfloat16": 3.39e38, "float32": 3.4028e38, "float64": 1.7977e308}
 Arg = Tuple[TensorSummary, Optional[np.ndarray]]
 
 
@@ -86,10 +86,6 @@ def counts(s: Optional[TensorSummary]) -> Dict[str, Any]:
         return {k: "?" for k in ("zeros", "numel", "negative", "min", "max", "posinf", "neginf", "nan")}
     return {"zeros": s.zeros, "numel": s.numel, "negative": s.negative, "min": _fmt(s.min), "max": _fmt(s.max),
             "posinf": s.posinf, "neginf": s.neginf, "nan": s.nan, "name": s.name}
-
-
-def exp_limit(dtype: str) -> float:
-    return math.log(MAX_FINITE.get(dtype, 3.4028e38))
 
 
 # ----------------------------------------------------------------------- value facts
@@ -296,7 +292,7 @@ def _std(f: Facts) -> Optional[Said]:
 
 def overflow(f: Facts) -> Optional[Said]:
     dtype = f.dtype()
-    limit = MAX_FINITE.get(dtype)
+    limit = max_finite(dtype)
     if f.kind != "inf" or limit is None:
         return None
     key = "overflow_low_precision" if dtype == "float16" else "overflow"

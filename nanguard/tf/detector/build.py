@@ -7,10 +7,11 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from nanguard.core.dtypes import exp_limit
 from nanguard.core.location import Frame
-from nanguard.core.report import Report
+from nanguard.core.report import Report, message, where
 from nanguard.core.summary import TensorSummary
-from nanguard.tf.detector.explain import EXP_LIMIT, Evidence, explain, input_words, update_words
+from nanguard.tf.detector.explain import Evidence, explain, input_words, update_words
 from nanguard.tf.detector.values import as_array, is_float, summarize
 
 
@@ -55,28 +56,13 @@ def producer_of(t: Any) -> Optional[str]:
 
 def _exp_over(ev: Evidence, first: Any) -> None:
     if ev.op in ("Exp", "Expm1") and first is not None and is_float(first):
-        limit = EXP_LIMIT.get(first.dtype.name, 88.72)
+        limit = exp_limit(first.dtype.name)
         ev.over = int((as_array(first) > limit).sum())
 
 
 def _place(report: Report, frame: Optional[Frame]) -> None:
     if frame is not None:
         report.file, report.line, report.function, report.code = frame.file, frame.line, frame.function, frame.code
-
-
-def message(phase: str, kind: str, fn: str, where: str) -> str:
-    what = "NaN" if kind == "nan" else "Inf"
-    if phase == "backward":
-        return f"the gradient of {fn} produced {what} from finite values at {where}"
-    if phase == "input":
-        return f"{what} entered from outside and was first consumed by {fn} at {where}"
-    if phase == "optimizer":
-        return f"the {fn} update produced {what} in the variables from finite gradients at {where}"
-    return f"{fn} produced {what} from finite inputs at {where}"
-
-
-def _where(frame: Optional[Frame]) -> str:
-    return f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
 
 
 def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], kind: str, origin: str,
@@ -92,7 +78,7 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
         report = Report(phase="input", kind=kind, op=op_type, module=layer, inputs=ins, outputs=outs,
                         explanation=why, suggestion=fix, stack=list(stack or []))
         _place(report, frame)
-        report.message = message("input", kind, op_type, _where(frame))
+        report.message = message("input", kind, op_type, where(frame))
         return report
     if backward is None:
         ev = Evidence(op=op_type, phase="forward", kind=kind, inputs=ins, outputs=outs,
@@ -103,7 +89,7 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
         report = Report(phase="forward", kind=kind, op=op_type, module=layer, inputs=ins, outputs=outs,
                         explanation=why, suggestion=fix, stack=list(stack or []))
         _place(report, frame)
-        report.message = message("forward", kind, op_type, _where(frame))
+        report.message = message("forward", kind, op_type, where(frame))
         return report
     fwd_ins = _summaries(backward.op, backward.inputs, "forward input")
     first = backward.inputs[0] if backward.inputs else (inputs[0] if inputs else None)
@@ -126,7 +112,7 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
         report.call_file, report.call_line, report.call_code = call.file, call.line, call.code
         report.call_name = (backward.call_name if backward.call is not None else gradient_call_name) \
             or "tape.gradient()"
-    report.message = message("backward", kind, backward.op, _where(backward.frame))
+    report.message = message("backward", kind, backward.op, where(backward.frame))
     return report
 
 
@@ -141,7 +127,7 @@ def data_report(op_type: str, batch: List[TensorSummary], frame: Optional[Frame]
                     suggestion=fix, stack=list(stack or []))
     _place(report, frame)
     report.message = f"NaN arrived with the data: the batch the tf.data iterator ({op_type}) returned at " \
-                     f"{_where(frame)} held NaN"
+                     f"{where(frame)} held NaN"
     return report
 
 
@@ -162,10 +148,10 @@ def update_report(name: str, optimizer: Any, path: Optional[str], variable: Any,
     report = Report(phase="optimizer", kind=kind, op=name, module=path, outputs=outs, explanation=why,
                     suggestion=fix)
     _place(report, frame)
-    report.message = message("optimizer", kind, name, _where(frame))
+    report.message = message("optimizer", kind, name, where(frame))
     report.how = "graph"
     return report
 
 
-__all__ = ["batch_summaries", "data_report", "eager_report", "input_names", "message", "producer_of",
+__all__ = ["batch_summaries", "data_report", "eager_report", "input_names", "producer_of",
            "update_report"]

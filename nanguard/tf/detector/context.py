@@ -10,27 +10,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterable, Optional, Union
 
+from nanguard.core.options import (Check, Kind, Mode, check_name, parse_check, parse_exhaustive,
+                                   parse_mode)
 from nanguard.core.report import NonFiniteWarning, Report
 from nanguard.tf.detector import graph, hooks
 from nanguard.tf.detector.state import LOCAL, Session
-
-_CHECKS = {"nan": frozenset({"nan"}), "inf": frozenset({"inf"}), "both": frozenset({"nan", "inf"})}
-_MODES = ("raise", "warn", "record")
-
-
-def _parse_check(check: Union[str, Iterable[str]]) -> frozenset:
-    if isinstance(check, str):
-        if check.lower() not in _CHECKS:
-            raise ValueError(f"nanguard.tf.detect: check must be 'nan', 'inf' or 'both', got {check!r}")
-        return _CHECKS[check.lower()]
-    try:
-        items = {str(c).lower() for c in check}
-    except TypeError:
-        raise TypeError(f"nanguard.tf.detect: check must be a string or a collection of 'nan'/'inf', "
-                        f"got {type(check).__name__}") from None
-    if not items or not items <= {"nan", "inf"}:
-        raise ValueError(f"nanguard.tf.detect: check must name 'nan' and/or 'inf', got {check!r}")
-    return frozenset(items)
+_API = "nanguard.tf.detect"
 
 
 class detect(contextlib.ContextDecorator):
@@ -61,7 +46,8 @@ class detect(contextlib.ContextDecorator):
     that first used it (for a ``tf.data`` batch, the line that fetched it).
 
     Args:
-        check: ``"nan"``, ``"inf"`` or ``"both"`` (default): which values count as a finding.
+        check: ``"nan"``, ``"inf"`` or ``"both"`` (default; ``"all"`` is the same): which values count as a
+            finding.
         mode: ``"raise"`` (default) raises ``nanguard.NonFiniteError`` (a ``FloatingPointError``)
             carrying ``.report``; ``"warn"`` issues a ``NonFiniteWarning``; ``"record"`` keeps
             the first report on ``.report``. After the first finding, checking stops.
@@ -75,13 +61,10 @@ class detect(contextlib.ContextDecorator):
         ('Log', 'inf', 3)
     """
 
-    def __init__(self, *, check: Union[str, Iterable[str]] = "both", mode: str = "raise",
+    def __init__(self, *, check: Union[Check, Iterable[Kind]] = "both", mode: Mode = "raise",
                  exhaustive: bool = False) -> None:
-        if not isinstance(mode, str) or mode not in _MODES:
-            raise ValueError(f"nanguard.tf.detect: mode must be 'raise', 'warn' or 'record', got {mode!r}")
-        if not isinstance(exhaustive, bool):
-            raise TypeError(f"nanguard.tf.detect: exhaustive must be True or False, got {exhaustive!r}")
-        self._session = Session(check=_parse_check(check), mode=mode, exhaustive=exhaustive)
+        self._session = Session(check=parse_check(check, _API), mode=parse_mode(mode, _API),
+                                exhaustive=parse_exhaustive(exhaustive, _API))
         self._active: list = []
 
     @property
@@ -102,7 +85,7 @@ class detect(contextlib.ContextDecorator):
         return self._session.exhaustive
 
     def __repr__(self) -> str:
-        checks = "both" if len(self.check) == 2 else next(iter(self.check))
+        checks = check_name(self.check)
         return (f"nanguard.tf.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
                 f"found={self.report is not None})")
 

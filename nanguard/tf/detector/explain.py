@@ -14,12 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from nanguard.core.dtypes import exp_limit, limits
 from nanguard.core.hazards import HAZARDS, explanation, suggestion
 from nanguard.core.summary import TensorSummary, format_number
 
-# ln of the largest finite value: exp overflows above it
-EXP_LIMIT = {"float16": 11.09, "bfloat16": 88.72, "float32": 88.72, "float64": 709.78}
-MAX_FINITE = {"float16": "65504", "bfloat16": "3.39e38", "float32": "3.4e38", "float64": "1.8e308"}
 
 
 def mixed_precision() -> bool:
@@ -128,8 +126,8 @@ def _exp(ev: Evidence) -> Optional[Said]:
     x = _first(ev)
     if x is None:
         return None
-    limit = EXP_LIMIT.get(x.dtype, 88.72)
-    fields = {**_counts(x), "limit": limit, "dtype": x.dtype, "over": ev.over if ev.over is not None else "some"}
+    limit = exp_limit(x.dtype)
+    fields = {**_counts(x), "limit": f"{limit:.2f}", "dtype": x.dtype, "over": ev.over if ev.over is not None else "some"}
     if x.max is not None and x.max > limit:
         return Said("exp_overflow", "backward" if ev.phase == "backward" else "forward", fields)
     return None
@@ -216,6 +214,11 @@ def _xlogy(ev: Evidence) -> Optional[Said]:
     return Said("xlogy_zero", "backward", _counts(ev.inputs[0])) if ev.inputs else None
 
 
+def _max_text(dtype: str) -> str:
+    found = limits(dtype)
+    return found.max_text if found is not None else "?"
+
+
 def _overflow(ev: Evidence, counted: bool = True) -> Optional[Said]:
     """An op whose finite inputs gave a result beyond its dtype's range (``counted=False``: the
     values were not read, so the inputs' peak is not quoted)."""
@@ -223,7 +226,7 @@ def _overflow(ev: Evidence, counted: bool = True) -> Optional[Said]:
         return None
     dtype = ev.outputs[0].dtype
     peak = max((max(abs(s.min or 0), abs(s.max or 0)) for s in ev.inputs), default=0.0)
-    fields = {"dtype": dtype, "limit": MAX_FINITE.get(dtype, "?"), "peak": format_number(peak)}
+    fields = {"dtype": dtype, "limit": _max_text(dtype), "peak": format_number(peak)}
     key = "overflow"  # bfloat16 has float32's range: beyond it, values have diverged
     if dtype == "float16":
         key = "overflow_mixed_precision" if ev.mixed else "overflow_low_precision"
@@ -324,5 +327,5 @@ def input_words(name: str, nan: int, numel: int, data: bool = False) -> Tuple[st
     return words(Said("nan_input", "data" if data else "forward", {"name": name, "nan": nan, "numel": numel}))
 
 
-__all__ = ["EXP_LIMIT", "Evidence", "Said", "diagnose", "explain", "input_words", "mixed_precision", "update_words",
+__all__ = ["Evidence", "Said", "diagnose", "explain", "input_words", "mixed_precision", "update_words",
            "words"]

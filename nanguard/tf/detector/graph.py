@@ -44,8 +44,9 @@ from tensorflow.python.eager import record
 from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
-from nanguard.core.report import Report
-from nanguard.tf.detector.build import data_report, input_names, message, producer_of, update_report
+from nanguard.core.nonfinite import Logic, made_masks
+from nanguard.core.report import Report, message, where
+from nanguard.tf.detector.build import data_report, input_names, producer_of, update_report
 from nanguard.tf.detector.explain import Evidence, explain
 from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
 from nanguard.tf.detector.state import LOCAL, Backward, Session
@@ -192,6 +193,10 @@ def _shape(t: tf.Tensor) -> tf.Tensor:
     return tf.concat([tf.shape(t, out_type=tf.int64), tf.fill([_DIMS], tf.constant(-1, tf.int64))], 0)[:_DIMS]
 
 
+# the rule of `nanguard.core.nonfinite`, over the graph's booleans
+_LOGIC: Logic[tf.Tensor] = Logic(and_=tf.logical_and, not_=tf.logical_not, false=lambda: tf.constant(False))
+
+
 def _any(tensors: Sequence[tf.Tensor], test: Any) -> tf.Tensor:
     result = tf.constant(False)
     for t in tensors:
@@ -218,14 +223,10 @@ def _insert(check: frozenset, op_id: int, ins: List[tf.Tensor], outs: List[tf.Te
             return tf.identity(tf.constant(True))
 
     def judge() -> tf.Tensor:
-        made = tf.constant(False)
-        if "nan" in check:
-            made = tf.logical_or(made, tf.logical_and(_any(outs, tf.math.is_nan),
-                                                      tf.logical_not(_any(ins, tf.math.is_nan))))
-        nan_made = made
-        if "inf" in check:
-            inputs_finite = tf.logical_not(_any(ins, lambda t: tf.logical_not(tf.math.is_finite(t))))
-            made = tf.logical_or(made, tf.logical_and(_any(outs, tf.math.is_inf), inputs_finite))
+        inputs_finite = tf.logical_not(_any(ins, lambda t: tf.logical_not(tf.math.is_finite(t))))
+        nan_made, inf_made = made_masks(_any(outs, tf.math.is_nan), _any(outs, tf.math.is_inf),
+                                        _any(ins, tf.math.is_nan), inputs_finite, _LOGIC, check)
+        made = tf.logical_or(nan_made, inf_made)
         first = tf.logical_and(made, tf.equal(store.code, NONE))
         code = tf.where(nan_made, tf.constant(2 * op_id, tf.int64), tf.constant(2 * op_id + 1, tf.int64))
 
@@ -338,12 +339,11 @@ def trace_update(session: Session, optimizer: Any, grads: Sequence[Any], variabl
         all_finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(v)) for v in values]))
 
         def judge() -> tf.Tensor:
-            nan_made = tf.stack([tf.logical_and(tf.reduce_any(tf.math.is_nan(v)),
-                                                tf.logical_not(tf.reduce_any(tf.math.is_nan(g))))
-                                 if "nan" in check else tf.constant(False) for g, v in zip(grads, values)])
-            inf_made = tf.stack([tf.logical_and(tf.reduce_any(tf.math.is_inf(v)),
-                                                tf.reduce_all(tf.math.is_finite(g)))
-                                 if "inf" in check else tf.constant(False) for g, v in zip(grads, values)])
+            masks = [made_masks(tf.reduce_any(tf.math.is_nan(v)), tf.reduce_any(tf.math.is_inf(v)),
+                                tf.reduce_any(tf.math.is_nan(g)), tf.reduce_all(tf.math.is_finite(g)), _LOGIC, check)
+                     for g, v in zip(grads, values)]
+            nan_made = tf.stack([nan for nan, _ in masks])
+            inf_made = tf.stack([inf for _, inf in masks])
             made = tf.logical_or(nan_made, inf_made)
             index = tf.argmax(tf.cast(made, tf.int32), output_type=tf.int32)
             code = 2 * tf.gather(tf.constant(ids, tf.int64), index) + tf.where(
@@ -406,8 +406,7 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
                     inputs=ins, outputs=outs, explanation=why, suggestion=fix)
     if frame is not None:
         report.file, report.line, report.function, report.code = frame.file, frame.line, frame.function, frame.code
-    where = f"{frame.short_file}:{frame.line}" if frame else "an unknown line"
-    report.message = message(ev.phase, kind, ev.op, where)
+    report.message = message(ev.phase, kind, ev.op, where(frame))
     report.how = "graph"
     if traced.xla:
         report.notes.append("compiled by XLA (jit_compile=True): the tensors' values were not recorded, since "

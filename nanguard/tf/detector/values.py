@@ -1,22 +1,22 @@
 """Eager values: which tensors are checked, the rule that decides a finding, and exact summaries.
 
-"Made non-finite" is the same rule as for torch: NaN in an output while no input holds NaN, or
-±Inf in an output while every input is finite and there is at least one (a constant or a fill
-of ``-inf`` is deliberate). Eager tensors on the CPU are read through ``numpy()`` without a copy,
-so a check is one vectorised pass and runs no TensorFlow op (it never re-enters the callback).
+"Made non-finite" is the rule of `nanguard.core.nonfinite`, the torch detector's: NaN in an
+output while no input holds NaN, or ±Inf in an output while every input is finite and there is
+at least one (a constant or a fill of ``-inf`` is deliberate); `judge` reads its flags here.
+Eager tensors on the CPU are read through ``numpy()`` without a copy, so a check is one
+vectorised pass and runs no TensorFlow op (it never re-enters the callback).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from nanguard.core.dtypes import limits
+from nanguard.core.nonfinite import INF, NAN, Flags, Verdict, made, rounded_extreme
 from nanguard.core.summary import TensorSummary
-
-NAN, INF = "nan", "inf"
 
 
 def is_float(t: Any) -> bool:
@@ -44,22 +44,36 @@ def has_inf(t: Any) -> bool:
     return bool(np.isinf(as_array(t)).any())
 
 
-@dataclass(frozen=True)
-class Verdict:
-    kind: str       # "nan" or "inf"
-    origin: str     # "created": this op made it; "input": it flowed in from outside the checked code
+def judge(inputs: Sequence[Any], outputs: Sequence[Any], check: AbstractSet[str]) -> Optional[Verdict]:
+    """`nanguard.core.nonfinite.made` on an op whose output is known to be non-finite (None: no
+    finding). The flags are read lazily, as the torch detector reads them; an op without a
+    floating input (a constant, a fill, a ``tf.data`` batch) makes no infinity of its own."""
+    out_nan = NAN in check and any(has_nan(o) for o in outputs)
+    in_nan = out_nan and any(has_nan(t) for t in inputs)
+    out_inf = not out_nan and INF in check and any(has_inf(o) for o in outputs)
+    in_finite = out_inf and bool(inputs) and all(all_finite(t) for t in inputs)
+    rounded = in_finite and _rounded(inputs, outputs)
+    return made(Flags(out_nan=out_nan, out_inf=out_inf, in_nan=in_nan, in_finite=in_finite,
+                      rounded_extreme=rounded), check)
 
 
-def judge(inputs: Sequence[Any], outputs: Sequence[Any], check: frozenset) -> Optional[Verdict]:
-    """The finding an op's values prove, once an output is known to be non-finite (None: no finding)."""
-    if NAN in check and any(has_nan(o) for o in outputs):
-        if any(has_nan(t) for t in inputs):
-            return Verdict(NAN, "input")
-        return Verdict(NAN, "created")
-    if INF in check and inputs and any(has_inf(o) for o in outputs):
-        if all(all_finite(t) for t in inputs):
-            return Verdict(INF, "created")
-    return None
+def _rounded(inputs: Sequence[Any], outputs: Sequence[Any]) -> bool:
+    """`nanguard.core.nonfinite.rounded_extreme` read off eager tensors: ``finfo(dtype).min``
+    masks (``scores + min`` in float16 is ``-inf``) are deliberate."""
+    outs = [as_array(o) for o in outputs]
+    out_pos = any(bool((a == np.inf).any()) for a in outs)
+    out_neg = any(bool((a == -np.inf).any()) for a in outs)
+    signs = [_extreme_signs(t) for t in inputs]
+    return rounded_extreme(out_pos, out_neg, any(p for p, _ in signs), any(n for _, n in signs))
+
+
+def _extreme_signs(t: Any) -> Tuple[bool, bool]:
+    """Whether finite ``t`` holds its dtype's largest value, and its most negative one."""
+    found = limits(t.dtype.name)
+    arr = as_array(t)
+    if found is None or arr.size == 0 or arr.dtype.kind != "f":
+        return False, False
+    return float(arr.max()) == found.max, float(arr.min()) == -found.max
 
 
 def float_tensors(values: Iterable[Any]) -> List[Any]:

@@ -35,28 +35,13 @@ import torch
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.activation import Activation
 from nanguard.torch.detector.session import Session
+from nanguard.core.options import (Check, Kind, Mode, check_name, parse_check, parse_exhaustive,
+                                   parse_mode)
 from nanguard.core.report import NonFiniteWarning, Report
 
 __all__ = ["detect", "NonFiniteWarning"]
 
-_CHECKS = {"nan": frozenset({"nan"}), "inf": frozenset({"inf"}), "both": frozenset({"nan", "inf"}),
-           "all": frozenset({"nan", "inf"})}
-_MODES = ("raise", "warn", "record")
-
-
-def _parse_check(check: Union[str, Iterable[str]]) -> frozenset:
-    if isinstance(check, str):
-        if check.lower() not in _CHECKS:
-            raise ValueError(f"nanguard.detect: check must be 'nan', 'inf' or 'both', got {check!r}")
-        return _CHECKS[check.lower()]
-    try:
-        items = {str(c).lower() for c in check}
-    except TypeError:
-        raise TypeError(f"nanguard.detect: check must be a string or a collection of 'nan'/'inf', "
-                        f"got {type(check).__name__}") from None
-    if not items or not items <= {"nan", "inf"}:
-        raise ValueError(f"nanguard.detect: check must name 'nan' and/or 'inf', got {check!r}")
-    return frozenset(items)
+_API = "nanguard.detect"
 
 
 def _parse_modules(modules: Any) -> Dict[int, tuple]:
@@ -93,7 +78,7 @@ class detect(contextlib.ContextDecorator):
     without it.
 
     Args:
-        check: which values count: ``"nan"``, ``"inf"``, or ``"both"`` (default).
+        check: which values count: ``"nan"``, ``"inf"``, or ``"both"`` (default; ``"all"`` is the same).
         mode: ``"raise"`` (default) raises ``nanguard.NonFiniteError`` (a
             ``FloatingPointError``) carrying ``.report``; ``"warn"`` issues a
             ``NonFiniteWarning`` and goes on; ``"record"`` keeps the first report on
@@ -130,13 +115,10 @@ class detect(contextlib.ContextDecorator):
     backward) is located by an eager replay (`compiled.py` says what that cannot see).
     """
 
-    def __init__(self, *, check: Union[str, Iterable[str]] = "both", mode: str = "raise",
+    def __init__(self, *, check: Union[Check, Iterable[Kind]] = "both", mode: Mode = "raise",
                  modules: Any = None, exhaustive: bool = False) -> None:
-        if not isinstance(mode, str) or mode not in _MODES:
-            raise ValueError(f"nanguard.detect: mode must be 'raise', 'warn' or 'record', got {mode!r}")
-        if not isinstance(exhaustive, bool):
-            raise TypeError(f"nanguard.detect: exhaustive must be True or False, got {exhaustive!r}")
-        self._session = Session(check=_parse_check(check), mode=mode, exhaustive=exhaustive,
+        self._session = Session(check=parse_check(check, _API), mode=parse_mode(mode, _API),
+                                exhaustive=parse_exhaustive(exhaustive, _API),
                                 names=_parse_modules(modules))
 
     # The options and the report live in the session its activations share.
@@ -154,16 +136,16 @@ class detect(contextlib.ContextDecorator):
         return self._session.check
 
     @check.setter
-    def check(self, value: frozenset) -> None:
-        self._session.check = value
+    def check(self, value: Union[Check, Iterable[Kind]]) -> None:
+        self._session.check = parse_check(value, _API)
 
     @property
     def mode(self) -> str:
         return self._session.mode
 
     @mode.setter
-    def mode(self, value: str) -> None:
-        self._session.mode = value
+    def mode(self, value: Mode) -> None:
+        self._session.mode = parse_mode(value, _API)
 
     @property
     def exhaustive(self) -> bool:
@@ -171,10 +153,10 @@ class detect(contextlib.ContextDecorator):
 
     @exhaustive.setter
     def exhaustive(self, value: bool) -> None:
-        self._session.exhaustive = value
+        self._session.exhaustive = parse_exhaustive(value, _API)
 
     def __repr__(self) -> str:
-        checks = "both" if len(self.check) == 2 else next(iter(self.check))
+        checks = check_name(self.check)
         return (f"nanguard.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
                 f"found={self.report is not None})")
 

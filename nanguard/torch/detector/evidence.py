@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nanguard.core.dtypes import exp_limit
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.torch.detector.frames import op_base
 from nanguard.torch.detector._state import in_autocast
@@ -88,14 +89,6 @@ class Said:
 
 def fmt(v: float | None) -> str:
     return "?" if v is None else f"{v:.4g}"
-
-
-MAX_FINITE = {"float16": 65504.0, "bfloat16": 3.39e38, "float32": 3.4028e38, "float64": 1.7977e308}
-
-
-def exp_limit(dtype: str) -> float:
-    """The largest x whose exp is finite in ``dtype``."""
-    return math.log(MAX_FINITE.get(dtype, 3.4028e38))
 
 
 def counts(s: TensorSummary | None) -> dict[str, Any]:
@@ -275,7 +268,6 @@ def log_probabilities(s: TensorSummary, t: torch.Tensor | None) -> bool:
 
 
 __all__ = [
-    "MAX_FINITE",
     "Arg",
     "Evidence",
     "Said",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from nanguard.core.hazards import HAZARDS, explanation, suggestion
+from nanguard.core.report import message
 from nanguard.torch.detector.evidence import Evidence, Said
 from nanguard.torch.detector.why_backward import BACKWARD
 from nanguard.torch.detector.why_forward import FORWARD, diverged, nan_input, overflow
@@ -54,17 +55,6 @@ def words(said: Said, *extra: str) -> tuple[str, str]:
 def explain(ev: Evidence) -> tuple[str, str]:
     """(explanation, suggestion) for a finding; never empty."""
     return words(diagnose(ev))
-
-
-def message(phase: str, kind: str, fn: str, where: str) -> str:
-    what = "NaN" if kind == "nan" else "Inf"
-    if phase == "backward":
-        return f"backward of {fn} produced {what} from finite values at {where}"
-    if phase == "input":
-        return f"{what} entered from outside and was first consumed by {fn} at {where}"
-    if phase == "optimizer":
-        return f"the optimizer step produced {what} in the parameters ({fn})"
-    return f"{fn} produced {what} from finite inputs at {where}"
 
 
 def optimizer_explanation(optimizer: torch.optim.Optimizer, kind: str) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from typing import Collection, List, Optional
 import torch
 
 from nanguard.core.location import Frame
+from nanguard.core.opnames import op_base
 
 import nanguard
 
@@ -119,20 +120,6 @@ def torch_api(start: Optional[FrameType] = None, stop: Collection[CodeType] = ()
 
 _OPERATORS = {"add": "+", "sub": "-", "rsub": "-", "mul": "*", "div": "/", "true_divide": "/",
               "pow": "**", "matmul": "@", "mm": "@", "bmm": "@", "neg": "-"}
-_RENAMES = {"_softmax": "softmax", "_log_softmax": "log_softmax", "_to_copy": "to", "addmm": "linear",
-            "_softmax_backward_data": "softmax", "linalg_vector_norm": "norm", "special_xlogy": "xlogy",
-            "_scaled_dot_product_flash_attention_for_cpu": "scaled_dot_product_attention",
-            "_scaled_dot_product_efficient_attention": "scaled_dot_product_attention",
-            "_scaled_dot_product_flash_attention": "scaled_dot_product_attention"}
-
-
-def op_base(op_name: str) -> str:
-    """``aten.sqrt.default`` -> ``sqrt``; ``aten.add_.Tensor`` -> ``add``; ``aten._softmax`` -> ``softmax``."""
-    name = op_name.split(".")[1] if op_name.startswith("aten.") else op_name.split(".")[0]
-    name = _RENAMES.get(name, name)
-    if name.endswith("_") and not name.endswith("__"):
-        name = name[:-1]
-    return name
 
 
 def guess_torch_function(op_name: str, code: str) -> Optional[str]:

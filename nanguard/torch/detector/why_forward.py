@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from nanguard.core.dtypes import max_finite
 from nanguard.torch.detector.evidence import (
-    MAX_FINITE,
     Evidence,
     Said,
     counts,
@@ -269,7 +269,7 @@ def _std(ev: Evidence) -> Said:
 def overflow(ev: Evidence) -> Said | None:
     """An op (matmul, sum, a cast...) whose result exceeds the dtype's range."""
     dtype = ev.output_dtype()
-    limit = MAX_FINITE.get(dtype)
+    limit = max_finite(dtype)
     if ev.kind != "inf" or limit is None:
         return None
     key = "overflow"
@@ -285,7 +285,7 @@ def diverged(ev: Evidence) -> Said | None:
     large), whatever op it is that finally turns them into NaN/Inf (a layer norm's variance)."""
     best = None
     for s, _ in ev.inputs:
-        limit = MAX_FINITE.get(s.dtype)
+        limit = max_finite(s.dtype)
         # float16's range ends at 65504: ordinary activations overflow it (its own hazard)
         if limit is None or s.dtype == "float16" or s.min is None:
             continue

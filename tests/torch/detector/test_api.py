@@ -18,7 +18,7 @@ HERE = os.path.abspath(__file__)
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
-    ({"check": "nans"}, ValueError, "check must be 'nan', 'inf' or 'both'"),
+    ({"check": "nans"}, ValueError, "check must be 'nan', 'inf', 'both' or 'all'"),
     ({"check": []}, ValueError, "check must name"),
     ({"check": 3}, TypeError, "check must be a string"),
     ({"mode": "stop"}, ValueError, "mode must be 'raise', 'warn' or 'record'"),
@@ -187,7 +187,7 @@ def test_a_program_with_no_loop_has_no_step(exhaustive):
     assert d.report is not None and d.report.phase == "backward" and d.report.step is None
     assert "training loop" not in d.report.format(color=False)
     with nanguard.detect(mode="record", exhaustive=exhaustive) as d:
-        y = torch.log(w)
+        torch.log(w)
     assert d.report is not None and d.report.step is None and "training loop" not in str(d.report)
 
 

@@ -82,6 +82,7 @@ def test_stays_quiet_on_a_healthy_noisy_run(autocast):
         assert {k[:2] for k in monitor.headroom._series} >= {("activation", n) for n in MODULES}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("autocast", PRECISIONS)
 def test_stays_quiet_on_a_healthy_transformer(autocast):
     torch.manual_seed(0)

@@ -199,6 +199,7 @@ def test_arguments_are_checked_before_training(tmp_path):
         guard_trainer(trainer2, policy="ignore")
 
 
+@pytest.mark.slow
 def test_a_healthy_guarded_run_is_the_unguarded_run_bit_for_bit(tmp_path):
     # the Trainer's AdamW has two param groups (decay / no decay), so its parameter order is
     # not the model's; the guarded clip must still add the norms up as torch's does
