@@ -3,7 +3,7 @@ message it raises. Framework-free, shared by the PyTorch, TensorFlow and optax g
 
 - ``"skip"``: the step is not applied; ``"zero"``: the non-finite elements become 0 and the
   step is applied; ``"raise"``: :class:`nanguard.NonFiniteError`.
-- ``"rollback"`` (PyTorch's GradGuard only, for now): the last snapshot of the training
+- ``"rollback"`` (PyTorch's GradGuard and its integrations, for now): the last snapshot of the training
   state is restored, also on a finite spike (``spike=``, `nanguard.core.guard_spike`), and
   the learning rate can be backed off (``lr_backoff``).
 - ``max_consecutive`` bad steps (or non-finite losses) in a row raise whatever the policy,
@@ -52,8 +52,8 @@ def check_policy(policy: object, owner: str = "nanguard.GradGuard",
     if not isinstance(policy, str) or policy not in choices:
         hint = ""
         if policy == ROLLBACK:
-            hint = (" (policy 'rollback' is nanguard.GradGuard's only, in a loop you write; "
-                    "not yet here)")
+            hint = (" (policy 'rollback' is PyTorch's: nanguard.GradGuard in a loop you write, or its "
+                    "Lightning, Hugging Face Trainer and accelerate integrations; not yet here)")
         raise ValueError(f"{owner}: unknown policy {policy!r}; choose one of "
                          f"{', '.join(map(repr, choices))}{hint}")
     return policy

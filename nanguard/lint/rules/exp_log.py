@@ -8,6 +8,7 @@ overflows to inf.
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from nanguard.lint import fixes
 from nanguard.lint.analysis import Analysis
@@ -282,7 +283,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
                     and not _guarded_by_where(ctx, oc.node, exp) and not _known_empty(ctx, exp.input, oc.node):
                 fix = None
                 if direct and exp_value is None and inner.op == "sum":
-                    fix = (lambda src, o=oc, t=inner, e=exp: fixes.logsumexp_fix(src, ctx.spell, o, t, e))
+                    fix = partial(fixes.logsumexp_fix, spell=ctx.spell, log=oc, total=inner, exp=exp)
                 what = "sum" if inner.op == "sum" else "mean"
                 # `exp(r * (x - x_max))` (timm's LSE pooling): stable for the positive
                 # temperature it is meant for; only a negative r can overflow it
@@ -297,7 +298,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         if sig is not None:
             fix = None
             if sig_direct and expr is arg:
-                fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.spell, o, s, True))
+                fix = partial(fixes.log_sigmoid_fix, spell=ctx.spell, outer=oc, sigmoid=sig, negate=True)
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node,
                        "`log(1 - sigmoid(x))`" + via(ctx, arg, None if expr is arg else expr), "log_one_minus_sigmoid",
                        fix)
