@@ -415,5 +415,5 @@ def test_rollback_arguments_are_checked_with_clear_errors():
         nanguard.GradGuard(opt, policy="rollback", spike=5.0)
     with pytest.raises(ValueError, match="needs accumulation='skip_window'"):
         nanguard.GradGuard(opt, policy="rollback", accumulation="drop")
-    with pytest.raises(ValueError, match="'rollback' is nanguard.GradGuard's only"):
+    with pytest.raises(ValueError, match="'rollback' is PyTorch's: nanguard.GradGuard in a loop you write, or its"):
         check_policy("rollback", "nanguard.GuardCallback")
