@@ -1,17 +1,31 @@
-"""The safe ops' contract at their singular points, as data: one table for every backend.
+"""The safe ops' contract as data: one table for every backend.
 
 Each :class:`Vector` names a safe op (by its catalogue name, the same in ``nanguard.torch``,
 ``nanguard.tf`` and ``nanguard.jax``), the inputs, the keyword arguments, the expected value
-and the expected gradient of ``sum(out * weights)`` taken over the finite entries of ``out``
-(an op may return -inf by convention; those entries carry no gradient). Every expectation is
-written from the math, not from running an op.
+and the expected gradient of the loss ``sum(out * weights)``. With ``loss="finite"`` (the
+singular points' default) the sum runs over the finite entries of ``out`` only (an op may
+return -inf by convention; those entries carry no gradient); with ``loss="sum"`` it runs over
+every entry, so that the gradient at a NaN or infinite output is exercised too. Every
+expectation is written from the math, not from running an op.
 
-A backend passes the contract when, for every vector and every dtype of :data:`DTYPES`:
+A backend passes the contract when, for every vector and every dtype of its ``dtypes``
+(:data:`DTYPES` unless the vector names fewer):
 
-* the value matches ``value`` within :data:`TOLERANCE` for that dtype, in that dtype;
-* every gradient entry is finite and matches ``grads`` within the same tolerance;
+* the value matches ``value`` within :data:`TOLERANCE` for that dtype, in that dtype, or
+  within ``ulps`` units in the last place of the reference for an accuracy row; an expected
+  NaN must be NaN, an expected infinity that infinity;
+* every gradient entry matches ``grads`` the same way (so it is finite where the expectation
+  is);
 * in :data:`SECOND_ORDER_DTYPES`, the gradient of a generic linear combination of the first
-  derivatives (weights ``linspace(0.5, 1.5)``) is finite: second derivatives never break.
+  derivatives (weights ``linspace(0.5, 1.5)``) is finite where the first derivatives are
+  (unless the true one overflows: ``second_overflows``), and equals ``second`` where a vector
+  gives it;
+* where the backend reads subnormal numbers as 0 (flush-to-zero: TensorFlow and XLA on CPU),
+  a vector with ``flushed`` expectations is judged by those instead: the op's convention at 0.
+
+The singular points are :data:`VECTORS`; :mod:`nanguard.core.contract_rows` adds the NaN
+policy, accuracy and range rows, and :data:`nanguard.core.contract_rows.ALL_VECTORS` is the
+whole table.
 
 Conventions of the data, so that it stays free of any framework:
 
@@ -42,6 +56,11 @@ SECOND_ORDER_DTYPES: Tuple[str, ...] = ("float32", "float64")
 # machine epsilon of each dtype: the spacing of floats just above 1
 EPS: Dict[str, float] = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
+# bits of significand (the implicit bit included) and the smallest normal exponent of each dtype
+PRECISION: Dict[str, Tuple[int, int]] = {
+    "float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022),
+}
+
 # (rtol, atol) for comparing a result computed in a dtype with the exact expectation
 TOLERANCE: Dict[str, Tuple[float, float]] = {
     "float16": (4e-3, 2e-3),
@@ -71,9 +90,36 @@ def resolve(data: Nested, dtype: str) -> Nested:
     return float(data)
 
 
+LOSSES: Tuple[str, ...] = ("finite", "sum")
+
+
+def ulp(x: float, dtype: str) -> float:
+    """The spacing of ``dtype``'s floats at ``|x|`` (at the smallest normal spacing below it)."""
+    bits, emin = PRECISION[dtype]
+    exponent = max(math.frexp(abs(x))[1] - 1, emin) if x != 0 and math.isfinite(x) else emin
+    return math.ldexp(1.0, exponent - bits + 1)
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """What a vector expects where subnormal numbers are read and written as 0."""
+
+    value: Nested
+    grads: Tuple[Nested, ...]
+
+
 @dataclass(frozen=True)
 class Vector:
-    """One point of an op's contract: inputs, keyword arguments, expected value and gradients."""
+    """One point of an op's contract: inputs, keyword arguments, expected value and gradients.
+
+    ``loss`` is ``"finite"`` (sum over the finite outputs) or ``"sum"`` (every output);
+    ``dtypes`` the dtypes the vector is judged in; ``ulps``, for an accuracy row, the
+    tolerance in units in the last place of the (high-precision) expectation; ``second`` the
+    expected second derivative (see the module docstring), when the vector pins it down;
+    ``flushed`` the expectations on a backend that flushes subnormals to zero;
+    ``second_overflows`` the dtypes in which the true second derivative is beyond the largest
+    float (tiny inputs: sqrt's at 1e-30 is -2.5e44), where it is not judged.
+    """
 
     id: str
     op: str
@@ -82,10 +128,29 @@ class Vector:
     grads: Tuple[Nested, ...]
     kwargs: Mapping[str, object] = field(default_factory=dict)
     weights: Optional[Nested] = None
+    loss: str = "finite"
+    dtypes: Tuple[str, ...] = DTYPES
+    ulps: Optional[float] = None
+    second: Optional[Tuple[Nested, ...]] = None
+    flushed: Optional[Flushed] = None
+    second_overflows: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"{self.id}: loss must be one of {LOSSES}, got {self.loss!r}")
+        unknown = set(self.dtypes) - set(DTYPES)
+        if unknown:
+            raise ValueError(f"{self.id}: unknown dtypes {sorted(unknown)}")
 
     def inputs_for(self, dtype: str) -> list:
         """The inputs with every dtype-dependent token resolved for ``dtype``."""
         return [resolve(x, dtype) for x in self.inputs]
+
+    def expected(self, flushes_subnormals: bool) -> Tuple[Nested, Tuple[Nested, ...]]:
+        """(value, grads) for a backend that keeps subnormals, or one that flushes them."""
+        if flushes_subnormals and self.flushed is not None:
+            return self.flushed.value, self.flushed.grads
+        return self.value, self.grads
 
 
 INF = math.inf
@@ -99,8 +164,11 @@ M_KEEP = [[True, True, False], [False, False, False]]  # the second row is fully
 W_ROWS = [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]  # non-uniform: a plain sum hides softmax's gradient
 
 
-def _v(id: str, op: str, inputs, value, grads, weights=None, **kwargs) -> Vector:
-    return Vector(id, op, tuple(inputs), value, tuple(grads), kwargs, weights)
+def _v(id: str, op: str, inputs, value, grads, weights=None, *, loss: str = "finite",
+       dtypes: Tuple[str, ...] = DTYPES, ulps: Optional[float] = None, second=None,
+       flushed: Optional[Flushed] = None, second_overflows: Tuple[str, ...] = (), **kwargs) -> Vector:
+    return Vector(id, op, tuple(inputs), value, tuple(grads), kwargs, weights, loss, tuple(dtypes), ulps,
+                  None if second is None else tuple(second), flushed, tuple(second_overflows))
 
 
 VECTORS: Tuple[Vector, ...] = (
