@@ -40,7 +40,17 @@ def _sp(p: float) -> float:
 
 
 NAN_VECTORS: Tuple[Vector, ...] = (
+    _v("nan/div", "div", [[NAN, NAN, 1.0, 1.0], [0.0, 2.0, NAN, 0.0]], [NAN, NAN, NAN, 0.0],
+       [[NAN, NAN, NAN, 0.0], [NAN, NAN, NAN, 0.0]], loss="sum"),
+    _v("nan/div-fill", "div", [[NAN, NAN, 1.0, 1.0], [0.0, 2.0, NAN, 0.0]], [NAN, NAN, NAN, 7.0],
+       [[NAN, NAN, NAN, 0.0], [NAN, NAN, NAN, 0.0]], loss="sum", fill=7.0),
+    _v("nan/xlogy", "xlogy", [[0.0, NAN, 1.0, NAN, 0.0], [NAN, 1.0, NAN, 0.0, 0.0]], [NAN, NAN, NAN, NAN, 0.0],
+       [[NAN, NAN, NAN, NAN, 0.0], [NAN, NAN, NAN, NAN, 0.0]], loss="sum"),
     _v("nan/entropy", "entropy", [[[NAN, 0.5], [0.0, 1.0]]], [NAN, 0.0], [[[NAN, _sp(0.5)], [0.0, -1.0]]], loss="sum"),
+    _v("nan/cross_entropy_probs", "cross_entropy_probs", [[[0.0, 1.0], [NAN, 1.0]], [[NAN, 0.5], [0.5, 0.5]]],
+       [NAN, NAN], [[[NAN, LN2], [NAN, LN2]], [[NAN, -2.0], [NAN, -2.0]]], loss="sum"),
+    _v("nan/logaddexp", "logaddexp", [[-INF, NAN, 1.0, NAN], [NAN, -INF, NAN, NAN]], [NAN, NAN, NAN, NAN],
+       [[NAN, NAN, NAN, NAN], [NAN, NAN, NAN, NAN]], loss="sum"),
     _v("nan/logsumexp", "logsumexp", [[[NAN, 0.5], [-1.0, 0.0]]], [NAN, math.log1p(math.exp(-1.0))],
        [[[NAN, NAN], [1 - SIG1, SIG1]]], loss="sum", axis=1),
     _v("nan/softmax", "softmax", [[[NAN, 0.5], [0.0, math.log(3.0)]]], [[NAN, NAN], [0.25, 0.75]],
@@ -50,15 +60,25 @@ NAN_VECTORS: Tuple[Vector, ...] = (
     _v("nan/softplus", "softplus", [[NAN, 0.0]], [NAN, LN2], [[NAN, 0.5]], loss="sum"),
     _v("nan/sqrt", "sqrt", [[NAN, 4.0]], [NAN, 2.0], [[NAN, 0.25]], loss="sum"),
     _v("nan/pow", "pow", [[NAN, 4.0]], [NAN, 32.0], [[NAN, 20.0]], loss="sum", exponent=2.5),
+    _v("nan/norm", "norm", [[[NAN, 0.0], [3.0, 4.0]]], [NAN, 5.0], [[[NAN, NAN], [0.6, 0.8]]], loss="sum", axis=-1),
     _v("nan/normalize", "normalize", [[[NAN, 0.0], [3.0, 4.0]]], [[NAN, NAN], [0.6, 0.8]],
        [[[NAN, NAN], [-0.064, 0.048]]], weights=[[1.0, 2.0], [1.0, 2.0]], loss="sum"),
+    # a NaN row against a zero row: NaN, not the zero vector's 0, in value and both gradients
+    _v("nan/cosine_similarity", "cosine_similarity",
+       [[[NAN, 1.0], [NAN, 0.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]], [NAN, NAN, R2],
+       [[[NAN, NAN], [NAN, NAN], [0.0, R2]], [[NAN, NAN], [NAN, NAN], [R2 / 2, -R2 / 2]]], loss="sum"),
     _v("nan/distance_matrix", "distance_matrix", [[[NAN, 0.0], [3.0, 4.0], [0.0, 0.0]]],
        [[NAN, NAN, NAN], [NAN, 0.0, 5.0], [NAN, 5.0, 0.0]], [[[NAN, NAN], [NAN, NAN], [NAN, NAN]]], loss="sum"),
+    _v("nan/masked_mean", "masked_mean", [[[NAN, 1.0, NAN], [2.0, 4.0, 6.0]]], [NAN, 4.0],
+       [[[NAN, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]]], loss="sum", axis=1, mask=[[True, True, False], [True, True, True]]),
     _v("nan/std", "std", [[[NAN, 1.0, 2.0], [1.0, 3.0, 5.0]]], [NAN, 2.0], [[[NAN, NAN, NAN], [-0.5, 0.0, 0.5]]],
        loss="sum", axis=1),
     _v("nan/var", "var", [[[NAN, 1.0, 2.0], [1.0, 3.0, 5.0]]], [NAN, 4.0], [[[NAN, NAN, NAN], [-2.0, 0.0, 2.0]]],
        loss="sum", axis=1),
     _v("nan/var-one", "var", [[[NAN], [5.0]]], [NAN, 0.0], [[[NAN], [0.0]]], loss="sum", axis=1),
+    # one NaN must not switch the rounding tolerance off for the other entries
+    _v("nan/acos", "acos", [["1+1ulp", NAN, 0.0]], [0.0, NAN, PI / 2], [[0.0, NAN, -1.0]], loss="sum"),
+    _v("nan/asin", "asin", [["-1-1ulp", NAN, 0.0]], [-PI / 2, NAN, 0.0], [[0.0, NAN, 1.0]], loss="sum"),
 )
 
 # softplus(x, beta) = log1p(exp(beta x)) / beta and its derivative sigmoid(beta x), at the
@@ -107,6 +127,9 @@ ACCURACY_VECTORS: Tuple[Vector, ...] = (
 _STD_HUGE = [3e38, 3e38, 1.5e38, 0.0, 1.0]  # the mean's sum overflows float32; the std is 1.5e38
 
 RANGE_VECTORS: Tuple[Vector, ...] = (
+    # tiny: b² underflows (1e-40) where a/b and its derivatives do not
+    _v("range/div-tiny", "div", [[0.0, 1e-30, 1e-20], [1e-20, 1e-20, 1e-20]], [0.0, 1e-10, 1.0],
+       [[1e20, 1e20, 1e20], [0.0, -1e10, -1e20]], dtypes=WIDE_RANGE, second_overflows=F32),
     _v("range/div-huge", "div", [[1e38, 3.0, -1e38], [1e38, 1e38, 4.0]], [1.0, 3e-38, -2.5e37],
        [[1e-38, 1e-38, 0.25], [-1e-38, 0.0, 6.25e36]], dtypes=WIDE_RANGE),
     _v("range/sqrt", "sqrt", [[1e-30, 1e-20, 1e38]], [1e-15, 1e-10, 1e19], [[5e14, 5e9, 5e-20]], dtypes=WIDE_RANGE,

@@ -179,6 +179,14 @@ VECTORS: Tuple[Vector, ...] = (
     # logaddexp: both -inf
     _v("logaddexp/-inf", "logaddexp", [[-INF, -INF, 0.0], [-INF, 0.0, 0.0]], [-INF, 0.0, LN2],
        [[0.0, 0.0, 0.5], [0.0, 1.0, 0.5]]),
+    # logaddexp(+inf, +inf) = +inf, gradient 1/2 each: the limit along a = b, as at every finite a = b
+    _v("logaddexp/+inf", "logaddexp", [[INF, INF, 0.0, -INF], [INF, 0.0, INF, INF]], [INF, INF, INF, INF],
+       [[0.5, 1.0, 0.0, 0.0], [0.5, 0.0, 1.0, 1.0]], loss="sum"),
+    # ... and at a finite a = b the second derivative is sigma'(0) = 1/4 (broadcast: the
+    # check's weights differ between the pairs; s = sigma(5) sigma(-5))
+    _v("logaddexp/second", "logaddexp", [[[0.0], [0.0]], [0.0, 5.0]],
+       [[LN2, 5.006715348489118], [LN2, 5.006715348489118]], [[[0.5066928509242848], [0.5066928509242848]],
+       [1.0, 1.9866142981514303]], second=[[[-0.006648056670790155], [0.25]], [-0.25, 0.006648056670790155]]),
     # logsumexp: an all -inf row, a masked row, NaN hidden by the mask
     _v("logsumexp/-inf-row", "logsumexp", [[[-INF, -INF, -INF], [0.0, -INF, 0.0]]], [-INF, LN2],
        [[[0.0, 0.0, 0.0], [0.5, 0.0, 0.5]]], axis=1),
@@ -199,6 +207,9 @@ VECTORS: Tuple[Vector, ...] = (
     # xlogy: 0 * log 0
     _v("xlogy/zeros", "xlogy", [[0.0, 0.0, 1.0, 2.0, -0.0], [0.0, 1.0, 1.0, math.e, math.e]],
        [0.0, 0.0, 0.0, 2.0, 0.0], [[0.0, 0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 2 / math.e, 0.0]]),
+    # second derivatives: the mixed one at x = y = 0 is 0 by the convention (∂x = 0 there), 1/y elsewhere
+    _v("xlogy/second", "xlogy", [[0.0, 0.0], [0.0, 2.0]], [0.0, 0.0], [[0.0, LN2], [0.0, 0.0]],
+       second=[[0.0, 0.75], [0.0, 0.75]]),
     # entropy: the seed and degenerate distributions
     _v("entropy/seed", "entropy", [[0.1, 0.2, 0.0, 0.7]], -sum(p * math.log(p) for p in (0.1, 0.2, 0.7)),
        [[-(math.log(0.1) + 1), -(math.log(0.2) + 1), 0.0, -(math.log(0.7) + 1)]]),

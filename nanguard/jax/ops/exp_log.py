@@ -57,25 +57,34 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
     return narrow(out, x.dtype)
 
 
-def _difference(a: jax.Array, b: jax.Array) -> jax.Array:
-    # a == b (both -inf, or both +inf) would make a - b NaN; their difference is 0 there
-    return jnp.where(a == b, jnp.zeros((), a.dtype), a - b)
+def _gap(a: jax.Array, b: jax.Array):
+    """(a - b, exp(-|a - b|)); a = b = ±inf would make a - b NaN: 0 there.
+
+    Only there: a finite a = b keeps a - b, whose derivative (1, -1) the second derivative
+    needs (1/4 at a = b; a where on every a == b made it 0). -|d| is written
+    where(d < 0, d, -d): NaN stays NaN, and its derivative at d = 0 is -1 (abs's is 0).
+    """
+    diff = jnp.where((a == b) & jnp.isinf(a), jnp.zeros((), a.dtype), a - b)
+    return diff, jnp.exp(jnp.where(diff < 0, diff, -diff))
 
 
 @jax.custom_jvp
 def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
-    return jnp.maximum(a, b) + jax.nn.softplus(-jnp.abs(_difference(a, b)))
+    return jnp.maximum(a, b) + jnp.log1p(_gap(a, b)[1])
 
 
 @_logaddexp.defjvp
 def _logaddexp_jvp(primals, tangents):
     (a, b), (ta, tb) = primals, tangents
-    diff = _difference(a, b)
-    # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at a = b = -inf
-    dead = jnp.maximum(a, b) == _NEG_INF
-    share = jnp.where(dead, jnp.zeros((), a.dtype), jax.nn.sigmoid(diff))
-    rest = jnp.where(dead, jnp.zeros((), a.dtype), jax.nn.sigmoid(-diff))
-    return _logaddexp(a, b), ta * share + tb * rest
+    diff, e = _gap(a, b)
+    # d/da = sigmoid(a - b), exact even where a and b are huge and close: 1 / (1 + e) for the
+    # larger input, e / (1 + e) for the other, from the value's one exp. 0 for both at
+    # a = b = -inf, 1/2 at a = b = +inf (diff 0); a NaN in either gives NaN
+    dead = (a == _NEG_INF) & (b == _NEG_INF)
+    larger = jnp.where(dead, jnp.zeros((), a.dtype), 1 / (1 + e))
+    smaller = e * larger
+    ahead = diff >= 0
+    return _logaddexp(a, b), ta * jnp.where(ahead, larger, smaller) + tb * jnp.where(ahead, smaller, larger)
 
 
 def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
@@ -89,6 +98,7 @@ def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
 
     Singular points:
         * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
+        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
         * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:

@@ -55,13 +55,17 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
 
 @tf.custom_gradient
 def _logaddexp(a: tf.Tensor, b: tf.Tensor):
-    # a == b (both -inf, or both +inf) would make a - b NaN; their difference is 0 there
-    diff = select(tf.equal(a, b), tf.zeros_like(a), a - b)
+    # a = b = ±inf would make a - b NaN; their difference is 0 there. Only there: a finite
+    # a = b keeps a - b, whose derivative (1, -1) the second derivative needs (1/4 at a = b)
+    same_inf = tf.logical_and(tf.equal(a, b), tf.math.is_inf(a))
+    diff = select(same_inf, tf.zeros_like(a), a - b)
     out = tf.maximum(a, b) + tf.nn.softplus(-tf.abs(diff))
 
     def grad(upstream):
-        # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at a = b = -inf
-        dead = tf.equal(tf.maximum(a, b), _NEG_INF)
+        # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at
+        # a = b = -inf, 1/2 at a = b = +inf (diff 0). Both compared, not max(a, b): XLA's max
+        # of -inf and NaN is -inf, which took a NaN for a dead pair (gradient 0, not NaN)
+        dead = tf.logical_and(tf.equal(a, _NEG_INF), tf.equal(b, _NEG_INF))
         zero = tf.zeros_like(upstream)
         return (select(dead, zero, upstream * tf.sigmoid(diff)),
                 select(dead, zero, upstream * tf.sigmoid(-diff)))
@@ -80,6 +84,7 @@ def logaddexp(a: tf.Tensor, b: Union[tf.Tensor, float]) -> tf.Tensor:
 
     Singular points:
         * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
+        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
         * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:

@@ -191,10 +191,12 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     TensorFlow's binary ops.
 
     Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
+        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare);
+          but NaN, with NaN gradients, when the other vector holds NaN.
 
-    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
-    error; :func:`acos` accepts that.
+    Huge vectors give the exact cosine; subnormal ones count as 0 where TensorFlow flushes
+    subnormals (its CPU kernels and XLA do). The value can exceed 1 by a rounding error;
+    :func:`acos` accepts that.
 
     Example:
         >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])
@@ -208,4 +210,18 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = broadcast_pair(widen(narrow(a, dtype)), widen(narrow(b, dtype)))
-    return narrow(tf.reduce_sum(unit(wa, axis) * unit(wb, axis), axis=axis), dtype)
+    cos = tf.reduce_sum(unit(wa, axis) * unit(wb, axis), axis=axis)
+    return narrow(tf.cond(tf.reduce_any(tf.math.is_nan(cos)), lambda: _nan_to_both(cos, wa, wb, axis),
+                          lambda: cos), dtype)
+
+
+def _nan_to_both(cos: tf.Tensor, a: tf.Tensor, b: tf.Tensor, axis: int) -> tf.Tensor:
+    """``cos`` (value unchanged), with a NaN gradient for every entry of both vectors of a NaN slice.
+
+    A NaN vector against a zero vector: the zero vector's convention (gradient 0) would
+    otherwise hide the NaN from its gradient. Native ops only: a ``tf.cond`` branch.
+    """
+    marks = tf.stop_gradient(tf.where(tf.math.is_nan(cos), cos, tf.zeros_like(cos)))
+    # x · 0 over the finite entries: value 0, derivative 0, which the NaN marks turn into NaN
+    finite = [tf.where(tf.math.is_finite(t), t, tf.zeros_like(t)) for t in (a, b)]
+    return cos + marks * tf.reduce_sum(finite[0] * 0 + finite[1] * 0, axis=axis)

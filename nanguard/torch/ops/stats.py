@@ -12,6 +12,7 @@ from nanguard.torch.ops._core import (
     apply_op,
     can_branch_on_data,
     compute_dtype,
+    nan_marks,
     numel_over,
     pow2_scale,
     public_op,
@@ -35,7 +36,7 @@ class _ZeroSpread(SafeFunction):
     @staticmethod
     def forward(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) -> torch.Tensor:
         # 0, except that a NaN in the slice stays NaN (NaN from the data is never hidden)
-        return _nan_marks(x).sum(dim=dims, keepdim=keepdim)
+        return nan_marks(x).sum(dim=dims, keepdim=keepdim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -44,12 +45,7 @@ class _ZeroSpread(SafeFunction):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (x,) = ctx.saved_tensors
-        return _nan_marks(x.detach()), None, None
-
-
-def _nan_marks(x: torch.Tensor) -> torch.Tensor:
-    """0 for every number, NaN for NaN (an inf counts as a number here)."""
-    return torch.where(torch.isnan(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
+        return nan_marks(x.detach()), None, None
 
 
 def _prepare(x: torch.Tensor, dim: Dim, correction: object, op: str):
