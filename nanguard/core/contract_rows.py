@@ -122,6 +122,14 @@ _NEAR_STD_GRAD = [-0.2041241452319315, -0.14580296087995107, -0.0874817765279706
                   0.029160592175990215, 0.08748177652797065, 0.14580296087995107, 0.2041241452319315]
 
 ACCURACY_VECTORS: Tuple[Vector, ...] = (
+    _v("accuracy/std-nearly-constant-32", "std", [_NEAR_32], 0.00029900997836708714, [_NEAR_STD_GRAD],
+       dtypes=("float32",), ulps=4),
+    _v("accuracy/std-nearly-constant-64", "std", [_NEAR_64], 5.569494857771083e-13, [_NEAR_STD_GRAD],
+       dtypes=("float64",), ulps=4),
+    _v("accuracy/var-nearly-constant-32", "var", [_NEAR_32], 6.0 * 2.0**-26,
+       [[2.0**-13 * 2 * (k - 3.5) / 7 for k in range(8)]], dtypes=("float32",), ulps=4),
+    _v("accuracy/var-nearly-constant-64", "var", [_NEAR_64], 6.0 * 2.0**-84,
+       [[2.0**-42 * 2 * (k - 3.5) / 7 for k in range(8)]], dtypes=("float64",), ulps=4),
 )
 
 _STD_HUGE = [3e38, 3e38, 1.5e38, 0.0, 1.0]  # the mean's sum overflows float32; the std is 1.5e38
@@ -135,6 +143,11 @@ RANGE_VECTORS: Tuple[Vector, ...] = (
     _v("range/sqrt", "sqrt", [[1e-30, 1e-20, 1e38]], [1e-15, 1e-10, 1e19], [[5e14, 5e9, 5e-20]], dtypes=WIDE_RANGE,
        second_overflows=F32),
     _v("range/softplus", "softplus", [[1e38, -1e38, 1e-30]], [1e38, 0.0, LN2], [[1.0, 0.0, 0.5]], dtypes=WIDE_RANGE),
+    _v("range/std-huge", "std", [_STD_HUGE], 1.5e38, [[0.25, 0.25, 0.0, -0.25, -0.25]], dtypes=WIDE_RANGE),
+    # not equally spaced: there the weights of the second-derivative check lie along x - mean,
+    # which std's Hessian annihilates (0 from terms of 1e30: pure rounding)
+    _v("range/std-tiny", "std", [[1e-30, 2e-30, 4e-30]], 1.5275252316519467e-30,
+       [[-0.4364357804719848, -0.1091089451179962, 0.5455447255899809]], dtypes=WIDE_RANGE),
     _v("range/logaddexp", "logaddexp", [[1e38, -1e38, 1e-30], [1e38, 1e38, -1e-30]], [1e38 + LN2, 1e38, LN2],
        [[0.5, 0.0, 0.5], [0.5, 1.0, 0.5]], dtypes=WIDE_RANGE),
 )

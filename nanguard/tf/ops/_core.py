@@ -145,6 +145,25 @@ def nan_term(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     return tf.reduce_sum(marks * marks, axis=axes, keepdims=True)  # d/dx = 2·marks: NaN or 0
 
 
+# the exponent bits of each floating dtype, and the largest power of two whose reciprocal
+# is still normal (XLA multiplies by a reciprocal, and flushes a subnormal one to 0)
+_EXPONENT_BITS = {tf.float32: (tf.int32, 0x7F800000, 2.0**126), tf.float64: (tf.int64, 0x7FF0000000000000, 2.0**1022)}
+
+
+def pow2_scale(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """A power of two in (max|x| / 2, max|x|] over ``axes`` (keepdims; at most 2**126 in
+    float32), 1 for slices that are all zero, subnormal or not finite; a constant.
+
+    Dividing by it is exact, so a computation on ``x / scale`` neither overflows nor
+    underflows and loses nothing: the rescue of the norm-like reductions (``std`` of 3e38s).
+    """
+    ints, mask, cap = _EXPONENT_BITS[x.dtype]
+    top = tf.stop_gradient(tf.reduce_max(tf.abs(x), axis=axes, keepdims=True))
+    power = tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(top, ints), tf.constant(mask, ints)), x.dtype)
+    usable = tf.logical_and(power > 0, tf.math.is_finite(power))
+    return tf.minimum(tf.where(usable, power, tf.ones_like(power)), cap)
+
+
 def reciprocal_sqrt_or_zero(x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
     """scale / sqrt(x) for x > 0, 0 at x = 0, NaN for x < 0 or NaN; derivative -scale·x^(-3/2)/2 by the same rule.
 

@@ -161,9 +161,13 @@ class _Std(SafeFunction):
         # (a subnormal std may even have rounded to 0 for a slice that is not constant).
         # `std != 0`, not `std > 0`: a NaN std gives a NaN gradient, not the constant-slice 0
         if torch.is_grad_enabled():
+            # on inputs scaled by a power of two (a constant: every derivative stays exact),
+            # so that neither the centring of huge entries nor std² in the derivative of
+            # 1 / std overflows or underflows
+            scale = pow2_scale(x.detach(), dims)
             positive = std != 0
-            safe_std = torch.where(positive, std, torch.ones_like(std))
-            ratio = _centred(x, dims) / safe_std
+            safe_std = torch.where(positive, std / scale, torch.ones_like(std))
+            ratio = _centred(x / scale, dims) / safe_std
             return torch.where(positive, ratio * (grad / ctx.dof), torch.zeros_like(ratio)), None, None, None
         finfo = torch.finfo(std.dtype)
         lo, hi = finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4
