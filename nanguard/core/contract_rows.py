@@ -122,6 +122,13 @@ _NEAR_STD_GRAD = [-0.2041241452319315, -0.14580296087995107, -0.0874817765279706
                   0.029160592175990215, 0.08748177652797065, 0.14580296087995107, 0.2041241452319315]
 
 ACCURACY_VECTORS: Tuple[Vector, ...] = (
+    _v("accuracy/softplus", "softplus", [_SOFTPLUS_1_X], _SOFTPLUS_1[0], [_SOFTPLUS_1[1]], dtypes=FULL, ulps=4),
+    _v("accuracy/softplus-beta-0.3", "softplus", [_SOFTPLUS_03_X], _SOFTPLUS_03[0], [_SOFTPLUS_03[1]], dtypes=FULL,
+       ulps=4, beta=0.3),
+    _v("accuracy/softplus-beta-0.3-tail", "softplus", [_SOFTPLUS_03_WIDE_X], _SOFTPLUS_03_WIDE[0],
+       [_SOFTPLUS_03_WIDE[1]], dtypes=F64, ulps=4, beta=0.3),
+    _v("accuracy/softplus-beta-7", "softplus", [_SOFTPLUS_7_X], _SOFTPLUS_7[0], [_SOFTPLUS_7[1]], dtypes=FULL,
+       ulps=4, beta=7.0),
     _v("accuracy/std-nearly-constant-32", "std", [_NEAR_32], 0.00029900997836708714, [_NEAR_STD_GRAD],
        dtypes=("float32",), ulps=4),
     _v("accuracy/std-nearly-constant-64", "std", [_NEAR_64], 5.569494857771083e-13, [_NEAR_STD_GRAD],
@@ -143,6 +150,9 @@ RANGE_VECTORS: Tuple[Vector, ...] = (
     _v("range/sqrt", "sqrt", [[1e-30, 1e-20, 1e38]], [1e-15, 1e-10, 1e19], [[5e14, 5e9, 5e-20]], dtypes=WIDE_RANGE,
        second_overflows=F32),
     _v("range/softplus", "softplus", [[1e38, -1e38, 1e-30]], [1e38, 0.0, LN2], [[1.0, 0.0, 0.5]], dtypes=WIDE_RANGE),
+    # beta * x overflows (7e38) where softplus is x
+    _v("range/softplus-beta", "softplus", [[1e38, -1e38, 1e-30]], [1e38, 0.0, LN2 / 7], [[1.0, 0.0, 0.5]],
+       dtypes=WIDE_RANGE, beta=7.0),
     _v("range/std-huge", "std", [_STD_HUGE], 1.5e38, [[0.25, 0.25, 0.0, -0.25, -0.25]], dtypes=WIDE_RANGE),
     # not equally spaced: there the weights of the second-derivative check lie along x - mean,
     # which std's Hessian annihilates (0 from terms of 1e30: pure rounding)
