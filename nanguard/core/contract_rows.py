@@ -13,9 +13,11 @@ same judging) and are run by the same tests, on every backend and execution mode
 * :data:`ACCURACY_VECTORS`: value and gradient within ``ulps`` units in the last place of a
   reference computed once with mpmath at 200 bits (``tests/contract/test_vectors.py`` checks the
   literals where mpmath is installed). Inputs are exact in every dtype the row names.
-* :data:`RANGE_VECTORS`: tiny (1e-20, 1e-30), huge (1e38) and subnormal inputs. A subnormal
-  row carries ``flushed`` expectations for backends that read subnormals as 0 (TensorFlow and
-  XLA on CPU): there the op gives its convention at 0.
+* :data:`RANGE_VECTORS`: tiny (1e-20, 1e-30) and huge (1e38) inputs, exact on every backend.
+* :data:`SUBNORMAL_VECTORS`: subnormal inputs, exact where the platform keeps subnormals
+  (torch on CPU), with ``flushed`` expectations for backends that read subnormals as 0
+  (TensorFlow's CPU kernels and XLA on CPU, so every JAX mode): there the op gives its
+  convention at 0 (``sqrt``: 0, gradient 0; ``div``: ``fill``; ``norm``: the zero vector).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Tuple
 
-from nanguard.core.vectors import LN2, VECTORS, Vector, _v
+from nanguard.core.vectors import LN2, VECTORS, Flushed, Vector, _v
 
 NAN = math.nan
 INF = math.inf
@@ -158,9 +160,40 @@ RANGE_VECTORS: Tuple[Vector, ...] = (
     # which std's Hessian annihilates (0 from terms of 1e30: pure rounding)
     _v("range/std-tiny", "std", [[1e-30, 2e-30, 4e-30]], 1.5275252316519467e-30,
        [[-0.4364357804719848, -0.1091089451179962, 0.5455447255899809]], dtypes=WIDE_RANGE),
+    # rows 4e-21 apart: the squared differences underflow (1e-40) where the distance does not.
+    # The second derivative (~1 / d = 2e20) is finite but not judged: torch's and JAX's pass
+    # through d² (1e-41, below the smallest normal float32) and overflow (open, issue 29)
+    _v("range/distance-close", "distance_matrix", [[[0.0, 0.0], [3 * 2.0**-70, 4 * 2.0**-70]]],
+       [[0.0, 5 * 2.0**-70], [5 * 2.0**-70, 0.0]], [[[-1.2, -1.6], [1.2, 1.6]]], dtypes=WIDE_RANGE, ulps=2,
+       second_overflows=F32),
     _v("range/logaddexp", "logaddexp", [[1e38, -1e38, 1e-30], [1e38, 1e38, -1e-30]], [1e38 + LN2, 1e38, LN2],
        [[0.5, 0.0, 0.5], [0.5, 1.0, 0.5]], dtypes=WIDE_RANGE),
 )
 
+
+def _subnormal_rows(dtype: str, k: int) -> Tuple[Vector, ...]:
+    """Subnormal inputs of ``dtype`` (its smallest normal is 2**-k): exact where the platform
+    keeps subnormals (torch on CPU), the op's convention at 0 where it flushes them (TF, XLA
+    on CPU). Values are powers of two (exact); the derivatives at subnormals are near the
+    largest float, and the second ones beyond it."""
+    t = 2.0**-k
+    small_b = 0.75 * t  # subnormal; the normal a = t over it is 4/3, ∂b = -a/b² is finite
+    return (
+        _v(f"subnormal/sqrt-{dtype}", "sqrt", [[t / 64, 4.0]], [math.sqrt(t) / 8, 2.0], [[4 / math.sqrt(t), 0.25]],
+           dtypes=(dtype,), ulps=1, second_overflows=(dtype,),
+           flushed=Flushed([0.0, 2.0], ([0.0, 0.25],))),
+        # div(normal, subnormal): the quotient where subnormals are kept, fill (b = 0) where flushed
+        _v(f"subnormal/div-{dtype}", "div", [[t, 1.0], [small_b, 2.0]], [4 / 3, 0.5],
+           [[1 / small_b, 0.5], [-(4 / 3) / small_b, -0.25]], dtypes=(dtype,), ulps=2, second_overflows=(dtype,),
+           flushed=Flushed([0.0, 0.5], ([0.0, 0.5], [0.0, -0.25]))),
+        # a subnormal vector: its length (subnormal too) and direction; the zero vector where flushed
+        _v(f"subnormal/norm-{dtype}", "norm", [[[3 * t / 64, 4 * t / 64], [3.0, 4.0]]], [5 * t / 64, 5.0],
+           [[[0.6, 0.8], [0.6, 0.8]]], dtypes=(dtype,), ulps=2, second_overflows=(dtype,), axis=-1,
+           flushed=Flushed([0.0, 5.0], ([[0.0, 0.0], [0.6, 0.8]],))),
+    )
+
+
+SUBNORMAL_VECTORS: Tuple[Vector, ...] = _subnormal_rows("float32", 126) + _subnormal_rows("float64", 1022)
+
 # the whole contract: singular points first
-ALL_VECTORS: Tuple[Vector, ...] = VECTORS + NAN_VECTORS + ACCURACY_VECTORS + RANGE_VECTORS
+ALL_VECTORS: Tuple[Vector, ...] = VECTORS + NAN_VECTORS + ACCURACY_VECTORS + RANGE_VECTORS + SUBNORMAL_VECTORS

@@ -105,7 +105,9 @@ def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
 
     ``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
     ``tf.norm`` of ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of
-    the range.
+    the range: huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries
+    (below 1.2e-38 in float32) read as 0, since TensorFlow's CPU kernels and XLA flush
+    subnormals: a subnormal vector is the zero vector there (value 0, gradient 0).
 
     Singular points:
         * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
@@ -135,7 +137,7 @@ def _unit_value(x: tf.Tensor, n: tf.Tensor, axis: int) -> tf.Tensor:
 
 
 def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
-    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
+    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and tiny vectors."""
 
     @tf.custom_gradient
     def unit_vector(x):
@@ -161,8 +163,9 @@ def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
 
     ``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
     ``1e-6`` come out shorter than 1, and ``keras.ops.normalize`` has a NaN second derivative
-    at the zero vector. This op is exact for every nonzero vector, subnormal and huge ones
-    included.
+    at the zero vector. This op is exact for every nonzero vector, tiny (1e-30) and huge ones
+    included; subnormal entries read as 0 where TensorFlow flushes subnormals (its CPU
+    kernels and XLA do), so a subnormal vector is the zero vector there.
 
     Singular points:
         * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
