@@ -1,17 +1,31 @@
-"""The safe ops' contract at their singular points, as data: one table for every backend.
+"""The safe ops' contract as data: one table for every backend.
 
 Each :class:`Vector` names a safe op (by its catalogue name, the same in ``nanguard.torch``,
 ``nanguard.tf`` and ``nanguard.jax``), the inputs, the keyword arguments, the expected value
-and the expected gradient of ``sum(out * weights)`` taken over the finite entries of ``out``
-(an op may return -inf by convention; those entries carry no gradient). Every expectation is
-written from the math, not from running an op.
+and the expected gradient of the loss ``sum(out * weights)``. With ``loss="finite"`` (the
+singular points' default) the sum runs over the finite entries of ``out`` only (an op may
+return -inf by convention; those entries carry no gradient); with ``loss="sum"`` it runs over
+every entry, so that the gradient at a NaN or infinite output is exercised too. Every
+expectation is written from the math, not from running an op.
 
-A backend passes the contract when, for every vector and every dtype of :data:`DTYPES`:
+A backend passes the contract when, for every vector and every dtype of its ``dtypes``
+(:data:`DTYPES` unless the vector names fewer):
 
-* the value matches ``value`` within :data:`TOLERANCE` for that dtype, in that dtype;
-* every gradient entry is finite and matches ``grads`` within the same tolerance;
+* the value matches ``value`` within :data:`TOLERANCE` for that dtype, in that dtype, or
+  within ``ulps`` units in the last place of the reference for an accuracy row; an expected
+  NaN must be NaN, an expected infinity that infinity;
+* every gradient entry matches ``grads`` the same way (so it is finite where the expectation
+  is);
 * in :data:`SECOND_ORDER_DTYPES`, the gradient of a generic linear combination of the first
-  derivatives (weights ``linspace(0.5, 1.5)``) is finite: second derivatives never break.
+  derivatives (weights ``linspace(0.5, 1.5)``) is finite where the first derivatives are
+  (unless the true one overflows: ``second_overflows``), and equals ``second`` where a vector
+  gives it;
+* where the backend reads subnormal numbers as 0 (flush-to-zero: TensorFlow and XLA on CPU),
+  a vector with ``flushed`` expectations is judged by those instead: the op's convention at 0.
+
+The singular points are :data:`VECTORS`; :mod:`nanguard.core.contract_rows` adds the NaN
+policy, accuracy and range rows, and :data:`nanguard.core.contract_rows.ALL_VECTORS` is the
+whole table.
 
 Conventions of the data, so that it stays free of any framework:
 
@@ -44,6 +58,11 @@ SECOND_ORDER_DTYPES: Tuple[str, ...] = ("float32", "float64")
 # machine epsilon of each dtype: the spacing of floats just above 1 (`nanguard.core.dtypes`)
 EPS: Dict[str, float] = {name: LIMITS[name].eps for name in DTYPES}
 
+# bits of significand (the implicit bit included) and the smallest normal exponent of each dtype
+PRECISION: Dict[str, Tuple[int, int]] = {
+    "float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022),
+}
+
 # (rtol, atol) for comparing a result computed in a dtype with the exact expectation
 TOLERANCE: Dict[str, Tuple[float, float]] = {
     "float16": (4e-3, 2e-3),
@@ -75,9 +94,36 @@ def resolve(data: Nested, dtype: str) -> Nested:
     raise TypeError(f"a contract value is a number, a token or a list of them, got {type(data).__name__}")
 
 
+LOSSES: Tuple[str, ...] = ("finite", "sum")
+
+
+def ulp(x: float, dtype: str) -> float:
+    """The spacing of ``dtype``'s floats at ``|x|`` (at the smallest normal spacing below it)."""
+    bits, emin = PRECISION[dtype]
+    exponent = max(math.frexp(abs(x))[1] - 1, emin) if x != 0 and math.isfinite(x) else emin
+    return math.ldexp(1.0, exponent - bits + 1)
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """What a vector expects where subnormal numbers are read and written as 0."""
+
+    value: Nested
+    grads: Tuple[Nested, ...]
+
+
 @dataclass(frozen=True)
 class Vector:
-    """One point of an op's contract: inputs, keyword arguments, expected value and gradients."""
+    """One point of an op's contract: inputs, keyword arguments, expected value and gradients.
+
+    ``loss`` is ``"finite"`` (sum over the finite outputs) or ``"sum"`` (every output);
+    ``dtypes`` the dtypes the vector is judged in; ``ulps``, for an accuracy row, the
+    tolerance in units in the last place of the (high-precision) expectation; ``second`` the
+    expected second derivative (see the module docstring), when the vector pins it down;
+    ``flushed`` the expectations on a backend that flushes subnormals to zero;
+    ``second_overflows`` the dtypes in which the true second derivative is beyond the largest
+    float (tiny inputs: sqrt's at 1e-30 is -2.5e44), where it is not judged.
+    """
 
     id: str
     op: str
@@ -86,10 +132,29 @@ class Vector:
     grads: Tuple[Nested, ...]
     kwargs: Mapping[str, object] = field(default_factory=dict)
     weights: Optional[Nested] = None
+    loss: str = "finite"
+    dtypes: Tuple[str, ...] = DTYPES
+    ulps: Optional[float] = None
+    second: Optional[Tuple[Nested, ...]] = None
+    flushed: Optional[Flushed] = None
+    second_overflows: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"{self.id}: loss must be one of {LOSSES}, got {self.loss!r}")
+        unknown = set(self.dtypes) - set(DTYPES)
+        if unknown:
+            raise ValueError(f"{self.id}: unknown dtypes {sorted(unknown)}")
 
     def inputs_for(self, dtype: str) -> List[Nested]:
         """The inputs with every dtype-dependent token resolved for ``dtype``."""
         return [resolve(x, dtype) for x in self.inputs]
+
+    def expected(self, flushes_subnormals: bool) -> Tuple[Nested, Tuple[Nested, ...]]:
+        """(value, grads) for a backend that keeps subnormals, or one that flushes them."""
+        if flushes_subnormals and self.flushed is not None:
+            return self.flushed.value, self.flushed.grads
+        return self.value, self.grads
 
 
 INF = math.inf
@@ -104,8 +169,11 @@ W_ROWS = [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]  # non-uniform: a plain sum hides so
 
 
 def _v(id: str, op: str, inputs: Sequence[Nested], value: Nested, grads: Sequence[Nested],
-       weights: Optional[Nested] = None, **kwargs: object) -> Vector:
-    return Vector(id, op, tuple(inputs), value, tuple(grads), kwargs, weights)
+       weights: Optional[Nested] = None, *, loss: str = "finite", dtypes: Sequence[str] = DTYPES,
+       ulps: Optional[float] = None, second: Optional[Sequence[Nested]] = None,
+       flushed: Optional[Flushed] = None, second_overflows: Sequence[str] = (), **kwargs: object) -> Vector:
+    return Vector(id, op, tuple(inputs), value, tuple(grads), kwargs, weights, loss, tuple(dtypes), ulps,
+                  None if second is None else tuple(second), flushed, tuple(second_overflows))
 
 
 VECTORS: Tuple[Vector, ...] = (
@@ -116,6 +184,14 @@ VECTORS: Tuple[Vector, ...] = (
     # logaddexp: both -inf
     _v("logaddexp/-inf", "logaddexp", [[-INF, -INF, 0.0], [-INF, 0.0, 0.0]], [-INF, 0.0, LN2],
        [[0.0, 0.0, 0.5], [0.0, 1.0, 0.5]]),
+    # logaddexp(+inf, +inf) = +inf, gradient 1/2 each: the limit along a = b, as at every finite a = b
+    _v("logaddexp/+inf", "logaddexp", [[INF, INF, 0.0, -INF], [INF, 0.0, INF, INF]], [INF, INF, INF, INF],
+       [[0.5, 1.0, 0.0, 0.0], [0.5, 0.0, 1.0, 1.0]], loss="sum"),
+    # ... and at a finite a = b the second derivative is sigma'(0) = 1/4 (broadcast: the
+    # check's weights differ between the pairs; s = sigma(5) sigma(-5))
+    _v("logaddexp/second", "logaddexp", [[[0.0], [0.0]], [0.0, 5.0]],
+       [[LN2, 5.006715348489118], [LN2, 5.006715348489118]], [[[0.5066928509242848], [0.5066928509242848]],
+       [1.0, 1.9866142981514303]], second=[[[-0.006648056670790155], [0.25]], [-0.25, 0.006648056670790155]]),
     # logsumexp: an all -inf row, a masked row, NaN hidden by the mask
     _v("logsumexp/-inf-row", "logsumexp", [[[-INF, -INF, -INF], [0.0, -INF, 0.0]]], [-INF, LN2],
        [[[0.0, 0.0, 0.0], [0.5, 0.0, 0.5]]], axis=1),
@@ -136,6 +212,9 @@ VECTORS: Tuple[Vector, ...] = (
     # xlogy: 0 * log 0
     _v("xlogy/zeros", "xlogy", [[0.0, 0.0, 1.0, 2.0, -0.0], [0.0, 1.0, 1.0, math.e, math.e]],
        [0.0, 0.0, 0.0, 2.0, 0.0], [[0.0, 0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 2 / math.e, 0.0]]),
+    # second derivatives: the mixed one at x = y = 0 is 0 by the convention (∂x = 0 there), 1/y elsewhere
+    _v("xlogy/second", "xlogy", [[0.0, 0.0], [0.0, 2.0]], [0.0, 0.0], [[0.0, LN2], [0.0, 0.0]],
+       second=[[0.0, 0.75], [0.0, 0.75]]),
     # entropy: the seed and degenerate distributions
     _v("entropy/seed", "entropy", [[0.1, 0.2, 0.0, 0.7]], -sum(p * math.log(p) for p in (0.1, 0.2, 0.7)),
        [[-(math.log(0.1) + 1), -(math.log(0.2) + 1), 0.0, -(math.log(0.7) + 1)]]),

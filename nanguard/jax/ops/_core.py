@@ -64,10 +64,26 @@ def divide_no_nan(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.where(zero, jnp.zeros((), a.dtype), a / jnp.where(zero, jnp.ones((), b.dtype), b))
 
 
-def xdivy(x: jax.Array, y: jax.Array) -> jax.Array:
-    """x / y, and 0 where x = 0 (y = 0 included), with derivatives that follow the same rule."""
-    zero = x == 0
-    return jnp.where(zero, jnp.zeros((), x.dtype), x / jnp.where(zero, jnp.ones((), y.dtype), y))
+@jax.custom_jvp
+def ratio_unless_both_zero(x: jax.Array, y: jax.Array) -> jax.Array:
+    """x / y, and 0 where x = y = 0 only; derivatives 1/y and -(x/y)/y, 0 at x = y = 0.
+
+    Unlike a divide that is 0 wherever x = 0, x = 0 < y is the quotient itself: its value 0
+    is the same, but its derivative in x, 1/y, is not cut off, and ``0 / NaN`` is NaN. The
+    derivative in y is this op again (never x·y⁻², which is 0·inf = NaN for y = 1e-20 in
+    float32).
+    """
+    both_zero = (x == 0) & (y == 0)
+    return jnp.where(both_zero, jnp.zeros((), x.dtype), x / jnp.where(both_zero, jnp.ones((), y.dtype), y))
+
+
+@ratio_unless_both_zero.defjvp
+def _ratio_jvp(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    out = ratio_unless_both_zero(x, y)
+    both_zero = (x == 0) & (y == 0)
+    inverse = ratio_unless_both_zero(jnp.where(both_zero, jnp.zeros((), x.dtype), jnp.ones((), x.dtype)), y)
+    return out, tx * inverse - ty * ratio_unless_both_zero(out, y)
 
 
 @jax.custom_jvp

@@ -17,10 +17,26 @@ def _differences(x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.expand_dims(x, -2) - jnp.expand_dims(y, -3)  # (..., n, m, d)
 
 
+def _may_be_close(x: jax.Array, y: jax.Array) -> jax.Array:
+    """Whether two rows may differ by less than sqrt(smallest normal) without being equal
+    (their squared differences underflow, or are flushed to 0): only where some entry is
+    nonzero and below 4 sqrt(tiny) / eps (2**-38 in float32, 2**-457 in float64), since a
+    nonzero difference of larger floats, or of one and 0, is at least an ulp of that bound,
+    whose square (2**-122 in float32) is normal.
+    O((n + m) d): rows of ordinary data never take the second pass."""
+    info = jnp.finfo(x.dtype)
+    threshold = 4 * float(info.tiny) ** 0.5 / float(info.eps)
+
+    def tiny(t):
+        return jnp.any((t != 0) & (jnp.abs(t) < threshold))
+
+    return tiny(x) | tiny(y)
+
+
 @jax.custom_jvp
 def _distances(x: jax.Array, y: jax.Array) -> jax.Array:
     """|x_i - y_j| (..., n, m), exact over the whole range; the differences stay fused into the reduction."""
-    return jnp.squeeze(norm_value(_differences, (x, y), (max(x.ndim, y.ndim),), zeros_expected=True), -1)
+    return jnp.squeeze(norm_value(_differences, (x, y), (max(x.ndim, y.ndim),), may_hide=_may_be_close), -1)
 
 
 @_distances.defjvp
@@ -47,8 +63,10 @@ def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
     Singular points:
         * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
           (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
-        * rows closer than sqrt(smallest normal float) (~1e-19 in float32) count as
-          identical (their squared differences underflow); huge distances are exact.
+        * rows closer than sqrt(smallest normal float) (~1e-19 in float32), whose squared
+          differences underflow, are exact, as huge distances are (a second pass, taken
+          only when some entry is nonzero and below 2**-38 in float32). Where XLA flushes
+          subnormals (CPU), entries below the smallest normal float read as 0.
 
     Args:
         x: ``(..., n, d)`` floating array.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional, Union
 
 import jax
@@ -23,13 +24,38 @@ from nanguard.jax._checks import (
 from nanguard.jax.ops._core import divide_no_nan, keep_axes, narrow, widen
 
 
+@partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _div(a: jax.Array, b: jax.Array, fill: float) -> jax.Array:
-    # divide_no_nan is a double where: its derivatives at b = 0 are 0 at every order
     quotient = divide_no_nan(a, b)
-    if fill == 0:
-        return jnp.where(jnp.isnan(a), a, quotient)  # divide_no_nan(NaN, 0) is 0: keep the NaN
-    filled = (b == 0) & ~jnp.isnan(a)
-    return jnp.where(filled, jnp.asarray(fill, a.dtype), quotient)
+    if fill != 0:
+        quotient = jnp.where(b == 0, jnp.asarray(fill, a.dtype), quotient)
+    # divide_no_nan(NaN, 0) is 0, and the fill would replace it too: keep the NaN
+    return jnp.where(jnp.isnan(a), a, quotient)
+
+
+@_div.defjvp
+def _div_jvp(fill, primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    out = _div(a, b, fill)
+    # d/da = 1/b, d/db = -(a/b)/b: 0 where b = 0 (the result does not depend on them), NaN at
+    # a NaN quotient (NaN in, NaN out: 1/b does not read a; (a/b)/b is NaN by itself). Both
+    # are quotients by b again, never a·b⁻² (JAX's own: 0·inf = NaN at a = 0, b = 1e-20).
+    regular = _over(ta, b) - tb * _over(out, b)
+    return out, jnp.where(jnp.isnan(out), (ta + tb) * out, regular)
+
+
+@jax.custom_jvp
+def _over(u: jax.Array, b: jax.Array) -> jax.Array:
+    """u / b, 0 where b = 0; its derivatives are quotients by b again (at every order)."""
+    zero = b == 0
+    return jnp.where(zero, jnp.zeros((), u.dtype), u / jnp.where(zero, jnp.ones((), b.dtype), b))
+
+
+@_over.defjvp
+def _over_jvp(primals, tangents):
+    (u, b), (tu, tb) = primals, tangents
+    q = _over(u, b)
+    return q, _over(tu, b) - tb * _over(q, b)
 
 
 def div(a: Union[jax.Array, float], b: Union[jax.Array, float], fill: float = 0.0) -> jax.Array:
@@ -47,8 +73,12 @@ def div(a: Union[jax.Array, float], b: Union[jax.Array, float], fill: float = 0.
     Singular points:
         * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``,
           gradient 0 for ``a`` and ``b`` (the result does not depend on them there).
-        * ``a`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never hidden).
-        * tiny nonzero ``b``: the exact quotient, which may overflow to inf.
+        * ``a`` or ``b`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never
+          hidden), and NaN gradients for both.
+        * tiny nonzero ``b``: the exact quotient, which may overflow to inf; the derivatives
+          never square ``b`` (``div(0, 1e-20)`` has ∂b = 0, not 0·inf). A subnormal ``b``
+          counts as 0 where XLA flushes subnormals (on CPU): ``div(1e-30, 1e-40)`` is
+          ``fill`` there.
 
     Dtypes promote as in torch (float16 with float32 gives float32); a Python number takes
     the other operand's dtype (``div(1, x)`` works) and float16/bfloat16 are computed in
@@ -80,6 +110,25 @@ def div(a: Union[jax.Array, float], b: Union[jax.Array, float], fill: float = 0.
     return narrow(_div(wa, wb, fill), dtype)
 
 
+@partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _masked_mean(x: jax.Array, mask: jax.Array, axes) -> jax.Array:
+    """Mean of the kept entries over ``axes`` (keepdims), 0 for an empty slice."""
+    # where, not x * mask: a NaN or inf held in a masked entry must not leak (NaN * 0)
+    total = jnp.sum(jnp.where(mask, x, jnp.zeros((), x.dtype)), axis=axes, keepdims=True)
+    return divide_no_nan(total, jnp.sum(mask, axis=axes, keepdims=True, dtype=x.dtype))
+
+
+@_masked_mean.defjvp
+def _masked_mean_jvp(axes, primals, tangents):
+    (x, mask), (t, _) = primals, tangents
+    # d/dx_i = m_i / count: 0 for masked entries and empty slices; NaN for a kept NaN, whose
+    # own derivative does not read it otherwise (NaN in, NaN out). A constant coefficient:
+    # every further derivative is 0.
+    share = divide_no_nan(jnp.ones((), x.dtype), jnp.sum(mask, axis=axes, keepdims=True, dtype=x.dtype))
+    local = jnp.where(mask, jnp.where(jnp.isnan(x), x, share), jnp.zeros((), x.dtype))
+    return _masked_mean(x, mask, axes), jnp.sum(t * local, axis=axes, keepdims=True)
+
+
 def masked_mean(x: jax.Array, mask: Optional[jax.Array] = None, axis: Axis = None, keepdims: bool = False,
                 fill: float = 0.0, *, where: Optional[jax.Array] = None) -> jax.Array:
     r"""Mean of the kept entries of ``x`` over ``axis``; an empty slice gives ``fill``.
@@ -95,6 +144,8 @@ def masked_mean(x: jax.Array, mask: Optional[jax.Array] = None, axis: Axis = Non
         * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
         * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
           value, whatever they hold, NaN and inf included.
+        * a kept NaN: NaN value, and NaN gradient for that entry (the others keep
+          ``1 / count``: the mean's derivative does not read the values).
 
     Args:
         x: floating array.
@@ -121,11 +172,8 @@ def masked_mean(x: jax.Array, mask: Optional[jax.Array] = None, axis: Axis = Non
         axes = None
     wide = widen(x)
     mask = jnp.broadcast_to(mask, wide.shape)
-    # where, not x * mask: a NaN or inf held in a masked entry must not leak (NaN * 0)
-    total = jnp.sum(jnp.where(mask, wide, jnp.zeros((), wide.dtype)), axis=axes, keepdims=True)
-    count = jnp.sum(mask, axis=axes, keepdims=True, dtype=wide.dtype)
-    # divide_no_nan: the empty slice is 0 with gradient 0, at every order
-    mean = divide_no_nan(total, count)
+    mean = _masked_mean(wide, mask, axes)
     if fill != 0:
+        count = jnp.sum(mask, axis=axes, keepdims=True, dtype=wide.dtype)
         mean = jnp.where(count == 0, jnp.asarray(fill, wide.dtype), mean)
     return narrow(keep_axes(mean, axes, keepdims), x.dtype)

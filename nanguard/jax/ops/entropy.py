@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from nanguard.jax._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
-from nanguard.jax.ops._core import narrow, widen, xdivy
+from nanguard.jax.ops._core import narrow, ratio_unless_both_zero, widen
 
 
 def _log_unless_both_zero(x: jax.Array, y: jax.Array) -> jax.Array:
@@ -32,7 +32,10 @@ def _xlogy(x: jax.Array, y: jax.Array) -> jax.Array:
 @_xlogy.defjvp
 def _xlogy_jvp(primals, tangents):
     (x, y), (tx, ty) = primals, tangents
-    return _xlogy(x, y), tx * _log_unless_both_zero(x, y) + ty * xdivy(x, y)
+    # d/dx = log y does not read x: a NaN x gets its NaN derivative explicitly; d/dy = x / y
+    # (0 only at x = y = 0) is NaN for a NaN x or y by itself
+    d_x = jnp.where(jnp.isnan(x), x, _log_unless_both_zero(x, y))
+    return _xlogy(x, y), tx * d_x + ty * ratio_unless_both_zero(x, y)
 
 
 def xlogy(x: jax.Array, y: Union[jax.Array, float]) -> jax.Array:
@@ -52,6 +55,7 @@ def xlogy(x: jax.Array, y: Union[jax.Array, float]) -> jax.Array:
           derivative) and 0 in ``y``.
         * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
         * ``y < 0`` or NaN: value NaN.
+        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
 
     Example:
         >>> p = jnp.array([0.0, 0.5])
@@ -123,7 +127,9 @@ def _cross_entropy(target: jax.Array, probs: jax.Array, axis: int) -> jax.Array:
 @_cross_entropy.defjvp
 def _cross_entropy_jvp(axis, primals, tangents):
     (target, probs), (tt, tq) = primals, tangents
-    terms = tt * _log_unless_both_zero(target, probs) + tq * xdivy(target, probs)
+    # as in xlogy: a NaN target's derivative is NaN although -log q does not read it
+    d_target = jnp.where(jnp.isnan(target), target, _log_unless_both_zero(target, probs))
+    terms = tt * d_target + tq * ratio_unless_both_zero(target, probs)
     return _cross_entropy(target, probs, axis), -jnp.sum(terms, axis=axis)
 
 

@@ -8,6 +8,7 @@ from typing import Optional, Union
 import jax
 import jax.numpy as jnp
 
+from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
 from nanguard.jax._checks import (
     Axis,
     as_floating,
@@ -33,9 +34,16 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
 
     The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32) or
     ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
-    *gradient* (``0 * inf``). This op is ``jax.nn.softplus`` (exact, with gradient
-    ``sigmoid``), with a ``beta`` and float16/bfloat16 computed in float32 so that
-    ``beta * x`` cannot overflow.
+    *gradient* (``0 * inf``). ``jax.nn.softplus`` is finite, but its gradient is 27 float64
+    ulps off (``logaddexp``'s), and ``jax.nn.softplus(beta * x) / beta`` overflows where
+    ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is x) and turns the
+    rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in float32 at
+    ``beta = 0.3``, 391 in float64). This op is ``max(t, 0) + log1p(exp(-|t|))`` with
+    ``beta * x = t + lo`` split exactly (Dekker's two-product) and ``lo`` added to first
+    order, the tail ``beta * x < -18`` (float32; -38 in float64) as ``exp(t - log beta)``
+    (never subnormal before the result), and ``x`` itself where the correction is below
+    half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
+    ``nanguard.torch``. float16/bfloat16 are computed in float32.
 
     Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
     value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
@@ -53,29 +61,120 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
     x = check_floating(x, "x", "softplus")
     beta = check_number(beta, "beta", "softplus", positive=True)
     wide = widen(x)
-    out = jax.nn.softplus(wide) if beta == 1.0 else jax.nn.softplus(wide * beta) / beta
-    return narrow(out, x.dtype)
+    return narrow(_softplus(wide, beta_parts(beta, wide.dtype.name), product_is_exact(beta)), x.dtype)
 
 
-def _difference(a: jax.Array, b: jax.Array) -> jax.Array:
-    # a == b (both -inf, or both +inf) would make a - b NaN; their difference is 0 there
-    return jnp.where(a == b, jnp.zeros((), a.dtype), a - b)
+def _softplus_and_gradient(x: jax.Array, p: BetaParts, exact: bool):
+    """(softplus(x, beta), sigmoid(beta x)) with the constants ``p`` of beta; ``exact``: beta x
+    is exact (a power of two >= 1): no product correction, no tail.
+
+    With t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x exactly, e = exp(-|t|)
+    and s = sigmoid(t):
+
+    * t > HUGE: x (gradient 1), also where t overflows;
+    * tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
+      gradient exp(t) (1 + lo);
+    * otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
+
+    Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
+    replaced, the tail's t capped), so the native derivative of the gradient, the second
+    derivative, has no 0 * inf.
+    """
+    dtype = x.dtype
+    t = x if p.b == 1.0 else x * jnp.asarray(p.b, dtype)
+    if exact:  # t = ±inf needs no care: e = 0, value ±inf or 0 (then x), s = 1 or 0
+        t_safe = t
+    else:
+        infinite = jnp.isinf(t)
+        # -inf (x = -inf, or b x beyond the largest float) to a t whose tail value is 0
+        t_safe = jnp.where(infinite, jnp.where(t > 0, 0, -1e4).astype(dtype), t)
+    e = jnp.exp(-jnp.abs(t_safe))
+    one_plus = 1 + e
+    positive = t_safe >= 0
+    s = jnp.where(positive, jnp.ones((), dtype), e) / one_plus
+    value = jnp.maximum(t_safe, 0) + jnp.log1p(e)
+    if exact:
+        grad = s
+        if p.b != 1.0:
+            value = value / p.b
+    else:
+        lo = jax.lax.stop_gradient(jnp.where(infinite, jnp.zeros((), dtype), _product_error(x, p)))
+        complement = jnp.where(positive, e, jnp.ones((), dtype)) / one_plus
+        value = (value + lo * s) / p.b
+        value = value - value * p.inverse_rest  # / beta, not / b
+        grad = s + lo * s * complement
+        # the tail: t capped where it is not taken (exp(t) would overflow)
+        in_tail = t_safe < p.tail
+        t_tail = jnp.where(in_tail, t_safe, jnp.asarray(p.tail, dtype))
+        exponent = t_tail - p.log_hi
+        back = exponent - t_tail
+        sum_error = (t_tail - (exponent - back)) + (-p.log_hi - back)
+        tail_value = jnp.exp(exponent) * (1 + (sum_error + lo - p.log_lo))
+        value = jnp.where(in_tail, tail_value, value)
+        grad = jnp.where(in_tail, jnp.exp(t_tail) * (1 + lo), grad)
+    if p.b == 1.0:  # t + log1p(e) rounds to t beyond HUGE by itself
+        return value, grad
+    beyond = t > p.huge
+    return jnp.where(beyond, x, value), jnp.where(beyond, jnp.ones((), dtype), grad)
+
+
+def _product_error(x: jax.Array, p: BetaParts) -> jax.Array:
+    """b x - fl(b x) exactly (Dekker's two-product) plus (beta - b) x.
+
+    x beyond the largest float / (4 · splitter) is split scaled by 2**-64 (exact), so that
+    x · splitter cannot overflow; where b x itself overflows the result is not used."""
+    scale = jnp.where(jnp.abs(x) > p.big, jnp.asarray(2.0**-64, x.dtype), jnp.asarray(1.0, x.dtype))
+    xs = x * scale
+    c = xs * p.splitter
+    x_hi = c - (c - xs)
+    x_lo = xs - x_hi
+    ts = xs * p.b
+    lo = ((x_hi * p.b_hi - ts) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo
+    return lo / scale + x * p.b_rest
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _softplus(x: jax.Array, p: BetaParts, exact: bool) -> jax.Array:
+    return _softplus_and_gradient(x, p, exact)[0]
+
+
+@_softplus.defjvp
+def _softplus_jvp(p, exact, primals, tangents):
+    """d/dx = sigmoid(beta x), from the same pieces as the value; its own native derivative
+    is the second one."""
+    (x,), (t,) = primals, tangents
+    value, grad = _softplus_and_gradient(x, p, exact)
+    return value, t * grad
+
+
+def _gap(a: jax.Array, b: jax.Array):
+    """(a - b, exp(-|a - b|)); a = b = ±inf would make a - b NaN: 0 there.
+
+    Only there: a finite a = b keeps a - b, whose derivative (1, -1) the second derivative
+    needs (1/4 at a = b; a where on every a == b made it 0). -|d| is written
+    where(d < 0, d, -d): NaN stays NaN, and its derivative at d = 0 is -1 (abs's is 0).
+    """
+    diff = jnp.where((a == b) & jnp.isinf(a), jnp.zeros((), a.dtype), a - b)
+    return diff, jnp.exp(jnp.where(diff < 0, diff, -diff))
 
 
 @jax.custom_jvp
 def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
-    return jnp.maximum(a, b) + jax.nn.softplus(-jnp.abs(_difference(a, b)))
+    return jnp.maximum(a, b) + jnp.log1p(_gap(a, b)[1])
 
 
 @_logaddexp.defjvp
 def _logaddexp_jvp(primals, tangents):
     (a, b), (ta, tb) = primals, tangents
-    diff = _difference(a, b)
-    # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at a = b = -inf
-    dead = jnp.maximum(a, b) == _NEG_INF
-    share = jnp.where(dead, jnp.zeros((), a.dtype), jax.nn.sigmoid(diff))
-    rest = jnp.where(dead, jnp.zeros((), a.dtype), jax.nn.sigmoid(-diff))
-    return _logaddexp(a, b), ta * share + tb * rest
+    diff, e = _gap(a, b)
+    # d/da = sigmoid(a - b), exact even where a and b are huge and close: 1 / (1 + e) for the
+    # larger input, e / (1 + e) for the other, from the value's one exp. 0 for both at
+    # a = b = -inf, 1/2 at a = b = +inf (diff 0); a NaN in either gives NaN
+    dead = (a == _NEG_INF) & (b == _NEG_INF)
+    larger = jnp.where(dead, jnp.zeros((), a.dtype), 1 / (1 + e))
+    smaller = e * larger
+    ahead = diff >= 0
+    return _logaddexp(a, b), ta * jnp.where(ahead, larger, smaller) + tb * jnp.where(ahead, smaller, larger)
 
 
 def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
@@ -89,6 +188,7 @@ def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
 
     Singular points:
         * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
+        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
         * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:

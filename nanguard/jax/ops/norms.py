@@ -9,7 +9,7 @@ run time: the common case costs one comparison.
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +45,7 @@ def _plain_norm(x: jax.Array, axes: Axes) -> jax.Array:
 
 
 def norm_value(make: Callable[..., jax.Array], operands: Tuple[jax.Array, ...], axes: Axes,
-               zeros_expected: bool = False) -> jax.Array:
+               may_hide: Optional[Callable[..., jax.Array]] = None) -> jax.Array:
     """The 2-norm of ``make(*operands)`` over ``axes`` (keepdims), free of overflow and underflow.
 
     ``make`` builds the vectors from ``operands``; the rare rescue branch builds them again
@@ -53,37 +53,39 @@ def norm_value(make: Callable[..., jax.Array], operands: Tuple[jax.Array, ...], 
     intermediate (the differences of :func:`distance_matrix`) that it would otherwise fuse
     into the reduction.
 
-    A norm of exactly 0 is the zero vector unless its squares underflowed, which only
-    max |x| tells; it is looked at only when some norm is 0 (rare for data). With
-    ``zeros_expected`` (a distance matrix's diagonal, always 0) it is not: a sum of squares
-    of exactly 0 counts as the zero vector, so vectors shorter than sqrt(smallest normal)
-    (~1e-19 in float32, ~1e-154 in float64) count as 0. Looking would cost a second pass.
+    A norm of exactly 0 is the zero vector unless its squares underflowed (vectors shorter
+    than sqrt(smallest normal): ~1e-19 in float32, ~1e-154 in float64), which only max |x|
+    tells, in a second pass. It is looked at only when some norm is 0 (rare for data), or,
+    where zeros are expected (a distance matrix's diagonal), only when ``may_hide(*operands)``,
+    a cheap test on the operands, says that such short nonzero vectors can be made at all.
     """
     x = make(*operands)
     fast = _plain_norm(x, axes)
     lo, hi = safe_range(fast.dtype)
-    # NaN is neither small nor large: NaN in, NaN out
-    extreme = ((fast < lo) & (fast != 0)) | (fast > hi)
+
+    def extreme_of(n):  # NaN is neither small nor large: NaN in, NaN out
+        return ((n < lo) & (n != 0)) | (n > hi)
+
+    # masks are recomputed from the norms inside each branch: a mask captured by a cond is
+    # computed (and stored) whether the branch runs or not
+    extreme = extreme_of(fast)
     zero = fast == 0
 
     def top_of(operands):
         return jax.lax.stop_gradient(jnp.max(jnp.abs(make(*operands)), axis=axes, keepdims=True, initial=0))
 
-    if zeros_expected:
-        zero = jnp.zeros_like(zero)  # a zero norm is the zero vector
-        hidden = jnp.asarray(False)
-    else:
-        hidden = jax.lax.cond(jnp.any(zero), lambda ops: jnp.any(zero & (top_of(ops) > 0)),
-                              lambda ops: jnp.asarray(False), operands)
+    gate = jnp.any(zero) if may_hide is None else may_hide(*operands)
+    hidden = jax.lax.cond(gate, lambda n, ops: jnp.any((n == 0) & (top_of(ops) > 0)),
+                          lambda n, ops: jnp.asarray(False), fast, operands)
 
-    def rescued(operands):
+    def rescued(fast, operands):
         x = make(*operands)
         top = top_of(operands)
         scale = jnp.where((top > 0) & jnp.isfinite(top), top, jnp.ones((), x.dtype))
-        outside = extreme | (zero & (top > 0))
+        outside = extreme_of(fast) | ((fast == 0) & (top > 0))
         return jnp.where(outside, scale * _plain_norm(_unscaled(x, scale), axes), fast)
 
-    return jax.lax.cond(jnp.any(extreme) | hidden, rescued, lambda ops: fast, operands)
+    return jax.lax.cond(jnp.any(extreme) | hidden, rescued, lambda fast, ops: fast, fast, operands)
 
 
 def _identity(x: jax.Array) -> jax.Array:
@@ -111,7 +113,10 @@ def norm(x: jax.Array, axis: Axis = None, keepdims: bool = False) -> jax.Array:
               \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
 
     ``jnp.linalg.norm`` has a NaN gradient at the zero vector, and ``jnp.linalg.norm`` of
-    ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of the range.
+    ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of the range:
+    huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries (below
+    1.2e-38 in float32) read as 0 where XLA flushes subnormals (on CPU): a subnormal vector
+    is the zero vector there (value 0, gradient 0).
 
     Singular points:
         * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
@@ -149,7 +154,7 @@ def _unit_value(x: jax.Array, n: jax.Array, axis: int) -> jax.Array:
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
 def unit(x: jax.Array, axis: int) -> jax.Array:
-    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
+    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and tiny vectors."""
     return _unit_value(x, l2_norm(x, (axis,)), axis)
 
 
@@ -209,7 +214,9 @@ def normalize(x: jax.Array, axis: int = -1) -> jax.Array:
 
     ``x / jnp.linalg.norm(x, axis=-1, keepdims=True)`` is NaN at the zero vector, and the
     usual ``x / jnp.maximum(norm, 1e-12)`` biases vectors shorter than the epsilon. This op
-    is exact for every nonzero vector, subnormal and huge ones included.
+    is exact for every nonzero vector, tiny (1e-30) and huge ones included; subnormal
+    entries read as 0 where XLA flushes subnormals (on CPU), so a subnormal vector is the
+    zero vector there.
 
     Singular points:
         * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
@@ -240,8 +247,9 @@ def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
     Singular points:
         * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
 
-    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
-    error; :func:`acos` accepts that.
+    Huge and tiny vectors give the exact cosine; subnormal ones count as 0 where XLA flushes
+    subnormals (on CPU). The value can exceed 1 by a rounding error; :func:`acos` accepts
+    that.
 
     Example:
         >>> a = jnp.array([[1.0, 0.0], [0.0, 0.0]])

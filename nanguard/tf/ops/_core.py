@@ -99,23 +99,69 @@ def safe_sqrt(x: tf.Tensor) -> tf.Tensor:
     return _sqrt(x)
 
 
-def xdivy(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-    """x / y, and 0 where x = 0 (y = 0 included), with derivatives that follow the same rule.
+def ratio_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    """x / y, and 0 where x = y = 0 only: a double where of native ops, so every derivative is
+    the quotient's own (∂x = 1/y, ∂y = -(x/y)/y, no y² to underflow) and 0 at x = y = 0.
 
-    ``tf.math.xdivy`` has the value, but its native gradient in x is ``(x != 0) / y``: 0/0 =
-    NaN at x = y = 0. Here ∂x = xdivy(x != 0, y) and ∂y = -xdivy(xdivy(x, y), y), both 0 at
-    x = 0, and each again this op, so every order is safe.
+    Unlike ``tf.math.xdivy`` (0 wherever x = 0), x = 0 < y is the quotient itself: its value
+    0 is the same, but its derivative in x, 1/y, is not cut off, and ``0 / NaN`` is NaN.
     """
+    both_zero = tf.logical_and(tf.equal(x, 0), tf.equal(y, 0))
+    return tf.where(both_zero, tf.zeros_like(x), x / tf.where(both_zero, tf.ones_like(y), y))
+
+
+def nan_marks(x: tf.Tensor) -> tf.Tensor:
+    """0 for every number, NaN for NaN (an inf counts as a number here)."""
+    return select(tf.math.is_nan(x), x, tf.zeros_like(x))
+
+
+def nan_where_nan(grad: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """``grad`` with NaN where ``x`` (same shape) is NaN: the derivative at a NaN input is NaN,
+    also for a derivative that does not read that input (div's 1/b, a mean's 1/count)."""
+    return select(tf.math.is_nan(x), x, grad)
+
+
+def zero_spread(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """0 per slice over ``axes`` (keepdims), NaN if the slice holds NaN; gradient 0 (NaN for NaN)."""
 
     @tf.custom_gradient
-    def ratio(x, y):
+    def spread(x):
         def grad(upstream):
-            nonzero = tf.cast(tf.not_equal(x, 0), x.dtype)
-            return upstream * xdivy(nonzero, y), -upstream * xdivy(xdivy(x, y), y)
+            return nan_marks(x)  # NaN in, NaN out; 0 everywhere else
 
-        return tf.math.xdivy(x, y), grad
+        return tf.reduce_sum(nan_marks(x), axis=axes, keepdims=True), grad
 
-    return ratio(x, y)
+    return spread(x)
+
+
+def nan_term(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """0 per slice (keepdims), NaN where the slice holds NaN, with derivative NaN at each NaN
+    entry and 0 elsewhere; from native ops (a ``tf.cond`` branch may hold it).
+
+    Added to a result whose derivative does not read the values (a mean's is 1/count), it
+    puts a NaN from the data into that entry's gradient too.
+    """
+    marks = nan_marks(x)
+    return tf.reduce_sum(marks * marks, axis=axes, keepdims=True)  # d/dx = 2·marks: NaN or 0
+
+
+# the exponent bits of each floating dtype, and the largest power of two whose reciprocal
+# is still normal (XLA multiplies by a reciprocal, and flushes a subnormal one to 0)
+_EXPONENT_BITS = {tf.float32: (tf.int32, 0x7F800000, 2.0**126), tf.float64: (tf.int64, 0x7FF0000000000000, 2.0**1022)}
+
+
+def pow2_scale(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
+    """A power of two in (max|x| / 2, max|x|] over ``axes`` (keepdims; at most 2**126 in
+    float32), 1 for slices that are all zero, subnormal or not finite; a constant.
+
+    Dividing by it is exact, so a computation on ``x / scale`` neither overflows nor
+    underflows and loses nothing: the rescue of the norm-like reductions (``std`` of 3e38s).
+    """
+    ints, mask, cap = _EXPONENT_BITS[x.dtype]
+    top = tf.stop_gradient(tf.reduce_max(tf.abs(x), axis=axes, keepdims=True))
+    power = tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(top, ints), tf.constant(mask, ints)), x.dtype)
+    usable = tf.logical_and(power > 0, tf.math.is_finite(power))
+    return tf.minimum(tf.where(usable, power, tf.ones_like(power)), cap)
 
 
 def reciprocal_sqrt_or_zero(x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:

@@ -18,7 +18,7 @@ from nanguard.tf._checks import (
     compute_dtype,
     promote,
 )
-from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, select, widen
+from nanguard.tf.ops._core import broadcast_pair, keep_axes, nan_term, nan_where_nan, narrow, select, widen
 
 
 def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
@@ -26,15 +26,17 @@ def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
     def div(a, b):
         # divide_no_nan's own gradients are finite at b = 0, so the reuse below is safe at 2nd order
         quotient = tf.math.divide_no_nan(a, b)
-        if fill == 0:
-            out = select(tf.math.is_nan(a), a, quotient)  # divide_no_nan(NaN, 0) is 0: keep the NaN
-        else:
-            filled = tf.logical_and(tf.equal(b, 0), tf.logical_not(tf.math.is_nan(a)))
-            out = select(filled, tf.constant(fill, a.dtype), quotient)
+        if fill != 0:
+            quotient = select(tf.equal(b, 0), tf.constant(fill, a.dtype), quotient)
+        # divide_no_nan(NaN, 0) is 0, and the fill would replace it too: keep the NaN
+        out = select(tf.math.is_nan(a), a, quotient)
 
         def grad(upstream):
-            # d/da = 1/b, d/db = -(a/b)/b; both 0 where b = 0 (the result does not depend on them)
-            return tf.math.divide_no_nan(upstream, b), -tf.math.divide_no_nan(upstream * quotient, b)
+            # d/da = 1/b, d/db = -(a/b)/b; both 0 where b = 0 (the result does not depend on
+            # them), and both NaN at a NaN quotient (NaN in, NaN out: 1/b does not read a)
+            grad_a = tf.math.divide_no_nan(upstream, b)
+            grad_b = -tf.math.divide_no_nan(upstream * out, b)
+            return nan_where_nan(grad_a, out), nan_where_nan(grad_b, out)
 
         return out, grad
 
@@ -55,8 +57,11 @@ def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tenso
     Singular points:
         * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``,
           gradient 0 for ``a`` and ``b`` (the result does not depend on them there).
-        * ``a`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never hidden).
-        * tiny nonzero ``b``: the exact quotient, which may overflow to inf.
+        * ``a`` or ``b`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never
+          hidden), and NaN gradients for both.
+        * tiny nonzero ``b``: the exact quotient, which may overflow to inf. A subnormal
+          ``b`` counts as 0 where TensorFlow flushes subnormals (its CPU kernels and XLA do):
+          ``div(1e-30, 1e-40)`` is ``fill`` there.
 
     Dtypes promote as in torch (float16 with float32 gives float32); a Python number ``b``
     takes ``a``'s dtype and float16/bfloat16 are computed in float32, so ``div(x_fp16, 1e5)``
@@ -98,6 +103,8 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool
         * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
         * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
           value, whatever they hold, NaN and inf included.
+        * a kept NaN: NaN value, and NaN gradient for that entry (the others keep
+          ``1 / count``: the mean's derivative does not read the values).
 
     Args:
         x: floating tensor.
@@ -121,10 +128,14 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool
     wide = widen(x)
     mask = tf.broadcast_to(mask, tf.shape(wide))
     # where, not x * mask: a NaN or inf held in a masked entry must not leak (NaN * 0)
-    total = tf.reduce_sum(select(mask, wide, tf.zeros_like(wide)), axis=axes, keepdims=True)
+    kept = select(mask, wide, tf.zeros_like(wide))
+    total = tf.reduce_sum(kept, axis=axes, keepdims=True)
     count = tf.reduce_sum(tf.cast(mask, wide.dtype), axis=axes, keepdims=True)
     # divide_no_nan: the empty slice is 0 with gradient 0, at every order
     mean = tf.math.divide_no_nan(total, count)
+    # a kept NaN: its own derivative is NaN too (1 / count does not read it); looked at only
+    # when some mean is NaN
+    mean = tf.cond(tf.reduce_any(tf.math.is_nan(mean)), lambda: mean + nan_term(kept, axes), lambda: mean)
     if fill != 0:
         mean = tf.where(tf.equal(count, 0), tf.constant(fill, wide.dtype), mean)
     return narrow(keep_axes(mean, axes, keepdims), x.dtype)

@@ -7,13 +7,17 @@ from typing import Union
 import tensorflow as tf
 
 from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
-from nanguard.tf.ops._core import broadcast_pair, narrow, select, widen, xdivy
+from nanguard.tf.ops._core import broadcast_pair, nan_where_nan, narrow, ratio_unless_both_zero, select, widen
 
 
 def _log_unless_both_zero(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-    """log y, but 0 where x = y = 0 (log(y + 1) there): the x-derivative of x·log y by the convention."""
-    both_zero = tf.cast(tf.logical_and(tf.equal(x, 0), tf.equal(y, 0)), y.dtype)
-    return tf.math.log(y + both_zero)
+    """log y, but 0 where x = y = 0: the x-derivative of x·log y by the convention.
+
+    A double where (log 1 there), not log(y + [x = y = 0]): the latter's derivative in y
+    at that point is 1, which made the mixed second derivative 1 instead of the convention's 0.
+    """
+    both_zero = tf.logical_and(tf.equal(x, 0), tf.equal(y, 0))
+    return tf.math.log(tf.where(both_zero, tf.ones_like(y), y))
 
 
 @tf.custom_gradient
@@ -22,7 +26,10 @@ def _xlogy(x: tf.Tensor, y: tf.Tensor):
     out = select(tf.math.is_nan(y), y, tf.math.xlogy(x, y))
 
     def grad(upstream):
-        return upstream * _log_unless_both_zero(x, y), upstream * xdivy(x, y)
+        # d/dx = log y does not read x: a NaN x gets its NaN derivative explicitly;
+        # d/dy = x / y (0 only at x = y = 0) is NaN for a NaN x or y by itself
+        grad_x = nan_where_nan(upstream * _log_unless_both_zero(x, y), x)
+        return grad_x, upstream * ratio_unless_both_zero(x, y)
 
     return out, grad
 
@@ -45,6 +52,7 @@ def xlogy(x: tf.Tensor, y: Union[tf.Tensor, float]) -> tf.Tensor:
           derivative) and 0 in ``y``.
         * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
         * ``y < 0`` or NaN: value NaN.
+        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
 
     Example:
         >>> p = tf.constant([0.0, 0.5])
@@ -125,8 +133,12 @@ def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
 
         def grad(upstream):
             minus = -tf.expand_dims(upstream, axis)
-            d_probs = tf.cond(regular, lambda: target / probs, lambda: xdivy(target, probs))
-            return minus * d_target, minus * d_probs
+            d_probs = tf.cond(regular, lambda: target / probs, lambda: ratio_unless_both_zero(target, probs))
+            # d/dt = -log q does not read t: a NaN target gets its NaN derivative explicitly,
+            # looked at only when some loss is NaN
+            d_t = tf.cond(tf.reduce_any(tf.math.is_nan(out)), lambda: nan_where_nan(d_target, target),
+                          lambda: d_target)
+            return minus * d_t, minus * d_probs
 
         return out, grad
 

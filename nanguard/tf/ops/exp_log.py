@@ -6,6 +6,7 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
+from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
 from nanguard.tf._checks import (
     Axis,
     as_floating,
@@ -30,8 +31,16 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
 
     The textbook ``tf.math.log1p(tf.exp(x))`` overflows to inf for ``x > 88`` (float32) or
     ``x > 11`` (float16), and masking the inf with ``tf.where`` still leaves a NaN *gradient*
-    (``0 * inf``). This op is ``tf.nn.softplus`` (exact, with gradient ``sigmoid``), with a
-    ``beta`` and float16/bfloat16 computed in float32 so that ``beta * x`` cannot overflow.
+    (``0 * inf``). ``tf.nn.softplus`` is finite but returns ``exp(x)`` below ``x = -13.9``
+    in float32, 7 ulps off (``log1p(e) = e - e²/2``), and ``tf.nn.softplus(beta * x) / beta``
+    overflows where ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is x)
+    and turns the rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in float32
+    at ``beta = 0.3``, 391 in float64). This op is ``max(t, 0) + log1p(exp(-|t|))`` with
+    ``beta * x = t + lo`` split exactly (Dekker's two-product) and ``lo`` added to first
+    order, the tail ``beta * x < -18`` (float32; -38 in float64) as ``exp(t - log beta)``
+    (never subnormal before the result), and ``x`` itself where the correction is below
+    half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
+    ``nanguard.torch``. float16/bfloat16 are computed in float32.
 
     Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
     value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
@@ -49,19 +58,98 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
     x = check_floating(x, "x", "softplus")
     beta = check_number(beta, "beta", "softplus", positive=True)
     wide = widen(x)
-    out = tf.nn.softplus(wide) if beta == 1.0 else tf.nn.softplus(wide * beta) / beta
-    return narrow(out, x.dtype)
+    return narrow(_softplus(wide, beta_parts(beta, wide.dtype.name), product_is_exact(beta)), x.dtype)
+
+
+def _softplus(x: tf.Tensor, p: BetaParts, exact: bool) -> tf.Tensor:
+    """softplus(x, beta) with the constants ``p`` of beta; ``exact``: beta * x is exact (a
+    power of two >= 1): no product correction, no tail.
+
+    With t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x exactly, e = exp(-|t|)
+    and s = sigmoid(t):
+
+    * t > HUGE: x (gradient 1), also where t overflows;
+    * tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
+      gradient exp(t) (1 + lo);
+    * otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
+
+    Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
+    replaced, the tail's t capped), so the native derivative of the gradient, the second
+    derivative, has no 0 * inf.
+    """
+    dtype = x.dtype
+
+    @tf.custom_gradient
+    def softplus(x):
+        t = x if p.b == 1.0 else x * p.b
+        if exact:  # t = ±inf needs no care: e = 0, value ±inf or 0 (then x), s = 1 or 0
+            t_safe = t
+        else:
+            infinite = tf.math.is_inf(t)
+            # -inf (x = -inf, or b x beyond the largest float) to a t whose tail value is 0
+            t_safe = select(infinite, select(t > 0, tf.zeros_like(t), tf.fill(tf.shape(t), tf.constant(-1e4, dtype))),
+                            t)
+        e = tf.exp(-tf.abs(t_safe))
+        one_plus = 1 + e
+        positive = t_safe >= 0
+        s = select(positive, tf.ones_like(e), e) / one_plus
+        value = tf.maximum(t_safe, 0) + tf.math.log1p(e)
+        if exact:
+            grad_factor = s
+            if p.b != 1.0:
+                value = value / p.b
+        else:
+            lo = tf.stop_gradient(select(infinite, tf.zeros_like(t), _product_error(x, t, p)))
+            complement = select(positive, e, tf.ones_like(e)) / one_plus
+            value = (value + lo * s) / p.b
+            value = value - value * p.inverse_rest  # / beta, not / b
+            grad_factor = s + lo * s * complement
+            # the tail: t capped where it is not taken (exp(t) would overflow)
+            in_tail = t_safe < p.tail
+            t_tail = select(in_tail, t_safe, tf.fill(tf.shape(t), tf.constant(p.tail, dtype)))
+            exponent = t_tail - p.log_hi
+            back = exponent - t_tail
+            sum_error = (t_tail - (exponent - back)) + (-p.log_hi - back)
+            tail_value = tf.exp(exponent) * (1 + (sum_error + lo - p.log_lo))
+            value = select(in_tail, tail_value, value)
+            grad_factor = select(in_tail, tf.exp(t_tail) * (1 + lo), grad_factor)
+        if p.b != 1.0:  # at beta = 1, t + log1p(e) rounds to t there by itself
+            beyond = t > p.huge
+            value = select(beyond, x, value)
+            grad_factor = select(beyond, tf.ones_like(grad_factor), grad_factor)
+        return value, lambda upstream: upstream * grad_factor
+
+    return softplus(x)
+
+
+def _product_error(x: tf.Tensor, t: tf.Tensor, p: BetaParts) -> tf.Tensor:
+    """b x - t exactly (Dekker's two-product: t = fl(b x)) plus (beta - b) x.
+
+    x beyond the largest float / (4 · splitter) is split scaled by 2**-64 (exact), so that
+    x · splitter cannot overflow; where b x itself overflows the result is not used."""
+    scale = select(tf.abs(x) > p.big, tf.fill(tf.shape(x), tf.constant(2.0**-64, x.dtype)), tf.ones_like(x))
+    xs = x * scale
+    c = xs * p.splitter
+    x_hi = c - (c - xs)
+    x_lo = xs - x_hi
+    ts = xs * p.b
+    lo = ((x_hi * p.b_hi - ts) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo
+    return lo / scale + x * p.b_rest
 
 
 @tf.custom_gradient
 def _logaddexp(a: tf.Tensor, b: tf.Tensor):
-    # a == b (both -inf, or both +inf) would make a - b NaN; their difference is 0 there
-    diff = select(tf.equal(a, b), tf.zeros_like(a), a - b)
+    # a = b = ±inf would make a - b NaN; their difference is 0 there. Only there: a finite
+    # a = b keeps a - b, whose derivative (1, -1) the second derivative needs (1/4 at a = b)
+    same_inf = tf.logical_and(tf.equal(a, b), tf.math.is_inf(a))
+    diff = select(same_inf, tf.zeros_like(a), a - b)
     out = tf.maximum(a, b) + tf.nn.softplus(-tf.abs(diff))
 
     def grad(upstream):
-        # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at a = b = -inf
-        dead = tf.equal(tf.maximum(a, b), _NEG_INF)
+        # d/da = sigmoid(a - b), exact even where a and b are huge and close; 0 for both at
+        # a = b = -inf, 1/2 at a = b = +inf (diff 0). Both compared, not max(a, b): XLA's max
+        # of -inf and NaN is -inf, which took a NaN for a dead pair (gradient 0, not NaN)
+        dead = tf.logical_and(tf.equal(a, _NEG_INF), tf.equal(b, _NEG_INF))
         zero = tf.zeros_like(upstream)
         return (select(dead, zero, upstream * tf.sigmoid(diff)),
                 select(dead, zero, upstream * tf.sigmoid(-diff)))
@@ -80,6 +168,7 @@ def logaddexp(a: tf.Tensor, b: Union[tf.Tensor, float]) -> tf.Tensor:
 
     Singular points:
         * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
+        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
         * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:

@@ -105,7 +105,9 @@ def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
 
     ``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
     ``tf.norm`` of ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of
-    the range.
+    the range: huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries
+    (below 1.2e-38 in float32) read as 0, since TensorFlow's CPU kernels and XLA flush
+    subnormals: a subnormal vector is the zero vector there (value 0, gradient 0).
 
     Singular points:
         * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
@@ -135,7 +137,7 @@ def _unit_value(x: tf.Tensor, n: tf.Tensor, axis: int) -> tf.Tensor:
 
 
 def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
-    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and subnormal vectors."""
+    """x / |x| along ``axis``, 0 for the zero vector, exact for huge and tiny vectors."""
 
     @tf.custom_gradient
     def unit_vector(x):
@@ -161,8 +163,9 @@ def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
 
     ``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
     ``1e-6`` come out shorter than 1, and ``keras.ops.normalize`` has a NaN second derivative
-    at the zero vector. This op is exact for every nonzero vector, subnormal and huge ones
-    included.
+    at the zero vector. This op is exact for every nonzero vector, tiny (1e-30) and huge ones
+    included; subnormal entries read as 0 where TensorFlow flushes subnormals (its CPU
+    kernels and XLA do), so a subnormal vector is the zero vector there.
 
     Singular points:
         * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
@@ -191,10 +194,12 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     TensorFlow's binary ops.
 
     Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
+        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare);
+          but NaN, with NaN gradients, when the other vector holds NaN.
 
-    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
-    error; :func:`acos` accepts that.
+    Huge vectors give the exact cosine; subnormal ones count as 0 where TensorFlow flushes
+    subnormals (its CPU kernels and XLA do). The value can exceed 1 by a rounding error;
+    :func:`acos` accepts that.
 
     Example:
         >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])
@@ -208,4 +213,18 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = broadcast_pair(widen(narrow(a, dtype)), widen(narrow(b, dtype)))
-    return narrow(tf.reduce_sum(unit(wa, axis) * unit(wb, axis), axis=axis), dtype)
+    cos = tf.reduce_sum(unit(wa, axis) * unit(wb, axis), axis=axis)
+    return narrow(tf.cond(tf.reduce_any(tf.math.is_nan(cos)), lambda: _nan_to_both(cos, wa, wb, axis),
+                          lambda: cos), dtype)
+
+
+def _nan_to_both(cos: tf.Tensor, a: tf.Tensor, b: tf.Tensor, axis: int) -> tf.Tensor:
+    """``cos`` (value unchanged), with a NaN gradient for every entry of both vectors of a NaN slice.
+
+    A NaN vector against a zero vector: the zero vector's convention (gradient 0) would
+    otherwise hide the NaN from its gradient. Native ops only: a ``tf.cond`` branch.
+    """
+    marks = tf.stop_gradient(tf.where(tf.math.is_nan(cos), cos, tf.zeros_like(cos)))
+    # x · 0 over the finite entries: value 0, derivative 0, which the NaN marks turn into NaN
+    finite = [tf.where(tf.math.is_finite(t), t, tf.zeros_like(t)) for t in (a, b)]
+    return cos + marks * tf.reduce_sum(finite[0] * 0 + finite[1] * 0, axis=axis)

@@ -24,6 +24,9 @@ def sqrt(x: tf.Tensor) -> tf.Tensor:
           value 0, gradient 0.
         * Second and higher derivatives at 0 are 0 as well.
 
+    A subnormal ``x`` (below 1.2e-38 in float32) reads as 0 where TensorFlow flushes subnormals (its CPU kernels and XLA do):
+    ``sqrt(1.8e-40)`` is 0 there, with gradient 0, not 1.3e-20.
+
     NaN inputs give NaN.
 
     Example:

@@ -12,25 +12,39 @@ from nanguard.tf.ops._core import narrow, select, widen
 _NEG_INF = float("-inf")
 
 
-def _shifted(scores: tf.Tensor, axis: int):
+def _shifted(scores: tf.Tensor, axis: int, top: Optional[tf.Tensor] = None):
     """(scores - max, sum of exp) per slice; a dead slice (all -inf) is shifted by 0, not by -inf.
 
     A +inf or NaN score keeps its NaN (inf - inf), as in TensorFlow: only the 0/0 of an
     empty distribution is repaired, never a NaN that came from the data.
     """
-    top = tf.stop_gradient(tf.reduce_max(scores, axis=axis, keepdims=True))
+    if top is None:
+        top = tf.stop_gradient(tf.reduce_max(scores, axis=axis, keepdims=True))
     shifted = scores - tf.where(tf.equal(top, _NEG_INF), tf.zeros_like(top), top)
     weights = tf.exp(shifted)
     return shifted, weights, tf.reduce_sum(weights, axis=axis, keepdims=True)
 
 
 def _softmax(scores: tf.Tensor, axis: int) -> tf.Tensor:
+    last = axis in (-1, scores.shape.rank - 1)
+
     @tf.custom_gradient
     def softmax(scores):
-        _, weights, total = _shifted(scores, axis)
-        # divide_no_nan: a dead slice (total 0) is all 0; its native gradient is finite there,
-        # so the gradient below, which reuses `prob`, has a finite derivative too
-        prob = tf.math.divide_no_nan(weights, total)
+        top = tf.stop_gradient(tf.reduce_max(scores, axis=axis, keepdims=True))
+
+        def careful():
+            _, weights, total = _shifted(scores, axis, top)
+            # divide_no_nan: a dead slice (total 0) is all 0; its native gradient is finite
+            # there, so the gradient below, which reuses `prob`, has a finite derivative too
+            return tf.math.divide_no_nan(weights, total)
+
+        if last:
+            # every slice's max finite (the common case: no dead slice, no NaN or +inf, which
+            # TensorFlow's kernel turns into [NaN, 0]): its fused kernel, the same values
+            # (within an ulp) at a fraction of the cost of the four ops above in graph mode
+            prob = tf.cond(tf.reduce_all(tf.math.is_finite(top)), lambda: tf.nn.softmax(scores, axis=-1), careful)
+        else:
+            prob = careful()
 
         def grad(upstream):
             # masked, -inf and dead entries have probability 0, so p (g - sum(g p)) is 0 there

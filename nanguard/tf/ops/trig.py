@@ -24,7 +24,9 @@ def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
         # |x| <= 1: x / 1; 1 < |x| <= 1 + tol: x / |x| = ±1 exactly; beyond: x / (1 + tol), still
         # outside, so an input further out gives NaN like the textbook op. NaN stays NaN. Most
         # tensors lie inside [-1, 1], and the pull costs three passes: it runs only when needed.
-        outside = tf.reduce_max(tf.abs(x)) > 1.0
+        # Each entry on its own: any(|x| > 1), not max |x| > 1, which one NaN makes False
+        # (and then 1 + 1 ulp beside it came out NaN).
+        outside = tf.reduce_any(tf.abs(x) > 1.0)
         inside = tf.cond(outside, lambda: x / tf.clip_by_value(tf.abs(x), 1.0, 1.0 + tolerance), lambda: x)
         out = tf.asin(inside) if sign > 0 else tf.acos(inside)
 

@@ -329,6 +329,23 @@ def zero_over_zero_to_zero(quotient: torch.Tensor, num: torch.Tensor, den: torch
     return torch.where((num == 0) & (den == 0), 0.0, quotient)
 
 
+def nan_marks(x: torch.Tensor) -> torch.Tensor:
+    """0 for every number, NaN for NaN (an inf counts as a number here)."""
+    return torch.where(torch.isnan(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+def nan_where_nan(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``grad`` with NaN where ``x`` (same shape) is NaN: the derivative at a NaN input is NaN.
+
+    For the gradients that do not read the input they belong to (div's 1/b, a mean's
+    1/count): without this, a NaN from the data would leave no trace in its own gradient.
+    Eager CPU looks first (one reduction) and returns ``grad`` itself when ``x`` holds no NaN.
+    """
+    if can_branch_on_data(x) and not may_hold_nan(x):
+        return grad
+    return torch.where(torch.isnan(x), x, grad)
+
+
 def sum_is_finite(t: torch.Tensor) -> bool:
     """True only if ``t`` holds no NaN and no inf (a sum that overflows is a false alarm)."""
     return bool(torch.isfinite(t.sum())) if t.numel() else True

@@ -13,6 +13,8 @@ from nanguard.torch.ops._core import (
     can_branch_on_data,
     compute_dtype,
     fill_at,
+    may_hold_nan,
+    nan_where_nan,
     public_op,
     sum_to,
     zero_positions,
@@ -51,6 +53,10 @@ class _Div(SafeFunction):
                 # d(a/b)/db = -(a/b)/b: multiply by the quotient first, so a tiny b cannot
                 # overflow an intermediate that the product would have brought back
                 grad_b = fill_at(torch.mul(grad, out).div_(b).neg_(), is_zero, 0.0)
+        # NaN in, NaN out: at a NaN quotient (a NaN numerator or denominator) both derivatives
+        # are NaN, also where 1/b does not read a and where b = 0 (the convention's 0 is for numbers)
+        grad_a = None if grad_a is None else nan_where_nan(grad_a, out)
+        grad_b = None if grad_b is None else nan_where_nan(grad_b, out)
         return (
             sum_to(grad_a, a.shape) if ctx.needs_input_grad[0] else None,
             sum_to(grad_b, b.shape) if ctx.needs_input_grad[1] else None,
@@ -94,8 +100,8 @@ def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> to
         * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``
           (as TensorFlow's ``divide_no_nan``), gradient 0 for ``a`` and ``b`` (the result
           does not depend on them there).
-        * ``a`` NaN: NaN, also where ``b = 0`` (unlike ``divide_no_nan``: a NaN from the data
-          is never hidden).
+        * ``a`` or ``b`` NaN: NaN, also where ``b = 0`` (unlike ``divide_no_nan``: a NaN from
+          the data is never hidden), and NaN gradients for both.
         * tiny nonzero ``b``: the exact quotient, which may overflow to inf, as in torch.
 
     Dtypes follow torch's promotion (as ``torch.result_type``: a 0-d tensor or a Python number
@@ -150,16 +156,22 @@ class _MaskedMean(SafeFunction):
         x, mask, ctx.dims, _ = inputs
         ctx.shape = x.shape
         ctx.mark_non_differentiable(outputs[1])
-        ctx.save_for_backward(mask, outputs[1])
+        ctx.save_for_backward(x, mask, *outputs)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor, _count: torch.Tensor):
-        mask, count = ctx.saved_tensors
+        x, mask, mean, count = ctx.saved_tensors
         # each kept entry gets grad / count; masked entries and empty slices get 0
         share = torch.where(count > 0, grad / torch.clamp_min(count, 1), 0.0)
         if torch.is_grad_enabled():
-            return torch.where(mask, share, 0.0).expand(ctx.shape), None, None, None
-        return torch.mul(share, mask).expand(ctx.shape), None, None, None
+            out = torch.where(mask, share, 0.0).expand(ctx.shape)
+        else:
+            out = torch.mul(share, mask).expand(ctx.shape)
+        if can_branch_on_data(mean) and not may_hold_nan(mean):
+            return out, None, None, None  # no kept NaN: one look at the means, not at x
+        # NaN in, NaN out: a kept NaN's derivative is NaN, although 1 / count does not read it
+        kept = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
+        return torch.where(torch.isnan(kept), kept, out), None, None, None
 
 
 @public_op()
@@ -182,6 +194,8 @@ def masked_mean(
         * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
         * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
           value, whatever they hold, NaN and inf included.
+        * a kept NaN: NaN value, and NaN gradient for that entry (the others keep
+          ``1 / count``: the mean's derivative does not read the values).
 
     Args:
         x: floating tensor.

@@ -13,6 +13,7 @@ from nanguard.torch.ops._core import (
     can_branch_on_data,
     compute_dtype,
     lowest,
+    nan_where_nan,
     nonpositive_is_singular,
     pow2_scale,
     public_op,
@@ -36,13 +37,14 @@ class _Xlogy(SafeFunction):
         x, y = ctx.saved_tensors
         grad_x = grad_y = None
         if torch.is_grad_enabled():
-            nonzero = (x != 0) | torch.isnan(y)  # a NaN y gives a NaN gradient, also at x = 0
+            # only x = y = 0 is the convention's point; at x = 0 < y, d/dy = x / y is 0 by
+            # itself, and its own derivative in x, 1 / y, must not be cut off there
+            both_zero = (x == 0) & (y == 0)
             if ctx.needs_input_grad[0]:
-                both_zero = (x == 0) & (y == 0)
                 grad_x = grad * torch.log(torch.where(both_zero, torch.ones_like(y), y))
             if ctx.needs_input_grad[1]:
-                safe_y = torch.where(nonzero, y, torch.ones_like(y))
-                grad_y = torch.where(nonzero, grad * x / safe_y, torch.zeros_like(grad))
+                safe_y = torch.where(both_zero, torch.ones_like(y), y)
+                grad_y = torch.where(both_zero, torch.zeros_like(grad), grad * x / safe_y)
         else:
             if ctx.needs_input_grad[0]:
                 # d/dx = log y; only at x = y = 0, where log y = -inf, the convention gives 0:
@@ -53,9 +55,10 @@ class _Xlogy(SafeFunction):
                 # x / y is NaN from finite inputs only at 0/0, exactly where the convention is 0
                 grad_y = zero_over_zero_to_zero(torch.div(x, y), x, y).mul_(grad)
         if grad_x is not None:
-            grad_x = sum_to(grad_x, x.shape)
+            # NaN in, NaN out: d/dx = log y does not read x, but a NaN x has a NaN derivative
+            grad_x = nan_where_nan(sum_to(grad_x, x.shape), x)
         if grad_y is not None:
-            grad_y = sum_to(grad_y, y.shape)
+            grad_y = sum_to(grad_y, y.shape)  # x / y: NaN for a NaN x or y
         return grad_x, grad_y
 
 
@@ -77,6 +80,7 @@ def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
           derivative; ``torch.xlogy`` reports 0 here) and 0 in ``y``.
         * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
         * ``y < 0`` or NaN: value NaN, as in torch.
+        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
 
     Example:
         >>> p = torch.tensor([0.0, 0.5], requires_grad=True)
@@ -196,13 +200,14 @@ class _CrossEntropy(SafeFunction):
         grad = grad.unsqueeze(ctx.dim) if log_q.dim() else grad
         grad_t = grad_q = None
         if torch.is_grad_enabled():
+            # as in xlogy: only t = q = 0 is the convention's point (d/dq = -t / q is 0 at
+            # t = 0 < q by itself, and its derivative in t, -1 / q, must not be cut off)
+            both_zero = (target == 0) & (probs == 0)
             if ctx.needs_input_grad[0]:
-                both_zero = (target == 0) & (probs == 0)
                 grad_t = -grad * torch.log(torch.where(both_zero, torch.ones_like(probs), probs))
             if ctx.needs_input_grad[1]:
-                weighted = (target != 0) | torch.isnan(probs)
-                safe_q = torch.where(weighted, probs, torch.ones_like(probs))
-                grad_q = torch.where(weighted, -grad * target / safe_q, torch.zeros_like(safe_q))
+                safe_q = torch.where(both_zero, torch.ones_like(probs), probs)
+                grad_q = torch.where(both_zero, torch.zeros_like(safe_q), -grad * target / safe_q)
         else:
             minus_grad = grad.neg()  # one value per slice: cheaper than negating a full tensor
             if ctx.needs_input_grad[0]:
@@ -210,7 +215,8 @@ class _CrossEntropy(SafeFunction):
             if ctx.needs_input_grad[1]:
                 # t / q is NaN from finite inputs only at 0/0, where the convention is 0
                 grad_q = zero_over_zero_to_zero(torch.div(target, probs), target, probs).mul_(minus_grad)
-        return (None if grad_t is None else sum_to(grad_t, target.shape),
+        # NaN in, NaN out: d/dt = -log q does not read t, but a NaN t has a NaN derivative
+        return (None if grad_t is None else nan_where_nan(sum_to(grad_t, target.shape), target),
                 None if grad_q is None else sum_to(grad_q, probs.shape), None)
 
 

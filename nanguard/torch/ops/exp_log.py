@@ -183,16 +183,24 @@ def _softmax_weights(x: torch.Tensor, shift: torch.Tensor, dims: tuple, grad: to
 
 
 def _sigmoid_of_difference(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    """grad * sigmoid(a - b), with 0 where a = b = -inf (their difference is NaN)."""
+    """grad * sigmoid(a - b), with 0 where a = b = -inf and 1/2 where a = b = +inf.
+
+    Both differences are NaN; at +inf the weight is sigmoid(0), the limit along a = b (and
+    what a = b gives everywhere else), at -inf 0 (the convention: no term contributes).
+    """
     if torch.is_grad_enabled():
-        both_neg_inf = torch.isneginf(a) & torch.isneginf(b)
-        difference = torch.where(both_neg_inf, torch.zeros_like(a), a) - torch.where(both_neg_inf, torch.zeros_like(b), b)
+        # only a = b = ±inf: a finite a = b keeps a - b, whose derivative (1, -1) the second
+        # derivative needs (1/4 at a = b)
+        same = (a == b) & torch.isinf(a)
+        both_neg_inf = same & torch.isneginf(a)
+        difference = torch.where(same, torch.zeros_like(a), a) - torch.where(same, torch.zeros_like(b), b)
         return torch.where(both_neg_inf, torch.zeros_like(grad), grad * torch.sigmoid(difference))
-    # the only NaN a - b makes from non-NaN inputs is -inf - -inf: weight 0 there, as in
-    # the differentiable branch; a NaN input keeps its NaN
+    # the only NaNs a - b makes from non-NaN inputs are at a = b = ±inf: weights 0 and 1/2
+    # there, as in the differentiable branch; a NaN input keeps its NaN
     difference = torch.sub(a, b)
     if not can_branch_on_data(difference) or may_hold_nan(difference):
-        difference = torch.where(torch.isneginf(a) & torch.isneginf(b), float("-inf"), difference)
+        same_inf = (a == b) & torch.isinf(a)
+        difference = torch.where(same_inf, torch.where(a > 0, 0.0, float("-inf")), difference)
     return difference.sigmoid_().mul_(grad)
 
 
@@ -227,6 +235,8 @@ def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
 
     Singular points:
         * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
+        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``;
+          ``torch.logaddexp``'s is NaN).
         * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:

@@ -84,7 +84,7 @@ class _Norm(SafeFunction):
         x, n = ctx.saved_tensors
         n = unsqueeze_dims(n, ctx.dims, ctx.keepdim, x.dim())
         grad = unsqueeze_dims(grad, ctx.dims, ctx.keepdim, x.dim())
-        positive = n > 0
+        positive = n != 0  # NaN counts as nonzero: x / NaN is NaN for every entry, not 0
         safe_n = torch.where(positive, n, torch.ones_like(n))
         masked_grad = torch.where(positive, grad, torch.zeros_like(grad))
         if torch.is_grad_enabled():
@@ -190,6 +190,12 @@ def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return apply_op(_Normalize, x.to(compute_dtype(x.dtype)), axis).to(x.dtype)
 
 
+def _nan_of_either(na: torch.Tensor, nb: torch.Tensor) -> torch.Tensor:
+    """0, or NaN where either norm is NaN (an inf norm with a zero vector stays 0)."""
+    total = na + nb
+    return torch.where(torch.isnan(total), total, torch.zeros((), dtype=total.dtype, device=total.device))
+
+
 class _Cosine(SafeFunction):
     @staticmethod
     def forward(a: torch.Tensor, b: torch.Tensor, dim: int) -> torch.Tensor:
@@ -197,13 +203,15 @@ class _Cosine(SafeFunction):
         nb = _l2_norm(b, (dim,), keepdim=False)
         lo, hi = _safe_range(a.dtype)
         both = (na != 0) & (nb != 0)  # a NaN norm is not the zero vector: NaN in, NaN out
+        # against a zero vector, 0; but a NaN in the other vector makes it NaN
+        degenerate = _nan_of_either(na, nb)
         eager_safe = (
             can_branch_on_data(na) and bool((((na >= lo) & (na <= hi)) | (na == 0)).all())
             and bool((((nb >= lo) & (nb <= hi)) | (nb == 0)).all())
         )
         if eager_safe:
             dot = (a * b).sum(dim)
-            return torch.where(both, dot / torch.where(both, na * nb, torch.ones_like(na)), torch.zeros_like(dot))
+            return torch.where(both, dot / torch.where(both, na * nb, torch.ones_like(na)), degenerate)
         # scale each vector by a power of two so that neither the dot product nor the
         # product of norms can overflow or underflow
         sa = a / pow2_scale(a, (dim,))
@@ -211,7 +219,7 @@ class _Cosine(SafeFunction):
         na_s = torch.linalg.vector_norm(sa, 2, dim=dim)
         nb_s = torch.linalg.vector_norm(sb, 2, dim=dim)
         dot = (sa * sb).sum(dim)
-        return torch.where(both, dot / torch.where(both, na_s * nb_s, torch.ones_like(na_s)), torch.zeros_like(dot))
+        return torch.where(both, dot / torch.where(both, na_s * nb_s, torch.ones_like(na_s)), degenerate)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -231,7 +239,7 @@ class _Cosine(SafeFunction):
             ua = _Normalize.forward(a, dim)
             ub = _Normalize.forward(b, dim)
         both = (na != 0) & (nb != 0)
-        zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
+        zero = _nan_of_either(na, nb)  # 0, or NaN where either vector holds NaN
         # d cos / d a = (u_b - cos u_a) / |a|, and symmetrically for b
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
@@ -255,7 +263,8 @@ def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.
     depend on ``eps``. Broadcasts like the torch function.
 
     Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
+        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare);
+          but NaN, with NaN gradients, when the other vector holds NaN.
 
     Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
     error; :func:`nanguard.acos` accepts that.

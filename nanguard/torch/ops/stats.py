@@ -12,6 +12,7 @@ from nanguard.torch.ops._core import (
     apply_op,
     can_branch_on_data,
     compute_dtype,
+    nan_marks,
     numel_over,
     pow2_scale,
     public_op,
@@ -35,7 +36,7 @@ class _ZeroSpread(SafeFunction):
     @staticmethod
     def forward(x: torch.Tensor, dims: Optional[Tuple[int, ...]], keepdim: bool) -> torch.Tensor:
         # 0, except that a NaN in the slice stays NaN (NaN from the data is never hidden)
-        return _nan_marks(x).sum(dim=dims, keepdim=keepdim)
+        return nan_marks(x).sum(dim=dims, keepdim=keepdim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -44,12 +45,7 @@ class _ZeroSpread(SafeFunction):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (x,) = ctx.saved_tensors
-        return _nan_marks(x.detach()), None, None
-
-
-def _nan_marks(x: torch.Tensor) -> torch.Tensor:
-    """0 for every number, NaN for NaN (an inf counts as a number here)."""
-    return torch.where(torch.isnan(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
+        return nan_marks(x.detach()), None, None
 
 
 def _prepare(x: torch.Tensor, dim: Dim, correction: object, op: str):
@@ -165,9 +161,13 @@ class _Std(SafeFunction):
         # (a subnormal std may even have rounded to 0 for a slice that is not constant).
         # `std != 0`, not `std > 0`: a NaN std gives a NaN gradient, not the constant-slice 0
         if torch.is_grad_enabled():
+            # on inputs scaled by a power of two (a constant: every derivative stays exact),
+            # so that neither the centring of huge entries nor std² in the derivative of
+            # 1 / std overflows or underflows
+            scale = pow2_scale(x.detach(), dims)
             positive = std != 0
-            safe_std = torch.where(positive, std, torch.ones_like(std))
-            ratio = _centred(x, dims) / safe_std
+            safe_std = torch.where(positive, std / scale, torch.ones_like(std))
+            ratio = _centred(x / scale, dims) / safe_std
             return torch.where(positive, ratio * (grad / ctx.dof), torch.zeros_like(ratio)), None, None, None
         finfo = torch.finfo(std.dtype)
         lo, hi = finfo.tiny**0.5 / finfo.eps, finfo.max**0.5 / 4

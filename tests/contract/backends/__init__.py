@@ -4,10 +4,13 @@ Each adapter module defines ``BACKEND``, an object with:
 
 * ``name`` and ``dtypes`` (the dtype names of ``nanguard.core.vectors.DTYPES`` it supports);
 * ``value_and_grads(vector, dtype, create_graph=False)`` -> (value, [grad per input]) as
-  nested Python float lists, the gradient of ``sum(out * weights)`` over finite ``out``;
+  nested Python float lists, the gradient of the vector's loss (``sum(out * weights)`` over
+  the finite ``out``, or over every ``out`` for ``loss="sum"``), weights in ``out``'s dtype;
 * ``second_derivative(vector, dtype)`` -> [nested float list per input], or None when the
   first derivative does not depend on the inputs;
 * ``output_dtype(vector, dtype)`` -> the dtype name of the op's output;
+* ``flushes_subnormals(dtype)`` -> True where the backend (in its mode) reads and writes
+  subnormal numbers as 0, measured, not assumed: the vectors' ``flushed`` expectations apply;
 * ``two_backward_paths``: True when the backend has a fast first-order backward beside the
   differentiable one (torch); ``value_and_grads(create_graph=...)`` then selects it.
 

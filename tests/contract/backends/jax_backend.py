@@ -64,6 +64,21 @@ def finite_part_loss(out: jax.Array, weights: Optional[list]) -> jax.Array:
     return jnp.sum(jnp.where(finite, out, jnp.zeros_like(out)) * w)
 
 
+def contract_loss(out: jax.Array, vector: Vector) -> jax.Array:
+    """The vector's loss: sum(out * w) over the finite outputs, or over every output."""
+    if vector.loss == "finite":
+        return finite_part_loss(out, vector.weights)
+    return jnp.sum(out if vector.weights is None else out * jnp.asarray(vector.weights, out.dtype))
+
+
+def flushes_subnormals(dtype: str, compiled: bool = False) -> bool:
+    """True where XLA reads and writes subnormal numbers as 0 (its CPU backend does)."""
+    with _x64(dtype):
+        tiny = jnp.asarray(jnp.finfo(DTYPE[dtype]).tiny, DTYPE[dtype])
+        half = jax.jit(lambda t: t / 2) if compiled else (lambda t: t / 2)
+        return bool(half(tiny) == 0)
+
+
 def _combination(g: jax.Array) -> jax.Array:
     """A generic linear combination of a first derivative (weights linspace(0.5, 1.5))."""
     w = jnp.linspace(0.5, 1.5, g.size, dtype=g.dtype).reshape(g.shape)
@@ -98,6 +113,9 @@ class JaxBackend:
     def _compiled(self, f):
         return jax.jit(f) if self.mode == "jit" else f
 
+    def flushes_subnormals(self, dtype: str) -> bool:
+        return flushes_subnormals(dtype, compiled=self.mode == "jit")
+
     def output_dtype(self, vector: Vector, dtype: str) -> str:
         with _x64(dtype):
             out = self._compiled(self._op(vector))(*arrays(vector, dtype))
@@ -105,7 +123,7 @@ class JaxBackend:
 
     def _loss(self, vector: Vector):
         op = self._op(vector)
-        return lambda *xs: finite_part_loss(op(*xs), vector.weights)
+        return lambda *xs: contract_loss(op(*xs), vector)
 
     def value_and_grads(self, vector: Vector, dtype: str, create_graph: bool = False):
         with _x64(dtype):

@@ -8,7 +8,7 @@ One backend object per execution mode: ``eager`` (the one registered in ``ADAPTE
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -51,9 +51,25 @@ def tensors(vector: Vector, dtype: tf.DType) -> List[tf.Tensor]:
 
 def finite_part_loss(out: tf.Tensor, weights: Optional[list]) -> tf.Tensor:
     """sum(out * w) over the finite entries of out (an op may return -inf by convention)."""
-    w = tf.ones_like(out) if weights is None else tf.cast(tf.constant(weights), out.dtype)
+    w = tf.ones_like(out) if weights is None else tf.constant(weights, out.dtype)
     finite = tf.math.is_finite(tf.stop_gradient(out))
     return tf.reduce_sum(tf.where(finite, out, tf.zeros_like(out)) * w)
+
+
+def contract_loss(out: tf.Tensor, vector: Vector) -> tf.Tensor:
+    """The vector's loss: sum(out * w) over the finite outputs, or over every output."""
+    if vector.loss == "finite":
+        return finite_part_loss(out, vector.weights)
+    return tf.reduce_sum(out if vector.weights is None else out * tf.constant(vector.weights, out.dtype))
+
+
+def flushes_subnormals(dtype: tf.DType, mode: str = "eager") -> bool:
+    """True where TensorFlow reads and writes subnormal numbers as 0 (its CPU kernels and XLA do)."""
+    half = lambda t: t / 2  # noqa: E731
+    if mode != "eager":
+        half = tf.function(half, jit_compile=mode == "jit")
+    tiny = tf.constant(dtype.as_numpy_dtype(tf.experimental.numpy.finfo(dtype.as_numpy_dtype).tiny), dtype)
+    return bool(half(tiny).numpy() == 0)
 
 
 def _combination(g: tf.Tensor) -> tf.Tensor:
@@ -74,7 +90,7 @@ def _derivatives(vector: Vector, second: bool):
             with tf.GradientTape(watch_accessed_variables=False) as inner:
                 inner.watch(xs)
                 out = op(*xs)
-                loss = finite_part_loss(out, vector.weights)
+                loss = contract_loss(out, vector)
             grads = inner.gradient(loss, list(xs), unconnected_gradients=zero)
             total = tf.add_n([_combination(g) for g in grads]) if second else None
         seconds = outer.gradient(total, list(xs)) if second else [None] * len(xs)
@@ -85,6 +101,9 @@ def _derivatives(vector: Vector, second: bool):
 
 def _floats(t: tf.Tensor):
     return tf.cast(t, tf.float64).numpy().tolist()
+
+
+_FLUSHES: Dict[Tuple[str, str], bool] = {}
 
 
 class TensorFlowBackend:
@@ -101,6 +120,11 @@ class TensorFlowBackend:
         if self.mode == "eager":
             return run
         return tf.function(run, jit_compile=self.mode == "jit", reduce_retracing=False)
+
+    def flushes_subnormals(self, dtype: str) -> bool:
+        if (self.mode, dtype) not in _FLUSHES:
+            _FLUSHES[self.mode, dtype] = flushes_subnormals(DTYPE[dtype], self.mode)
+        return _FLUSHES[self.mode, dtype]
 
     def output_dtype(self, vector: Vector, dtype: str) -> str:
         out = self._compiled(fn(vector))(*tensors(vector, DTYPE[dtype]))

@@ -1,18 +1,20 @@
-"""The shared singular-point table on nanguard.jax under ``jit``, ``vmap`` and ``jax.hessian``.
+"""The shared contract table on nanguard.jax under ``jit``, ``vmap`` and ``jax.hessian``.
 
 ``tests/contract`` runs it eagerly; here every vector runs again compiled, mapped over a
-batch, and with its second derivatives taken from the full Hessian.
+batch, and with its second derivatives taken from the full Hessian (and compared with the
+eager ones).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nanguard.core.vectors import DTYPES, SECOND_ORDER_DTYPES, TOLERANCE, VECTORS, Vector
+from nanguard.core.contract_rows import ALL_VECTORS
+from nanguard.core.vectors import DTYPES, SECOND_ORDER_DTYPES, VECTORS, Vector
 from tests.contract.backends import jax_backend
-from tests.contract.compare import all_finite, assert_close
+from tests.contract.checks import applies, check_second_derivative, check_value_and_grads
 
-IDS = [v.id for v in VECTORS]
+IDS = [v.id for v in ALL_VECTORS]
 EAGER = jax_backend.JaxBackend("eager")
 
 
@@ -22,24 +24,18 @@ def backend(request):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("vector", VECTORS, ids=IDS)
+@pytest.mark.parametrize("vector", ALL_VECTORS, ids=IDS)
 def test_value_and_gradient_under_jit_and_vmap(backend, vector: Vector, dtype: str) -> None:
-    rtol, atol = TOLERANCE[dtype]
-    assert backend.output_dtype(vector, dtype) == dtype
-    value, grads = backend.value_and_grads(vector, dtype)
-    assert_close(value, vector.value, rtol, atol, f"{backend.name} {vector.id} value ({dtype})")
-    for i, (grad, expected) in enumerate(zip(grads, vector.grads)):
-        assert all_finite(grad), f"{vector.id}: non-finite gradient for input {i}: {grad}"
-        assert_close(grad, expected, rtol, atol, f"{backend.name} {vector.id} gradient of input {i} ({dtype})")
+    check_value_and_grads(backend, vector, dtype)
 
 
 @pytest.mark.parametrize("mode", ["jit", "vmap", "hessian"])
 @pytest.mark.parametrize("dtype", SECOND_ORDER_DTYPES)
-@pytest.mark.parametrize("vector", VECTORS, ids=IDS)
+@pytest.mark.parametrize("vector", ALL_VECTORS, ids=IDS)
 def test_second_derivative_under_each_transform_equals_eager(mode: str, vector: Vector, dtype: str) -> None:
-    second = jax_backend.JaxBackend(mode).second_derivative(vector, dtype)
-    assert all(all_finite(s) for s in second), f"{vector.id}: non-finite second derivative {second}"
-    eager = EAGER.second_derivative(vector, dtype)
-    rtol, atol = TOLERANCE[dtype]
-    for s, e in zip(second, eager):
-        assert_close(s, e, rtol * 10, atol * 10, f"jax-{mode} {vector.id} second derivative vs eager")
+    backend = jax_backend.JaxBackend(mode)
+    applies(backend, vector, dtype)
+    # against eager at the singular points; elsewhere (tiny inputs: terms of 1e50 cancelling to
+    # 1e40) two evaluation orders need not round alike, and the finite check is the contract
+    eager = EAGER.second_derivative(vector, dtype) if vector in VECTORS else None
+    check_second_derivative(backend, vector, dtype, reference=eager)

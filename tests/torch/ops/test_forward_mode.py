@@ -13,7 +13,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.func import hessian, jacfwd, jacrev, jvp
 
 from nanguard.core.vectors import VECTORS, Vector
-from tests.contract.backends.torch_backend import finite_part_loss, fn, tensors
+from tests.contract.backends.torch_backend import contract_loss, fn, tensors
 from tests.torch.ops.specs import SPEC_IDS, SPECS, Spec
 
 VECTOR_IDS = [v.id for v in VECTORS]
@@ -73,11 +73,10 @@ def test_jacfwd_matches_jacrev_at_singular_points(vector: Vector) -> None:
 @pytest.mark.parametrize("vector", VECTORS, ids=VECTOR_IDS)
 def test_hessian_is_finite_at_singular_points_and_matches_reverse_over_reverse(vector: Vector) -> None:
     inputs = tensors(vector, torch.float64, requires_grad=False)
-    w = None if vector.weights is None else torch.tensor(vector.weights)
     op = fn(vector)
 
     def loss(*xs):
-        return finite_part_loss(op(*xs), w)
+        return contract_loss(op(*xs), vector)
 
     argnums = _argnums(len(inputs))
     forward_over_reverse = hessian(loss, argnums=argnums)(*inputs)

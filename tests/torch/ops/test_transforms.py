@@ -11,10 +11,15 @@ import torch
 import torch._dynamo
 from torch.func import grad, vmap
 
-from nanguard.core.vectors import VECTORS, Vector
-from tests.contract.backends.torch_backend import fn, tensors
-from tests.torch.ops.helpers import assert_close, finite_part_loss
+from nanguard.core.contract_rows import ALL_VECTORS
+from nanguard.core.vectors import DTYPES, SECOND_ORDER_DTYPES, VECTORS, Vector
+from tests.contract.backends.torch_backend import TorchBackend, contract_loss, fn, tensors
+from tests.contract.checks import check_second_derivative, check_value_and_grads
+from tests.torch.ops.helpers import assert_close
 from tests.torch.ops.specs import SPEC_IDS, SPECS, Spec, weights_for
+
+
+FUNC = TorchBackend("func")
 
 
 def _weighted_loss(spec: Spec, w: torch.Tensor):
@@ -72,23 +77,17 @@ def test_vmap_of_grad_matches_a_loop(spec: Spec) -> None:
     torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("row", VECTORS, ids=[v.id for v in VECTORS])
-def test_func_grad_and_vmap_keep_the_singular_point_conventions(row: Vector) -> None:
-    dtype = torch.float64
-    op = fn(row)
-    inputs = tensors(row, dtype, requires_grad=False)
-    weights = None if row.weights is None else torch.tensor(row.weights)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("row", ALL_VECTORS, ids=[v.id for v in ALL_VECTORS])
+def test_func_grad_and_vmap_keep_the_contract(row: Vector, dtype: str) -> None:
+    """The whole contract table through torch.func.grad (derivatives) and vmap (value)."""
+    check_value_and_grads(FUNC, row, dtype)
 
-    def loss(*xs):
-        return finite_part_loss(op(*xs), weights)
 
-    grads = grad(loss, argnums=tuple(range(len(inputs))))(*inputs)
-    for i, (g, expected) in enumerate(zip(grads, row.grads)):
-        assert_close(g, expected, dtype, f"{row.id} torch.func.grad of input {i}")
-    # the same point twice in a batch, through vmap's branch-free path
-    batched = vmap(op)(*[torch.stack([t, t]) for t in inputs])
-    assert_close(batched[0], row.value, dtype, f"{row.id} vmap value")
-    assert_close(batched[1], row.value, dtype, f"{row.id} vmap value")
+@pytest.mark.parametrize("dtype", SECOND_ORDER_DTYPES)
+@pytest.mark.parametrize("row", ALL_VECTORS, ids=[v.id for v in ALL_VECTORS])
+def test_func_grad_of_grad_keeps_the_contract(row: Vector, dtype: str) -> None:
+    check_second_derivative(FUNC, row, dtype)
 
 
 @pytest.mark.slow
@@ -96,9 +95,8 @@ def test_func_grad_and_vmap_keep_the_singular_point_conventions(row: Vector) -> 
 def test_compile_fullgraph_keeps_the_singular_point_conventions(row: Vector) -> None:
     torch._dynamo.reset()
     dtype = torch.float32
-    weights = None if row.weights is None else torch.tensor(row.weights)
     op = fn(row)
-    compiled = torch.compile(lambda *xs: finite_part_loss(op(*xs), weights), fullgraph=True,
+    compiled = torch.compile(lambda *xs: contract_loss(op(*xs), row), fullgraph=True,
                              backend="aot_eager")
     inputs = tensors(row, dtype)
     grads = torch.autograd.grad(compiled(*inputs), inputs, allow_unused=True)
