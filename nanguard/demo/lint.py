@@ -92,10 +92,11 @@ def run(show) -> None:
             show.bad(f"{f.path}:{f.line}:{f.col}", f"{f.code} {f.message}")
         if not found:
             show.good(story_display(version), "no findings")
-    show.story("The other seed stories' code, checked statically (`nanguard lint seed_stories.py`)")
+    show.story("The other seed stories' code, checked statically (`--confidence all` adds the clamp of "
+               "story 4, which biases rather than NaNs)")
     with tempfile.TemporaryDirectory() as tmp:
         _path, findings, fixed, applied = lint_demo_program(Path(tmp))
-    show.code("$ nanguard lint seed_stories.py")
+    show.code("$ nanguard lint --confidence all seed_stories.py")
     for f in findings:
         show.bad(f"{f.path}:{f.line}:{f.col}", f"{f.code} {f.message}")
     fixable = sum(1 for f in findings if f.fix is not None)
