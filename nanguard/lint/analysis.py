@@ -77,24 +77,11 @@ class Analysis(Walk):
         if isinstance(func, ast.Name):
             constructor = self.value_of(func)
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            constructor = self.self_attribute_values().get(func.attr)
+            values = self.self_assigned.get(func.attr, ())
+            constructor = values[0] if len(values) == 1 else None
         else:
             return None
         return instance_op(self.imports, constructor, call) if constructor is not None else None
-
-    _self_values: dict[str, ast.expr] | None = None
-
-    def self_attribute_values(self) -> dict[str, ast.expr]:
-        """`self.X = value` assignments of the module, for attributes assigned exactly once (lazy)."""
-        if self._self_values is None:
-            seen: dict[str, list[ast.expr]] = {}
-            for node in ast.walk(self.tree):
-                if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                    t = node.targets[0]
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        seen.setdefault(t.attr, []).append(node.value)
-            self._self_values = {k: v[0] for k, v in seen.items() if len(v) == 1}
-        return self._self_values
 
     def lookup(self, key: str, scope: Scope | None = None) -> tuple[Scope | None, list[ast.expr | None]]:
         """The scope that binds `key` (innermost first) and its bindings there."""

@@ -42,6 +42,8 @@ class Walk:
         # Nodes whose value leaves autograd right away (`(...).item()`, `tf.stop_gradient(...)`).
         self.detached_results: set[int] = set()
         self.mutation_index: dict[int, ast.AST] = {}
+        # attribute -> the values `self.<attribute> = ...` assigns anywhere in the module
+        self.self_assigned: dict[str, list[ast.expr]] = {}
         # id(function, lambda or class node) -> its Scope.
         self.scope_of: dict[int, Scope] = {}
         self._ops: dict[int, OpCall | None] = {}
@@ -109,6 +111,9 @@ class Walk:
             value = node.value  # type: ignore[attr-defined]
             for target in node.targets:  # type: ignore[attr-defined]
                 self._bind_target(target, value, scope)
+                if target.__class__ is ast.Attribute and target.value.__class__ is ast.Name \
+                        and target.value.id == "self":
+                    self.self_assigned.setdefault(target.attr, []).append(value)  # `self.sm = nn.Softmax(1)`
                 if target.__class__ is ast.Tuple and value.__class__ is ast.Call:
                     for elt in target.elts:
                         key = name_key(elt)
