@@ -67,8 +67,9 @@ _SAMPLERS = frozenset({"randn", "rand", "normal", "uniform", "randn_like", "rand
 def _bounded(ctx: Analysis, value: ast.expr | None) -> bool:
     """Bounded above where it is assigned: a clamp/min/tanh/sigmoid, a conditional expression
     that clamps one arm and takes the other from an attribute (the clamped value cached by the
-    object: PyG's `self.__logstd__ if logstd is None else logstd.clamp(max=...)`), or a value drawn from a sampler (`p_mean + p_std * randn(...)`: a log-normal
-    schedule, not a prediction)."""
+    object: PyG's `self.__logstd__ if logstd is None else logstd.clamp(max=...)`), or a value
+    drawn from a sampler (`p_mean + p_std * randn(...)`: a log-normal schedule, not a
+    prediction)."""
     if value is None:
         return False
     if isinstance(value, ast.IfExp):
