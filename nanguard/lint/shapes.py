@@ -8,6 +8,7 @@ predicate here they err on the side of not matching.
 from __future__ import annotations
 
 import ast
+import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.patterns import strip_wrappers
@@ -54,8 +55,19 @@ def difference_of_points(ctx: Analysis, expr: ast.expr) -> bool:
     """`a - b` (through a name holding one): exactly the zero vector where a == b, which
     identical points, a pair of a sample with itself or a converged prediction give."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
+    if isinstance(e, ast.Name) and ctx.value_of(e) is None:
+        return _named_difference(e.id)  # a parameter `dx`, `delta`, `pos_diff`
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) \
         and const_value(e.left) is None and const_value(e.right) is None
+
+
+# Whole words of a name that say "a difference of two points" (`dx`, `delta_pos`, `xy_diff`).
+_DIFFERENCE_TOKENS = frozenset({"dx", "dy", "dz", "diff", "diffs", "delta", "deltas", "difference",
+                                "differences", "displacement"})
+
+
+def _named_difference(ident: str) -> bool:
+    return any(t in _DIFFERENCE_TOKENS for t in re.split(r"[_\d]+", ident.lower()) if t)
 
 
 def sum_of_squares(ctx: Analysis, expr: ast.expr) -> bool:

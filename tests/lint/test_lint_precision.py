@@ -202,7 +202,8 @@ CONFIDENCE = [
     ("y = torch.log(torch.softmax(x, 1))\n", "NG101", CERTAIN),
     ("y = torch.where(x > 0, torch.log(x), torch.zeros_like(x))\n", "NG501", CERTAIN),
     ("a = torch.acos(F.linear(F.normalize(x), F.normalize(w)))\n", "NG303", CERTAIN),
-    ("a = torch.acos(cos_sim)\n", "NG303", POSSIBLE),                     # only the name says cosine
+    ("a = torch.acos(cos_sim)\n", "NG303", CERTAIN),                      # a cosine is ±1 for parallel vectors
+    ("a = torch.acos(costs)\n", "NG303", POSSIBLE),                       # `cost` is not a cosine
     ("r = torch.sqrt(torch.relu(x))\n", "NG304", CERTAIN),                # 0 on a half-line
     ("r = torch.sqrt(x.var(0))\n", "NG304", POSSIBLE),                    # 0 for constant data only
     ("m = (x * mask).sum(-1) / mask.sum(-1)\n", "NG401", CERTAIN),        # a mask can be all False
@@ -211,7 +212,17 @@ CONFIDENCE = [
     ("d = torch.sqrt((p - t) ** 2 + c ** 2)\n", "NG302", POSSIBLE),        # pseudo-Huber: c > 0
     ("sm = torch.nn.Softmax(dim=1)\ny = torch.log(sm(x))\n", "NG101", CERTAIN),  # a module instance
     ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", CERTAIN),  # a padded row
-    ("s = x.std(0)\n", "NG801", POSSIBLE),
+    ("s = x.std(0)\n", "NG801", POSSIBLE),                                # a module-level value: the data's rows
+    ("def f(x):\n    return x.std(0)\n", "NG801", CERTAIN),                # the caller may pass one row
+    ("def f(x):\n    x = x.flatten(1)\n    return x.std(0)\n", "NG801", POSSIBLE),
+    ("p = torch.log(torch.clamp(q, 1e-10, 1.0))\n", "NG601", CERTAIN),    # the seed's clip to [eps, 1]
+    ("p = torch.log(q.clamp(min=1e-10))\n", "NG601", POSSIBLE),           # the guard real fixes use
+    ("p = torch.log(q.clamp(1e-7, 1 - 1e-7))\n", "NG601", POSSIBLE),      # Keras's clip to [eps, 1 - eps]
+    ("y = torch.softmax(torch.clamp(z, -15, 15), -1)\n", "NG602", CERTAIN),
+    ("y = torch.softmax(z.clamp(max=50), -1)\n", "NG602", POSSIBLE),
+    ("d = torch.sqrt(dx ** 2 + dy ** 2)\n", "NG302", CERTAIN),            # named differences
+    ("r = torch.norm(a - b, dim=-1) ** 0.5\n", "NG304", CERTAIN),         # identical points
+    ("r = mask.sum(-1) ** -0.5\n", "NG304", CERTAIN),                     # an empty mask
     # timm's LSE pooling: max-subtracted, then scaled by a temperature that is positive by intent
     ("x_max = x.amax(-1, keepdim=True)\ne = torch.exp(self.r * (x - x_max))\n"
      "y = x_max + torch.log(e.mean(-1)) / self.r\n", "NG105", POSSIBLE),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
+from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
 from nanguard.lint.patterns import clamp_lower, strip_wrappers
@@ -31,6 +31,11 @@ It hides the problem instead of removing it (seed story: `tf.log(tf.clip_by_valu
 Reported when the lower bound is a small constant (float32's smallest normal number < bound
 <= 1e-2) or an eps-like name. A bound of `finfo(dtype).tiny` (or below) is not reported: it
 biases nothing measurable and only keeps an exact 0 out of the log.
+Certain (the default) for the seed's clip to `[eps, 1]`: an upper bound of exactly 1 on a
+probability clips nothing, so the clip is there only as a NaN cure, and a softmax entry below
+`eps` (a logit ~23 below the row's largest for eps = 1e-10) is reached by ordinary inputs and
+loses its gradient. Possible for a one-sided `p.clamp(min=eps)` or a clip to `[eps, 1 - eps]`:
+the guard many real fixes (and Keras's own binary cross-entropy) use.
 A gradient hazard: not reported inside `torch.no_grad()`.""",
 )
 
@@ -44,6 +49,9 @@ CLAMP_BEFORE_SOFTMAX = Rule(
     explanation="""\
 The clamp silently freezes the most confident (or most wrong) predictions (seed story:
 `tf.clip_by_value(logits, -15.0, 15.0)` before `tf.nn.softmax`).
+Certain (the default) for a clamp with both bounds: every logit past a bound, which ordinary
+inputs reach, gets a zero gradient and the softmax stops learning from it. Possible for a
+one-sided clamp (`clamp(max=c)`), which also guards an overflow.
 
     probs = torch.softmax(torch.clamp(logits, -15, 15), dim=-1)
 ->  probs = torch.softmax(logits, dim=-1)
@@ -104,7 +112,14 @@ def check_log_of_clamp(ctx: Analysis, oc: OpCall) -> None:
     if not _tiny(bound if named is None else named) or clamp.input is None or not _probability(ctx, clamp):
         return
     ctx.report(LOG_OF_CLAMP, oc.node, f"`log` of a probability clamped at `{describe(bound, 20)}`"
-               + via(ctx, arg, value), "clamped_log", subject=clamp.input)
+               + via(ctx, arg, value), "clamped_log", subject=clamp.input,
+               confidence=CERTAIN if _upper_is_one(clamp) else None)
+
+
+def _upper_is_one(clamp: OpCall) -> bool:
+    """The seed's `clip_by_value(p, 1e-10, 1.0)`: a probability clipped above at exactly 1."""
+    upper = clamp.operand(2, "max", "clip_value_max", "max_value") if clamp.op == "clamp" else None
+    return const_value(upper) == 1
 
 
 @checks("NG602")
@@ -120,8 +135,10 @@ def check_clamped_logits(ctx: Analysis, oc: OpCall) -> None:
         clamp = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
     if clamp is None or clamp.op != "clamp":
         return
+    both = clamp.operand(1, "min", "clip_value_min") is not None \
+        and clamp.operand(2, "max", "clip_value_max") is not None
     ctx.report(CLAMP_BEFORE_SOFTMAX, oc.node, f"`{oc.op}` of clamped logits" + via(ctx, arg, value),
-               "clamped_logits", subject=clamp.input)
+               "clamped_logits", subject=clamp.input, confidence=CERTAIN if both else None)
 
 
 ON_CALL = {"log": [check_log_of_clamp], "log2": [check_log_of_clamp], "log10": [check_log_of_clamp],

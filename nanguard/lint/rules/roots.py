@@ -206,10 +206,19 @@ def check_root(ctx: Analysis, target) -> None:
     if reason is None:
         return
     key = "negative_power_zero" if p < 0 else "sqrt_zero" if spelling == "sqrt" else "fractional_power_zero"
-    # relu is 0 on a whole half-line: that input is certain to come; a 0 of abs, a variance or a
-    # count depends on the data.
-    confidence = CERTAIN if reason.startswith("`relu`") else POSSIBLE
+    # relu is 0 on a whole half-line, a mask can be empty (as NG401 says) and a distance is 0 for
+    # identical points: those inputs are certain to be accepted; a 0 of abs, a variance or a
+    # named count depends on the data.
+    certain = reason.startswith(("`relu`", "a count of a mask")) or (
+        reason.startswith("a norm") and _norm_of_difference(ctx, base))
+    confidence = CERTAIN if certain else POSSIBLE
     ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base, confidence=confidence)
+
+
+def _norm_of_difference(ctx: Analysis, expr: ast.expr) -> bool:
+    """`torch.norm(a - b, dim=-1)`, `(x - y).norm(dim=1)`: 0 for identical points."""
+    oc = ctx.op(strip_wrappers(ctx, ctx.resolve(expr)))
+    return oc is not None and oc.op == "norm" and oc.input is not None and difference_of_points(ctx, oc.input)
 
 
 _GRAM_PREFIXES = ("gram", "dot", "inner", "prod", "cross", "sim")
@@ -341,6 +350,21 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
     return None
 
 
+# Whole words of a name that say "a cosine or a dot product": such a value is ±1 for parallel
+# vectors (an input the code accepts; an infinite gradient) and rounds past it (a NaN).
+_COSINE_TOKENS = frozenset({"cos", "cosine", "cosines", "cossim", "cos_sim", "dot", "dots", "dotprod",
+                            "sim", "sims", "similarity", "similarities"})
+
+
+def _named_cosine(expr: ast.expr) -> bool:
+    """`cosine`, `cos_sim`, `dot`, `sim_matrix` as whole words (`cost`, `simple` are not)."""
+    if not isinstance(expr, (ast.Name, ast.Attribute)):
+        return False
+    ident = (expr.id if isinstance(expr, ast.Name) else expr.attr).lower()
+    tokens = [t for t in re.split(r"[_\d]+", ident) if t]
+    return ident in _COSINE_TOKENS or any(t in _COSINE_TOKENS for t in tokens)
+
+
 @checks("NG303")
 def check_acos(ctx: Analysis, oc: OpCall) -> None:
     if oc.input is None:
@@ -348,7 +372,7 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
     state = _cosine_state(ctx, oc.input)
     name = "acos" if oc.op == "acos" else "asin"
     if state == "raw":
-        confidence = CERTAIN if _true_cosine(ctx, oc.input) else POSSIBLE
+        confidence = CERTAIN if _true_cosine(ctx, oc.input) or _named_cosine(oc.input) else POSSIBLE
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,
                    subject=oc.input, confidence=confidence)
     elif state == "clamped":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.model import POSSIBLE, VALUE, Rule
+from nanguard.lint.model import CERTAIN, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import METHOD, TORCH, OpCall
 from nanguard.lint.rules.base import checks
 from nanguard.lint.syntax import const_value
@@ -27,7 +27,10 @@ element per group).
     # or x.std(0, correction=0) when the population statistic is what you mean
 
 Reported for torch std/var/std_mean/var_mean over dim 0 with the default correction. (TF's
-reduce_std/reduce_variance use N and are not affected.)""",
+reduce_std/reduce_variance use N and are not affected.) Certain (the default) when the
+statistic is taken of a parameter of the enclosing function, unchanged: whoever calls it
+decides the batch, and a batch of one is an input it accepts. Possible otherwise (a dataset's
+column, a reshaped feature map: their row count is the data's).""",
 )
 
 RULES = [STD_OF_ONE]
@@ -61,7 +64,18 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
         return  # `torch.std(x, 0, False)`: unbiased=False
     if not _is_dim_zero(dim):
         return
-    ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate")
+    ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate",
+               confidence=CERTAIN if _callers_batch(ctx, oc.input) else None)
+
+
+def _callers_batch(ctx: Analysis, expr: ast.expr | None) -> bool:
+    """Is `expr` a parameter of the enclosing function that the body never rebinds?"""
+    fn = ctx.scope.node
+    if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return False
+    args = fn.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    return expr.id in names and ctx.scope.bindings.get(expr.id) == [None]
 
 
 ON_CALL = {"std": [check_std], "var": [check_std], "std_mean": [check_std], "var_mean": [check_std]}
