@@ -83,6 +83,42 @@ class Analysis(Walk):
             return None
         return instance_op(self.imports, constructor, call) if constructor is not None else None
 
+    def returned_op(self, call: ast.AST | None) -> OpCall | None:
+        """The op a call to this module's own code returns: `policy(s)` after `policy =
+        Policy()` whose `forward` returns `torch.softmax(...)`, `self.head(x)` likewise, or
+        `probs(x)` of a module-level `def probs(x): return F.softmax(x, -1)`. One level deep,
+        and only when every `return` of that function returns the same op."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        target: ast.AST | None = None
+        if isinstance(func, ast.Name):
+            target = self._definitions().get(func.id)
+            if target is None:
+                target = self.value_of(func)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            values = self.self_assigned.get(func.attr, ())
+            target = values[0] if len(values) == 1 else None
+        if isinstance(target, ast.Call) and isinstance(target.func, ast.Name):
+            target = self._definitions().get(target.func.id)  # an instance of a class of this module
+            if isinstance(target, ast.ClassDef):
+                target = next((b for b in target.body if isinstance(b, ast.FunctionDef)
+                               and b.name in ("forward", "__call__", "call")), None)
+        if not isinstance(target, ast.FunctionDef):
+            return None
+        returns = [n.value for n in ast.walk(target) if isinstance(n, ast.Return)]
+        ops = [self.op(r) for r in returns]
+        if not ops or any(o is None for o in ops) or len({o.op for o in ops if o is not None}) != 1:
+            return None
+        return ops[0]
+
+    def _definitions(self) -> dict[str, ast.AST]:
+        """The module's top-level functions and classes by name (lazy)."""
+        if self._defs is None:
+            self._defs = {n.name: n for n in self.tree.body
+                          if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        return self._defs
+
     def lookup(self, key: str, scope: Scope | None = None) -> tuple[Scope | None, list[ast.expr | None]]:
         """The scope that binds `key` (innermost first) and its bindings there."""
         start = s = scope or self.scope

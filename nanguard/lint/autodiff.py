@@ -47,7 +47,8 @@ _FUNCTION_METHODS = frozenset({"forward", "backward", "jvp", "vjp", "setup_conte
 # Update hooks an optimizer framework calls with the gradients, outside any tape.
 _OPTIMIZER_HOOKS = frozenset({"_resource_apply_dense", "_resource_apply_sparse",
                               "_resource_apply_sparse_duplicate_indices", "_apply_dense", "_apply_sparse",
-                              "update_step", "_update_step", "_update_step_xla", "_apply_weight_decay"})
+                              "update_step", "_update_step", "_update_step_xla", "_apply_weight_decay",
+                              "apply_gradients", "step"})
 # Python number annotations: such a parameter holds no tensor, so no gradient.
 _SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
 

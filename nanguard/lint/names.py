@@ -208,7 +208,8 @@ class ImportMap:
 
 
 _MODULE_CALLS = {"torch.nn.NLLLoss": "nll_loss", "torch.nn.modules.loss.NLLLoss": "nll_loss",
-                 "torch.nn.KLDivLoss": "kl_div", "torch.nn.modules.loss.KLDivLoss": "kl_div"}
+                 "torch.nn.KLDivLoss": "kl_div", "torch.nn.modules.loss.KLDivLoss": "kl_div",
+                 "torch.nn.MSELoss": "mse_loss", "torch.nn.modules.loss.MSELoss": "mse_loss"}
 # Module classes whose instances compute an op: `sm = nn.Softmax(dim=1)`, then `sm(x)`.
 MODULE_INSTANCE_OPS = {**_MODULE_CALLS,
                        "torch.nn.Softmax": "softmax", "torch.nn.modules.activation.Softmax": "softmax",

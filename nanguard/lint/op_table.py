@@ -104,6 +104,7 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
                 "keras.backend.expand_dims", "keras.ops.expand_dims"),
     "nll_loss": ("torch.nn.functional.nll_loss",),
     "kl_div": ("torch.nn.functional.kl_div",),
+    "mse_loss": ("torch.nn.functional.mse_loss",),
     "softplus": ("torch.nn.functional.softplus", "tensorflow.math.softplus", "tensorflow.nn.softplus",
                  "keras.backend.softplus", "keras.ops.softplus"),
     "no_grad": ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",

@@ -47,6 +47,7 @@ class Walk:
         # id(function, lambda or class node) -> its Scope.
         self.scope_of: dict[int, Scope] = {}
         self._ops: dict[int, OpCall | None] = {}
+        self._defs: dict[str, ast.AST] | None = None
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
         # name -> how many module-level imports bind it (fixes write only names bound by imports alone).
@@ -210,8 +211,14 @@ class Walk:
         if key is not None:
             scope.bind(key, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                self._bind_target(elt, None, scope)
+            # `n, m = 0, 0`: literal numbers element by element (a counter's start). Other tuples stay
+            # unknown: their branches (`y, z = y.softmax(), z.softmax()` in one `if`, `.exp()` in
+            # the other) would read as guards of every use.
+            pairs = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
+                and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts)  # type: ignore[union-attr]
+            for i, elt in enumerate(target.elts):
+                part = value.elts[i] if pairs else None  # type: ignore[union-attr]
+                self._bind_target(elt, part if isinstance(part, ast.Constant) else None, scope)
         elif isinstance(target, ast.Starred):
             self._bind_target(target.value, None, scope)
         elif isinstance(target, ast.Subscript) and value is not None:

@@ -149,6 +149,44 @@ NEGATIVES = [
     """),
     # transformers' xIELU: the exp's argument is bounded above by min(x, eps)
     ("NG501", "y = torch.where(x > 0, a * x * x, torch.expm1(torch.min(x, self.eps)) - a * x)\n"),
+    ("NG302", "def rmse(pred, y):\n    return torch.sqrt(F.mse_loss(pred, y) + 1e-8)\n"),
+    ("NG303", "def geodesic(m, eps=1e-6):\n    cos = (torch.diagonal(m, dim1=1, dim2=2).sum(-1) - 1) / 2\n"
+              "    return torch.acos(cos.clamp(-1 + eps, 1 - eps))\n"),
+    # diffusers' slerp: the branch that takes the arccos has |dot| <= 0.9995
+    ("NG303", """\
+        def slerp(t, v0, v1, DOT_THRESHOLD=0.9995):
+            dot = torch.sum(v0 * v1 / (torch.norm(v0) * torch.norm(v1)))
+            if torch.abs(dot) > DOT_THRESHOLD:
+                return (1 - t) * v0 + t * v1
+            else:
+                theta_0 = torch.acos(dot)
+                return theta_0
+    """),
+    # a helper of this file that returns log_softmax is not a softmax
+    ("NG101", "def logp_of(x):\n    return F.log_softmax(x, -1)\ny = logp_of(z).exp().log()\n"),
+    # fairseq's OOV rate: Python ints grown by len(): ZeroDivisionError, never a NaN
+    ("NG401", """\
+        def oov(texts):
+            n_tokens, n_oov = 0, 0
+            for t in texts:
+                n_tokens += len(t)
+                n_oov += 1
+            return n_oov / n_tokens
+    """),
+    # fairseq's MMPT pooling: a block of ones is concatenated into every row of the mask
+    ("NG401", """\
+        def pool(h, cmasks, vmasks, b):
+            m = torch.cat([cmasks[:, 1:2], vmasks, torch.ones((b, 1), dtype=torch.bool)], dim=1)
+            return (h * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True)
+    """),
+    # simclr's LARS: an optimizer's apply_gradients runs on gradients, outside any tape
+    ("NG501", """\
+        class LARSOptimizer(tf.train.Optimizer):
+            def apply_gradients(self, grads_and_vars):
+                for grad, param in grads_and_vars:
+                    w_norm, g_norm = tf.norm(param), tf.norm(grad)
+                    ratio = tf.where(tf.greater(g_norm, 0), w_norm / g_norm, 1.0)
+    """),
 ]
 
 
@@ -174,6 +212,9 @@ POSITIVES = [
     ("NG105", "def lse(x):\n    x = x * 2\n    return x.exp().sum(-1).log()\n"),
     ("NG401", "m = (x * mask).sum(-1) / mask.sum(-1)\n"),
     ("NG401", "m = x.sum(-1) / lengths\n"),
+    ("NG401", "def pool(h, m, b):\n    pad_mask = torch.cat([m, torch.zeros((b, 1), dtype=torch.bool)], dim=1)\n"
+              "    return (h * pad_mask).sum(1) / pad_mask.sum(1)\n"),
+    ("NG401", "def rate(xs):\n    n_tokens = 0\n    for x in xs:\n        n_tokens += x.sum()\n    return xs[0].sum() / n_tokens\n"),
     # Clamped to exactly [-1, 1]: finite value, but the gradient is inf at ±1 (parallel vectors).
     ("NG303", "def angle(a, b):\n    c = F.cosine_similarity(a, b)\n    c = c.clamp(-1, 1)\n"
               "    return torch.acos(c)\n"),
@@ -188,6 +229,23 @@ POSITIVES = [
     ("NG501", "m = torch.min(x, 1).values\ny = torch.where(m < 80, torch.exp(m), 0.0)\n"),
     ("NG501", "cut = 15.0 * 2\ny = torch.where(mel <= cut, torch.exp(mel), mel)\n"),
     ("NG501", "lo = 10.0 / 100\ny = torch.where(x > lo, torch.log(x), x)\n"),
+    # a module of this file whose forward returns a softmax, then a log of its picked entries
+    ("NG101", """\
+        class Policy(nn.Module):
+            def forward(self, s):
+                return torch.softmax(self.net(s), dim=1)
+        policy = Policy()
+        def loss(s, a):
+            probs = policy(s)
+            return -torch.log(probs.gather(1, a[:, None])).mean()
+    """),
+    ("NG101", "def probs_of(x):\n    return F.softmax(x, -1)\ny = torch.log(probs_of(z))\n"),
+    # a geodesic rotation loss: the cosine of the identity rotation is exactly 1
+    ("NG303", "def geodesic(m):\n    cos = (torch.diagonal(m, dim1=1, dim2=2).sum(-1) - 1) / 2\n"
+              "    return torch.acos(cos)\n"),
+    # RMSE: 0 for an exact prediction, an infinite gradient there
+    ("NG302", "criterion = nn.MSELoss()\ndef step(pred, y):\n    return torch.sqrt(criterion(pred, y))\n"),
+    ("NG302", "def rmse(pred, y):\n    return F.mse_loss(pred, y).sqrt()\n"),
     # transformers' GLM-5/Kimi gates: the seed story itself
     ("NG501", "y = torch.where(g > 20.0, g, torch.log(1.0 + torch.exp(g)))\n"),
 ]
@@ -212,9 +270,13 @@ CONFIDENCE = [
     ("d = torch.sqrt((p - t) ** 2 + c ** 2)\n", "NG302", POSSIBLE),        # pseudo-Huber: c > 0
     ("sm = torch.nn.Softmax(dim=1)\ny = torch.log(sm(x))\n", "NG101", CERTAIN),  # a module instance
     ("s = scores.masked_fill(~pad_mask, float('-inf')).softmax(-1)\n", "NG701", CERTAIN),  # a padded row
+    # fairseq's reduce_metrics: a builtin sum over what other code logged
+    ("def reduce(logs, loss):\n    ntokens = sum(log.get('ntokens', 0) for log in logs)\n"
+     "    return loss.sum() / ntokens\n", "NG401", POSSIBLE),
     ("s = x.std(0)\n", "NG801", POSSIBLE),                                # a module-level value: the data's rows
     ("def f(x):\n    return x.std(0)\n", "NG801", CERTAIN),                # the caller may pass one row
     ("def f(x):\n    x = x.flatten(1)\n    return x.std(0)\n", "NG801", POSSIBLE),
+    ("def f(xs):\n    def ensemble(x):\n        return x.std(0)\n    return ensemble(xs)\n", "NG801", POSSIBLE),
     ("p = torch.log(torch.clamp(q, 1e-10, 1.0))\n", "NG601", CERTAIN),    # the seed's clip to [eps, 1]
     ("p = torch.log(q.clamp(min=1e-10))\n", "NG601", POSSIBLE),           # the guard real fixes use
     ("p = torch.log(q.clamp(1e-7, 1 - 1e-7))\n", "NG601", POSSIBLE),      # Keras's clip to [eps, 1 - eps]

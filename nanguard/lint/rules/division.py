@@ -94,6 +94,48 @@ def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+def _python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
+    """`n = 0` ... `n += len(t)`: a name only ever bound to Python numbers and grown by them."""
+    if not isinstance(expr, ast.Name):
+        return False
+    scope, values = ctx.lookup(expr.id)
+    known = [v for v in values or [] if v is not None]
+    if scope is None or not known or not all(python_number(ctx, v, 0) for v in known):
+        return False
+    grown = [n.value for n in bounded_walk(scope.node, 4000)
+             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == expr.id]
+    return len(known) + len(grown) == len(values) and all(python_number(ctx, g, 1) for g in grown)
+
+
+def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
+    """`sum(log.get("ntokens", 0) for log in logging_outputs)`: the builtin sum of what other code
+    recorded (fairseq's reduce_metrics): whether any record counted something is theirs."""
+    value = ctx.value_of(expr) if name_key(expr) is not None else expr
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "sum" \
+        and "sum" not in ctx.imports.aliases and len(value.args) >= 1 \
+        and isinstance(value.args[0], (ast.GeneratorExp, ast.ListComp))
+
+
+def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
+    """`torch.cat([cls_mask, vmasks, torch.ones((b, 1))], dim=1)`: every row keeps the block of
+    ones concatenated into it (a [CLS]/[SEP] position), so the count is at least 1."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    if not isinstance(m, ast.Call) or _last_name(m.func) not in ("cat", "concat", "concatenate") or not m.args:
+        return False
+    parts = m.args[0]
+    if not isinstance(parts, (ast.List, ast.Tuple)):
+        return False
+    for part in parts.elts:
+        call = strip_wrappers(ctx, ctx.resolve(part))
+        if isinstance(call, ast.Call) and _last_name(call.func) in ("ones", "ones_like", "new_ones"):
+            return True
+    return False
+
+
+def _last_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
     """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
     `idx` meets itself in the transposed copy, so each row counts at least one match."""
@@ -202,7 +244,9 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
     d = strip_wrappers(ctx, denominator)
     if const_value(d) is not None or guarded_positive(ctx, d):
         return None
-    if python_number(ctx, denominator) and (python_number(ctx, numerator) or not has_tensor_op(ctx, numerator)):
+    python = python_number(ctx, denominator) or _python_accumulator(ctx, d)
+    if python and (python_number(ctx, numerator) or _python_accumulator(ctx, strip_wrappers(ctx, numerator))
+                   or not has_tensor_op(ctx, numerator)):
         return None  # `correct.item() / mask.sum().item()`: Python raises ZeroDivisionError, no NaN
     candidates = [d]
     if name_key(d) is not None:
@@ -219,7 +263,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
             mask = strip_wrappers(ctx, oc.input)
             if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not _counts_row_maxima(ctx, mask) \
-                    and not _split_mask(ctx, mask) and not _matches_itself(ctx, mask):
+                    and not _split_mask(ctx, mask) and not _matches_itself(ctx, mask) \
+                    and not _holds_a_ones_block(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
@@ -230,7 +275,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # Known as a count by its name only. Passed in as a parameter, or held by the object
         # (`self.num_items`, set by its other methods), it is whatever that code makes it (DETR clamps
         # `num_boxes` to >= 1 before passing it): possible (README).
-        elsewhere = _parameter_only(ctx, d) or (
+        elsewhere = _parameter_only(ctx, d) or _aggregate_of_records(ctx, d) or (
             isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == "self")
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None

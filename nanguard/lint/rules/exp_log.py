@@ -132,12 +132,12 @@ def _op_through_name(ctx: Analysis, expr: ast.expr | None):
     """(op call, value) for `expr` itself, or for the single value a name holds."""
     if expr is None:
         return None, None
-    oc = ctx.op(expr)
+    oc = ctx.op(expr) or ctx.returned_op(expr)
     if oc is not None:
         return oc, None
     value = ctx.value_of(expr)
     if value is not None:
-        return ctx.op(value), value
+        return ctx.op(value) or ctx.returned_op(value), value
     return None, None
 
 

@@ -192,6 +192,13 @@ def check_root(ctx: Analysis, target) -> None:
             ctx.report(SQRT_GRAM, node, f"`{what}` of `a² + b² - 2ab`", "distance_matrix", hazard=VALUE,
                        subject=base, confidence=confidence)
         return
+    mse = ctx.op(inner)
+    if mse is not None and mse.op == "mse_loss" and p > 0:
+        # RMSE: the mean squared error of a prediction is 0 when it is exact (an input the
+        # code accepts, and where a model converges): the root's gradient there is inf.
+        ctx.report(SQRT_SUM_SQUARES, node, f"`{what}` of a mean squared error (0 for an exact prediction)",
+                   "norm_zero", hazard=hazard, subject=base, confidence=CERTAIN)
+        return
     if sum_of_squares(ctx, inner):
         # A norm of a difference is 0 for identical points, an input the code accepts: certain.
         # Of another vector (an embedding, a weight, a caller's tensor) the data decides.
@@ -365,11 +372,31 @@ def _named_cosine(expr: ast.expr) -> bool:
     return ident in _COSINE_TOKENS or any(t in _COSINE_TOKENS for t in tokens)
 
 
+def _compared_by_enclosing_if(ctx: Analysis, node: ast.AST, expr: ast.expr) -> bool:
+    """Is `node` inside an `if`/`else` whose test compares the name `expr` (or its abs)?"""
+    key = name_key(expr)
+    line = getattr(node, "lineno", None)
+    if key is None or line is None:
+        return False
+    for stmt in bounded_walk(ctx.scope.node, 4000):
+        if not isinstance(stmt, ast.If) or not (stmt.lineno < line <= (stmt.end_lineno or 0)):
+            continue
+        for cmp in bounded_walk(stmt.test, 40):
+            if isinstance(cmp, ast.Compare) and any(name_key(n) == key for o in [cmp.left, *cmp.comparators]
+                                                    for n in bounded_walk(o, 20)):
+                return True
+    return False
+
+
 @checks("NG303")
 def check_acos(ctx: Analysis, oc: OpCall) -> None:
     if oc.input is None:
         return
+    if _compared_by_enclosing_if(ctx, oc.node, oc.input):
+        return  # `if abs(dot) > 0.9995: lerp ... else: acos(dot)` (slerp): the branch bounds it
     state = _cosine_state(ctx, oc.input)
+    if state is None and _named_cosine(oc.input):
+        state = "raw"  # `cos = (trace - 1) / 2`: a cosine by its name, whatever computed it
     name = "acos" if oc.op == "acos" else "asin"
     if state == "raw":
         confidence = CERTAIN if _true_cosine(ctx, oc.input) or _named_cosine(oc.input) else POSSIBLE

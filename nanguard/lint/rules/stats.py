@@ -28,8 +28,8 @@ element per group).
 
 Reported for torch std/var/std_mean/var_mean over dim 0 with the default correction. (TF's
 reduce_std/reduce_variance use N and are not affected.) Certain (the default) when the
-statistic is taken of a parameter of the enclosing function, unchanged: whoever calls it
-decides the batch, and a batch of one is an input it accepts. Possible otherwise (a dataset's
+statistic is taken of a parameter of a module-level function or a method, unchanged: whoever
+calls it decides the batch, and a batch of one is an input it accepts. Possible otherwise (a dataset's
 column, a reshaped feature map: their row count is the data's).""",
 )
 
@@ -73,6 +73,10 @@ def _callers_batch(ctx: Analysis, expr: ast.expr | None) -> bool:
     fn = ctx.scope.node
     if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return False
+    parent = ctx.scope.parent
+    if parent is None or not isinstance(parent.node, (ast.Module, ast.ClassDef)):
+        return False  # a nested helper: its enclosing function chooses what it gets (Marigold's
+        # `ensemble(depth)` runs only for an ensemble of more than one)
     args = fn.args
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     return expr.id in names and ctx.scope.bindings.get(expr.id) == [None]
