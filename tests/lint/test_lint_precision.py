@@ -162,6 +162,22 @@ NEGATIVES = [
                 theta_0 = torch.acos(dot)
                 return theta_0
     """),
+    # taming-transformers' minGPT: a tril mask, patched, then registered as a buffer
+    ("NG701", """\
+        class Attn(nn.Module):
+            def __init__(self, n, n_unmasked):
+                super().__init__()
+                mask = torch.tril(torch.ones(n, n))
+                mask[:n_unmasked, :n_unmasked] = 1
+                self.register_buffer("mask", mask.view(1, 1, n, n))
+            def forward(self, att, T):
+                att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float('-inf'))
+                return F.softmax(att, dim=-1)
+    """),
+    # a constant by convention, and a ratio handed to a NaN cleaner (trax's metrics)
+    ("NG401", "def scale(i):\n    return i.sum() * 255.0 / Data.N_PART_LABELS\n"),
+    ("NG401", "def recall(pred, t, k):\n    n_k_targets = (t == k).sum()\n"
+              "    return _non_nan(((pred == k) & (t == k)).sum() / n_k_targets)\n"),
     # a helper of this file that returns log_softmax is not a softmax
     ("NG101", "def logp_of(x):\n    return F.log_softmax(x, -1)\ny = logp_of(z).exp().log()\n"),
     # fairseq's OOV rate: Python ints grown by len(): ZeroDivisionError, never a NaN
@@ -212,6 +228,8 @@ POSITIVES = [
     ("NG105", "def lse(x):\n    x = x * 2\n    return x.exp().sum(-1).log()\n"),
     ("NG401", "m = (x * mask).sum(-1) / mask.sum(-1)\n"),
     ("NG401", "m = x.sum(-1) / lengths\n"),
+    ("NG401", "def recall(pred, t, k):\n    n_k_targets = (t == k).sum()\n"
+              "    return log_it(((pred == k) & (t == k)).sum() / n_k_targets)\n"),
     ("NG401", "def pool(h, m, b):\n    pad_mask = torch.cat([m, torch.zeros((b, 1), dtype=torch.bool)], dim=1)\n"
               "    return (h * pad_mask).sum(1) / pad_mask.sum(1)\n"),
     ("NG401", "def rate(xs):\n    n_tokens = 0\n    for x in xs:\n        n_tokens += x.sum()\n    return xs[0].sum() / n_tokens\n"),

@@ -136,6 +136,19 @@ def _last_name(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+_NAN_CLEANER = re.compile(r"(^|_)(non_?nan|no_?nan|de_?nan|nan_to_\w+|(replace|remove|zero|mask|fill)_nans?)$",
+                          re.IGNORECASE)
+
+
+def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
+    """`_non_nan(n_correct / n_targets)` (trax's metrics): the ratio goes straight into a function
+    whose name says it replaces NaN."""
+    for call, _scope, _ng in ctx.calls:
+        if any(a is node for a in call.args) and _NAN_CLEANER.search(_last_name(call.func)):
+            return True
+    return False
+
+
 def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
     """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
     `idx` meets itself in the transposed copy, so each row counts at least one match."""
@@ -270,6 +283,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
                 and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not _split_mask(ctx, c.args[0]):
             return "is the size of a masked selection, 0 when nothing is selected", None
+    if isinstance(d, (ast.Name, ast.Attribute)) and (d.id if isinstance(d, ast.Name) else d.attr).isupper():
+        return None  # `DensePoseDataRelative.N_PART_LABELS`, `NUM_CLASSES`: a constant by convention
     if isinstance(d, (ast.Name, ast.Attribute)) and const_value(strip_wrappers(ctx, numerator)) is None and (
             is_strong_count_name(d) or (is_count_name(d) and _is_sum(ctx, numerator))):
         # Known as a count by its name only. Passed in as a parameter, or held by the object
@@ -302,7 +317,8 @@ def check_division(ctx: Analysis, target) -> None:
     if found is None:
         return
     node, num, den = found
-    if id(node) in ctx.in_where or id(node) in ctx.sanitised or ctx.result_fixed_up(node):
+    if id(node) in ctx.in_where or id(node) in ctx.sanitised or ctx.result_fixed_up(node) \
+            or _passed_to_a_nan_cleaner(ctx, node):
         return
     found = _count_reason(ctx, num, den)
     if found is None:

@@ -65,13 +65,17 @@ def _from_topk(ctx: Analysis, name: str) -> bool:
 
 def _registered_causal(ctx: Analysis, attr: str) -> bool:
     """`self.register_buffer("bias", torch.tril(...))` (nanoGPT): `self.bias` is a causal mask."""
-    for call, _scope, _ng in ctx.calls:
+    for call, scope, _ng in ctx.calls:
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "register_buffer" and len(call.args) >= 2:
             name = call.args[0]
             if isinstance(name, ast.Constant) and name.value == attr:
+                values = [call.args[1]]
+                for n in bounded_walk(call.args[1], 60):
+                    if isinstance(n, ast.Name):  # `mask = torch.tril(...)`, then `register_buffer("mask", mask.view(...))`
+                        values.extend(v for v in ctx.lookup(n.id, scope)[1] if v is not None)
                 return any(isinstance(n, (ast.Name, ast.Attribute)) and _CAUSAL.search(
-                    n.id if isinstance(n, ast.Name) else n.attr) for n in bounded_walk(call.args[1], 60))
+                    n.id if isinstance(n, ast.Name) else n.attr) for v in values for n in bounded_walk(v, 60))
     return False
 
 
