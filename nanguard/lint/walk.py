@@ -18,6 +18,7 @@ rules need, so a 1.2 M-line tree is analysed in about the time `ast.parse` takes
 from __future__ import annotations
 
 import ast
+from typing import Any
 from collections.abc import Callable
 
 from nanguard.lint.names import QUALNAME_TO_OP, ImportMap, OpCall
@@ -48,6 +49,7 @@ class Walk:
         self.scope_of: dict[int, Scope] = {}
         self._ops: dict[int, OpCall | None] = {}
         self._defs: dict[str, ast.AST] | None = None
+        self.memo: dict[str, Any] = {}  # per-file facts a rule computes once (keyed by the rule)
         self.raw: list[Raw] = []
         self._reported: set[tuple[str, int]] = set()
         # name -> how many module-level imports bind it (fixes write only names bound by imports alone).

@@ -143,10 +143,11 @@ _NAN_CLEANER = re.compile(r"(^|_)(non_?nan|no_?nan|de_?nan|nan_to_\w+|(replace|r
 def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
     """`_non_nan(n_correct / n_targets)` (trax's metrics): the ratio goes straight into a function
     whose name says it replaces NaN."""
-    for call, _scope, _ng in ctx.calls:
-        if any(a is node for a in call.args) and _NAN_CLEANER.search(_last_name(call.func)):
-            return True
-    return False
+    cleaned = ctx.memo.get("nan_cleaned")
+    if cleaned is None:
+        cleaned = ctx.memo["nan_cleaned"] = {id(a) for call, _scope, _ng in ctx.calls
+                                             if _NAN_CLEANER.search(_last_name(call.func)) for a in call.args}
+    return id(node) in cleaned
 
 
 def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
