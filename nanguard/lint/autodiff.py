@@ -33,67 +33,24 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nanguard.lint.autodiff_markers import (
+    CUSTOM_DERIVATIVE,
+    RULE_CALLS,
+    FUNCTION_BASES,
+    FUNCTION_METHODS,
+    OPTIMIZER_HOOKS,
+    FUNCS,
+    last_identifier,
+    callee,
+    mark_escape,
+    decorator_name,
+    scalar_annotation,
+    gradient_transformation_update,
+)
+
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
     from nanguard.lint.scope import Scope
-
-# Decorators (last identifier) whose function body autodiff replaces by a rule.
-_CUSTOM_DERIVATIVE = frozenset({"custom_gradient", "custom_jvp", "custom_vjp", "custom_op", "RegisterGradient"})
-# Calls (last identifier) whose function arguments are derivative rules or custom-derivative primals.
-_RULE_CALLS = _CUSTOM_DERIVATIVE | {"defvjp", "defjvp", "defjvps", "register_autograd"}
-# Methods of a torch.autograd.Function: forward runs under no-grad, the others compute derivatives.
-_FUNCTION_BASES = frozenset({"Function", "InplaceFunction", "NestedIOFunction"})
-_FUNCTION_METHODS = frozenset({"forward", "backward", "jvp", "vjp", "setup_context", "vmap"})
-# Update hooks an optimizer framework calls with the gradients, outside any tape.
-_OPTIMIZER_HOOKS = frozenset({"_resource_apply_dense", "_resource_apply_sparse",
-                              "_resource_apply_sparse_duplicate_indices", "_apply_dense", "_apply_sparse",
-                              "update_step", "_update_step", "_update_step_xla", "_apply_weight_decay",
-                              "apply_gradients", "step"})
-# Python number annotations: such a parameter holds no tensor, so no gradient.
-_SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
-
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _last_identifier(expr: ast.AST) -> str:
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    if isinstance(expr, ast.Name):
-        return expr.id
-    return ""
-
-
-def _callee(call: ast.Call) -> str:
-    """`partial(jax.custom_vjp, ...)` -> 'custom_vjp'; `tf.custom_gradient` -> 'custom_gradient'."""
-    name = _last_identifier(call.func)
-    if name == "partial" and call.args:
-        return _last_identifier(call.args[0])
-    return name
-
-
-def _mark_escape(value: ast.expr | None, roles: dict) -> None:
-    """Names and lambdas returned or stored (`return init, update`, `self.fn = partial(f, k)`):
-    they run later, wherever the caller takes them."""
-    stack = [value] if value is not None else []
-    while stack:
-        e = stack.pop()
-        if isinstance(e, (ast.Name, ast.Attribute, ast.Lambda)):
-            roles[id(e)] = ("escape", None)
-        elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
-            stack.extend(e.elts)
-        elif isinstance(e, ast.IfExp):
-            stack.extend((e.body, e.orelse))
-        elif isinstance(e, ast.Dict):
-            stack.extend(v for v in e.values if v is not None)
-        elif isinstance(e, ast.Call) and _last_identifier(e.func) == "partial" and e.args:
-            stack.append(e.args[0])
-
-
-def _decorator_name(deco: ast.expr) -> str:
-    if isinstance(deco, ast.Call):
-        return _callee(deco)
-    return _last_identifier(deco)
-
 
 class _Ref:
     """One use of a name: the enclosing functions and lambdas (innermost last), how sure the spot
@@ -151,7 +108,7 @@ class Autodiff:
                 role, call = roles.get(id(node), ("value", None))
                 self.attrs.setdefault(node.attr, []).append(_Ref(chain, level, role, call))
             if kind is ast.Call:
-                rule = _callee(node) in _RULE_CALLS
+                rule = callee(node) in RULE_CALLS
                 for arg in list(node.args) + [k.value for k in node.keywords]:
                     if rule:
                         roles[id(arg)] = ("rule", node)
@@ -159,12 +116,12 @@ class Autodiff:
                         roles[id(arg)] = ("arg", node)
                 roles[id(node.func)] = ("call", node)
             elif kind is ast.Return or kind is ast.Yield or kind is ast.YieldFrom:
-                _mark_escape(node.value, roles)  # type: ignore[attr-defined]
+                mark_escape(node.value, roles)  # type: ignore[attr-defined]
             elif kind is ast.Assign or kind is ast.AnnAssign:
                 targets = node.targets if kind is ast.Assign else [node.target]  # type: ignore[attr-defined]
                 if any(not isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets):
-                    _mark_escape(node.value, roles)  # type: ignore[attr-defined]
-            if kind in _FUNCS:
+                    mark_escape(node.value, roles)  # type: ignore[attr-defined]
+            if kind in FUNCS:
                 self.owner[id(node)] = (where, chain[-1] if where == "nested" and chain else None)
                 for deco in node.decorator_list:
                     stack.append((deco, chain, level, where))
@@ -207,7 +164,7 @@ class Autodiff:
         s = scope
         while s is not None:
             node = s.node
-            if isinstance(node, _FUNCS):
+            if isinstance(node, FUNCS):
                 return self._status(node) > 0
             if isinstance(node, ast.Lambda):
                 if not self._built:
@@ -239,23 +196,23 @@ class Autodiff:
         level = self._function_level(fn)
         if level:
             return level
-        if any(_decorator_name(d) in _CUSTOM_DERIVATIVE for d in fn.decorator_list):  # type: ignore[attr-defined]
+        if any(decorator_name(d) in CUSTOM_DERIVATIVE for d in fn.decorator_list):  # type: ignore[attr-defined]
             return 2
-        if _gradient_transformation_update(fn):
+        if gradient_transformation_update(fn):
             return 2
         if not self._built:
             self._build()
         where, owner = self.owner.get(id(fn), ("module", None))
-        if where == "nested" and isinstance(owner, _FUNCS) and any(
-                _decorator_name(d) in _CUSTOM_DERIVATIVE for d in owner.decorator_list):
+        if where == "nested" and isinstance(owner, FUNCS) and any(
+                decorator_name(d) in CUSTOM_DERIVATIVE for d in owner.decorator_list):
             return 2  # the `grad_fn` a @tf.custom_gradient returns is its rule
         if where == "class":
             cls = self._class_of(fn)
-            bases = {_last_identifier(b) for b in cls.bases} if cls is not None else set()
+            bases = {last_identifier(b) for b in cls.bases} if cls is not None else set()
             name = fn.name  # type: ignore[attr-defined]
-            if name in _FUNCTION_METHODS and bases & _FUNCTION_BASES:
+            if name in FUNCTION_METHODS and bases & FUNCTION_BASES:
                 return 2
-            if name in _OPTIMIZER_HOOKS and any("Optimizer" in b for b in bases):
+            if name in OPTIMIZER_HOOKS and any("Optimizer" in b for b in bases):
                 return 2
         return 0
 
@@ -347,9 +304,9 @@ class Autodiff:
         arg = next((a for a in every if a.arg == param), None)
         if arg is None:
             return False  # *args, **kwargs
-        if _scalar_annotation(arg.annotation):
+        if scalar_annotation(arg.annotation):
             return True
-        if isinstance(fn, ast.Lambda) or not isinstance(fn, _FUNCS) or self._public(fn):
+        if isinstance(fn, ast.Lambda) or not isinstance(fn, FUNCS) or self._public(fn):
             return False
         refs = self._uses(fn)
         if not refs:
@@ -400,39 +357,3 @@ class Autodiff:
             return ctx.gradient_free(expr)
         finally:
             ctx.scope = saved
-
-
-def _scalar_annotation(ann: ast.expr | None) -> bool:
-    """`int`, `float`, `Optional[float]`, `float | None`, `Union[int, float]`."""
-    if ann is None:
-        return False
-    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
-        try:
-            ann = ast.parse(ann.value, mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
-    if isinstance(ann, ast.Name):
-        return ann.id in _SCALAR_TYPES
-    if isinstance(ann, ast.Constant) and ann.value is None:
-        return True
-    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
-        return _scalar_annotation(ann.left) and _scalar_annotation(ann.right)
-    if isinstance(ann, ast.Subscript) and _last_identifier(ann.value) in ("Optional", "Union"):
-        inner = ann.slice
-        elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
-        return all(_scalar_annotation(e) for e in elts)
-    return False
-
-
-def _gradient_transformation_update(fn: ast.AST) -> bool:
-    """`def update_fn(updates, state, params=None)`: the update of an optax-style gradient
-    transformation. It maps gradients to parameter updates after autodiff has run, and the
-    training step never differentiates through it (meta-learning through an optimizer is the
-    exception a linter cannot see)."""
-    args = getattr(fn, "args", None)
-    if args is None:
-        return False
-    names = [a.arg for a in args.posonlyargs + args.args]
-    if names and names[0] in ("self", "cls"):
-        names = names[1:]
-    return names[:2] == ["updates", "state"]

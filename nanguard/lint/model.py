@@ -50,6 +50,13 @@ class Rule:
     hazards: tuple[str, ...] = ()
     fix: str = ""
     confidence: str = CERTAIN  # of its findings, unless a check says otherwise
+    # A possible rule some of whose spellings are certain (listed as "both" by --list-rules;
+    # its explanation says which): NG601's clip to exactly [eps, 1], NG801 of a parameter.
+    certain_when: str = ""
+
+    @property
+    def listed_confidence(self) -> str:
+        return "both" if self.certain_when and self.confidence != CERTAIN else self.confidence
 
     @property
     def fix_hint(self) -> str:

@@ -64,7 +64,10 @@ def explain(rule: Rule) -> str:
         lines += _field("Fix:", title + entry.fix_text())
     if not rule.hazards:
         lines += _field("Fix:", rule.fix_hint)
-    lines += [f"Hazard:  {hazard}", "", rule.explanation.rstrip()]
+    lines += [f"Hazard:  {hazard}"]
+    if rule.certain_when:
+        lines += _field("Default:", f"possible (--confidence all); certain for {rule.certain_when}")
+    lines += ["", rule.explanation.rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -75,7 +78,8 @@ def _field(label: str, text: str, width: int = 92) -> list[str]:
 def rule_table() -> str:
     width = max(len(r.name) for r in RULES.values())
     # The confidence column: "certain" rules are the default set, "possible" ones need
-    # --confidence all or the code named in --select (a check may lower a finding's own).
-    rows = [f"{r.code}  {r.name.ljust(width)}  {'[*]' if r.autofix else '   '}  {r.confidence:<8}  {r.summary}"
+    # --confidence all or the code named in --select (a check may lower a finding's own),
+    # "both": possible rules whose `certain_when` spellings are in the default set.
+    rows = [f"{r.code}  {r.name.ljust(width)}  {'[*]' if r.autofix else '   '}  {r.listed_confidence:<8}  {r.summary}"
             for r in RULES.values()]
     return "\n".join(rows) + "\n"

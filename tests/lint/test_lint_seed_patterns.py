@@ -234,3 +234,14 @@ def test_every_readme_spelling_is_found(key):
         assert (line, code) in everything, program
     default = all((_found(p, "certain")[0], code) in _found(p, "certain")[1] for p in EXAMPLES[key])
     assert default == (key not in POSSIBLE_SPELLINGS), key
+
+
+def test_rules_with_default_spellings_say_so():
+    # Rules possible by nature whose README spellings are in the default set are listed as
+    # "both" and say when they are certain (`--list-rules`, `--explain`).
+    from nanguard.lint.output import explain, rule_table
+    mixed = {code for code, _ in DEFAULT_SPELLINGS if RULES[code].confidence != "certain"}
+    assert mixed == {c for c, r in RULES.items() if r.certain_when}
+    table = {line.split()[0]: line.split()[2 if "[*]" not in line else 3] for line in rule_table().splitlines()}
+    assert all(table[c] == "both" for c in mixed)
+    assert all("certain for" in explain(RULES[c]) for c in mixed)

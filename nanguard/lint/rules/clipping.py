@@ -18,6 +18,7 @@ LOG_OF_CLAMP = Rule(
     summary="`log(clip(p, 1e-10, 1))`, `log(p.clamp(min=eps))`",
     hazard=GRADIENT,
     confidence=POSSIBLE,  # a bias and a dead gradient, never a NaN: not "certain"
+    certain_when="a clip to exactly [eps, 1]",
     hazards=("clamped_log",),
     explanation="""\
 It hides the problem instead of removing it (seed story: `tf.log(tf.clip_by_value(y_conv,
@@ -45,6 +46,7 @@ CLAMP_BEFORE_SOFTMAX = Rule(
     summary="`softmax(clamp(logits, -15, 15))`",
     hazard=GRADIENT,
     confidence=POSSIBLE,  # a bias and a dead gradient, never a NaN: not "certain"
+    certain_when="logits clamped on both sides",
     hazards=("clamped_logits",),
     explanation="""\
 The clamp silently freezes the most confident (or most wrong) predictions (seed story:

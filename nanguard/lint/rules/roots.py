@@ -1,4 +1,4 @@
-"""Roots and inverse trigonometry at the edge of their domain (NG301-NG304)."""
+"""Roots at the edge of their domain: Gram distances, hand-written norms, fractional powers (NG301, NG302, NG304)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from nanguard.lint.shapes import (
     squared_vectors,
     sum_of_squares,
 )
-from nanguard.lint.syntax import additive_terms, bounded_walk, const_value, is_eps_like
+from nanguard.lint.syntax import bounded_walk, const_value
 
 SQRT_GRAM = Rule(
     code="NG301",
@@ -45,6 +45,7 @@ SQRT_SUM_SQUARES = Rule(
     summary="`sqrt((x**2).sum(dim))`, `sqrt(dx**2 + dy**2)` (a hand-written norm)",
     hazard=GRADIENT,
     confidence=POSSIBLE,
+    certain_when="the norm of a difference, an RMSE",
     hazards=("norm_zero",),
     explanation="""\
 Torch's own norms define the gradient at the zero vector as 0 (the minimum-norm
@@ -57,30 +58,13 @@ A gradient hazard: not reported inside `torch.no_grad()`. With `rsqrt` or a nega
 power (1/norm) the value itself is inf for the zero vector, and it is always reported.""",
 )
 
-ACOS_COSINE = Rule(
-    code="NG303",
-    name="acos-of-cosine",
-    summary="`acos(cosine)`, `asin(dot)` where rounding can leave [-1, 1]",
-    hazard=VALUE,
-    hazards=("acos_domain", "asin_domain"),
-    explanation="""\
-A cosine from cosine_similarity or a dot product of unit vectors rounds past ±1 as well.
-Even clamped to exactly [-1, 1], parallel vectors give inf/NaN gradients.
-
-    angle = torch.acos(F.cosine_similarity(a, b, dim=-1))
-->  angle = nanguard.acos(F.cosine_similarity(a, b, dim=-1))
-    (or the stable angle: torch.atan2(torch.linalg.cross(a, b).norm(dim=-1), (a * b).sum(-1)))
-
-Not reported when the argument is clamped strictly inside (-1, 1), e.g. `clamp(c, -1 + eps,
-1 - eps)`; reported as a gradient hazard when clamped to exactly ±1.""",
-)
-
 ROOT_OF_ZERO = Rule(
     code="NG304",
     name="fractional-power-at-zero",
     summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
     hazard=GRADIENT,
     confidence=POSSIBLE,
+    certain_when="a root of relu, of a mask's count or of a distance",
     hazards=("fractional_power_zero", "sqrt_zero", "negative_power_zero"),
     explanation="""\
 Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
@@ -97,7 +81,7 @@ Reported only when the base is visibly one of those zero-able values and is not 
 `d_inv[d_inv == inf] = 0`). Roots of squared distances and sums of squares are NG301/NG302.""",
 )
 
-RULES = [SQRT_GRAM, SQRT_SUM_SQUARES, ACOS_COSINE, ROOT_OF_ZERO]
+RULES = [SQRT_GRAM, SQRT_SUM_SQUARES, ROOT_OF_ZERO]
 
 
 def _through_zero_clamp(ctx: Analysis, expr: ast.expr) -> tuple[ast.expr, bool]:
@@ -265,148 +249,6 @@ def _reduces_over_a_dimension(ctx: Analysis, expr: ast.expr) -> bool:
     return False
 
 
-def _strictly_inside(ctx: Analysis, bound: ast.expr | None, upper: bool) -> bool:
-    """Is a clamp bound strictly inside (-1, 1): `1 - eps`, `0.9999`, `-1 + 1e-7`?"""
-    if bound is None:
-        return False
-    v = const_value(bound)
-    if v is not None:
-        return v < 1 if upper else v > -1
-    terms = additive_terms(bound)
-    const_part = sum(s * (const_value(t) or 0.0) for s, t in terms if const_value(t) is not None)
-    eps_terms = [(s, t) for s, t in terms if const_value(t) is None]
-    if len(eps_terms) == 1 and abs(abs(const_part) - 1) < 1e-12 and is_eps_like(eps_terms[0][1]):
-        s = eps_terms[0][0]
-        return s < 0 if upper else s > 0
-    return False
-
-
-_COS_WORDS = ("cos", "dot", "sim")
-
-
-def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
-    """Unit vectors: `F.normalize(x)`, `x / x.norm(...)`, or a name holding one (also one
-    rebound just before: `a = F.normalize(a)`)."""
-    value = ctx.value_of(expr) or (ctx.last_value(expr) if name_key(expr) is not None else None)
-    e = strip_wrappers(ctx, value if value is not None else expr)
-    oc = ctx.op(e)
-    if oc is not None:
-        return oc.op == "normalize"
-    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and any(
-        getattr(ctx.op(n), "op", "") in ("norm", "sqrt") for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
-
-
-def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
-    """A cosine computed from vectors (cosine_similarity, a product of normalised vectors, a dot
-    product over norms): parallel vectors round it past ±1, whatever the names say."""
-    value = ctx.value_of(expr) or (ctx.last_value(expr) if name_key(expr) is not None else None)
-    e = strip_wrappers(ctx, value if value is not None else expr)
-    oc = ctx.op(e)
-    if oc is not None:
-        if oc.op == "cosine_similarity":
-            return True
-        if oc.op == "matmul":
-            operands = oc.positional[:2]
-            return len(operands) == 2 and all(_normalised(ctx, o) for o in operands)
-        if oc.op == "sum" and oc.input is not None:  # `(F.normalize(a) * F.normalize(b)).sum(-1)`
-            product = strip_wrappers(ctx, ctx.resolve(oc.input))
-            return isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult) \
-                and _normalised(ctx, product.left) and _normalised(ctx, product.right)
-        return False
-    if isinstance(e, ast.BinOp):
-        if isinstance(e.op, ast.MatMult):
-            return _normalised(ctx, e.left) and _normalised(ctx, e.right)
-        return isinstance(e.op, ast.Div) and _normalised(ctx, e)
-    return False
-
-
-def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
-    """'raw' (a cosine or dot product), 'clamped' (to exactly ±1), 'guarded', or None (not a cosine)."""
-    last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
-    e = strip_wrappers(ctx, last if last is not None else ctx.resolve(expr))
-    oc = ctx.op(e)
-    if oc is not None:
-        if oc.op == "clamp" and oc.input is not None:
-            lo = oc.operand(1, "min", "clip_value_min")
-            hi = oc.operand(2, "max", "clip_value_max")
-            if _strictly_inside(ctx, lo, False) and _strictly_inside(ctx, hi, True):
-                return "guarded"
-            inner = _cosine_state(ctx, oc.input, depth - 1) if depth > 0 else None
-            return "clamped" if inner in ("raw", "clamped") else inner
-        if oc.op in ("cosine_similarity", "matmul"):
-            return "raw"
-        if oc.op == "sum" and oc.input is not None:
-            s = strip_wrappers(ctx, oc.input)
-            if isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mult):
-                return "raw"
-        return None
-    if isinstance(e, ast.BinOp):
-        if isinstance(e.op, ast.MatMult):
-            return "raw"
-        if isinstance(e.op, ast.Div):
-            denominator_norm = any(
-                (ctx.op(n) is not None and ctx.op(n).op in ("norm", "sqrt"))  # type: ignore[union-attr]
-                for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
-            if denominator_norm:
-                return "raw"
-        return None
-    if isinstance(e, (ast.Name, ast.Attribute)):
-        ident = e.id if isinstance(e, ast.Name) else e.attr
-        if any(w in ident.lower() for w in _COS_WORDS):
-            return "raw"
-    return None
-
-
-# Whole words of a name that say "a cosine or a dot product": such a value is ±1 for parallel
-# vectors (an input the code accepts; an infinite gradient) and rounds past it (a NaN).
-_COSINE_TOKENS = frozenset({"cos", "cosine", "cosines", "cossim", "cos_sim", "dot", "dots", "dotprod",
-                            "sim", "sims", "similarity", "similarities"})
-
-
-def _named_cosine(expr: ast.expr) -> bool:
-    """`cosine`, `cos_sim`, `dot`, `sim_matrix` as whole words (`cost`, `simple` are not)."""
-    if not isinstance(expr, (ast.Name, ast.Attribute)):
-        return False
-    ident = (expr.id if isinstance(expr, ast.Name) else expr.attr).lower()
-    tokens = [t for t in re.split(r"[_\d]+", ident) if t]
-    return ident in _COSINE_TOKENS or any(t in _COSINE_TOKENS for t in tokens)
-
-
-def _compared_by_enclosing_if(ctx: Analysis, node: ast.AST, expr: ast.expr) -> bool:
-    """Is `node` inside an `if`/`else` whose test compares the name `expr` (or its abs)?"""
-    key = name_key(expr)
-    line = getattr(node, "lineno", None)
-    if key is None or line is None:
-        return False
-    for stmt in bounded_walk(ctx.scope.node, 4000):
-        if not isinstance(stmt, ast.If) or not (stmt.lineno < line <= (stmt.end_lineno or 0)):
-            continue
-        for cmp in bounded_walk(stmt.test, 40):
-            if isinstance(cmp, ast.Compare) and any(name_key(n) == key for o in [cmp.left, *cmp.comparators]
-                                                    for n in bounded_walk(o, 20)):
-                return True
-    return False
-
-
-@checks("NG303")
-def check_acos(ctx: Analysis, oc: OpCall) -> None:
-    if oc.input is None:
-        return
-    if _compared_by_enclosing_if(ctx, oc.node, oc.input):
-        return  # `if abs(dot) > 0.9995: lerp ... else: acos(dot)` (slerp): the branch bounds it
-    state = _cosine_state(ctx, oc.input)
-    if state is None and _named_cosine(oc.input):
-        state = "raw"  # `cos = (trace - 1) / 2`: a cosine by its name, whatever computed it
-    name = "acos" if oc.op == "acos" else "asin"
-    if state == "raw":
-        confidence = CERTAIN if _true_cosine(ctx, oc.input) or _named_cosine(oc.input) else POSSIBLE
-        ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,
-                   subject=oc.input, confidence=confidence)
-    elif state == "clamped":
-        ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine clamped to [-1, 1] (finite value, inf gradient "
-                   "at ±1)", f"{name}_domain", hazard=GRADIENT, subject=oc.input, confidence=POSSIBLE)
-
-
 @checks("NG302")
 def check_norm(ctx: Analysis, oc: OpCall) -> None:
     """`tf.norm(x)`, `keras.ops.norm`, `jnp.linalg.norm`: unlike torch's norms, their gradient at the
@@ -420,6 +262,5 @@ def check_norm(ctx: Analysis, oc: OpCall) -> None:
     ctx.report(SQRT_SUM_SQUARES, oc.node, f"`{name}` of a vector that can be 0", "norm_zero", subject=oc.input)
 
 
-ON_CALL = {"norm": [check_norm], "sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root],
-           "acos": [check_acos], "asin": [check_acos]}
+ON_CALL = {"norm": [check_norm], "sqrt": [check_root], "rsqrt": [check_root], "pow": [check_root]}
 ON_POWER = [check_root]

@@ -16,6 +16,7 @@ STD_OF_ONE = Rule(
     summary="`x.std(0)`, `torch.var(x, dim=0)` with Bessel's correction",
     hazard=VALUE,
     confidence=POSSIBLE,
+    certain_when="a parameter of a module-level function or method",
     hazards=("std_degenerate",),
     explanation="""\
 torch.std and torch.var use correction=1 by default. Dim 0 is usually the batch, and a

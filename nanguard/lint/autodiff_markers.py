@@ -1,0 +1,104 @@
+"""What marks a function as not differentiated, read from its syntax alone.
+
+The names of custom-derivative decorators and rule-registering calls, the methods of an
+`autograd.Function`, an optimizer's update hooks, Python-number annotations, and the shape of
+an optax-style update function. `nanguard.lint.autodiff` combines these with how the module
+uses each function.
+"""
+
+from __future__ import annotations
+
+import ast
+
+# Decorators (last identifier) whose function body autodiff replaces by a rule.
+CUSTOM_DERIVATIVE = frozenset({"custom_gradient", "custom_jvp", "custom_vjp", "custom_op", "RegisterGradient"})
+# Calls (last identifier) whose function arguments are derivative rules or custom-derivative primals.
+RULE_CALLS = CUSTOM_DERIVATIVE | {"defvjp", "defjvp", "defjvps", "register_autograd"}
+# Methods of a torch.autograd.Function: forward runs under no-grad, the others compute derivatives.
+FUNCTION_BASES = frozenset({"Function", "InplaceFunction", "NestedIOFunction"})
+FUNCTION_METHODS = frozenset({"forward", "backward", "jvp", "vjp", "setup_context", "vmap"})
+# Update hooks an optimizer framework calls with the gradients, outside any tape.
+OPTIMIZER_HOOKS = frozenset({"_resource_apply_dense", "_resource_apply_sparse",
+                              "_resource_apply_sparse_duplicate_indices", "_apply_dense", "_apply_sparse",
+                              "update_step", "_update_step", "_update_step_xla", "_apply_weight_decay",
+                              "apply_gradients", "step"})
+# Python number annotations: such a parameter holds no tensor, so no gradient.
+SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
+
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def last_identifier(expr: ast.AST) -> str:
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return ""
+
+
+def callee(call: ast.Call) -> str:
+    """`partial(jax.custom_vjp, ...)` -> 'custom_vjp'; `tf.custom_gradient` -> 'custom_gradient'."""
+    name = last_identifier(call.func)
+    if name == "partial" and call.args:
+        return last_identifier(call.args[0])
+    return name
+
+
+def mark_escape(value: ast.expr | None, roles: dict) -> None:
+    """Names and lambdas returned or stored (`return init, update`, `self.fn = partial(f, k)`):
+    they run later, wherever the caller takes them."""
+    stack = [value] if value is not None else []
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (ast.Name, ast.Attribute, ast.Lambda)):
+            roles[id(e)] = ("escape", None)
+        elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+            stack.extend(e.elts)
+        elif isinstance(e, ast.IfExp):
+            stack.extend((e.body, e.orelse))
+        elif isinstance(e, ast.Dict):
+            stack.extend(v for v in e.values if v is not None)
+        elif isinstance(e, ast.Call) and last_identifier(e.func) == "partial" and e.args:
+            stack.append(e.args[0])
+
+
+def decorator_name(deco: ast.expr) -> str:
+    if isinstance(deco, ast.Call):
+        return callee(deco)
+    return last_identifier(deco)
+
+
+def scalar_annotation(ann: ast.expr | None) -> bool:
+    """`int`, `float`, `Optional[float]`, `float | None`, `Union[int, float]`."""
+    if ann is None:
+        return False
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+    if isinstance(ann, ast.Name):
+        return ann.id in SCALAR_TYPES
+    if isinstance(ann, ast.Constant) and ann.value is None:
+        return True
+    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        return scalar_annotation(ann.left) and scalar_annotation(ann.right)
+    if isinstance(ann, ast.Subscript) and last_identifier(ann.value) in ("Optional", "Union"):
+        inner = ann.slice
+        elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        return all(scalar_annotation(e) for e in elts)
+    return False
+
+
+def gradient_transformation_update(fn: ast.AST) -> bool:
+    """`def update_fn(updates, state, params=None)`: the update of an optax-style gradient
+    transformation. It maps gradients to parameter updates after autodiff has run, and the
+    training step never differentiates through it (meta-learning through an optimizer is the
+    exception a linter cannot see)."""
+    args = getattr(fn, "args", None)
+    if args is None:
+        return False
+    names = [a.arg for a in args.posonlyargs + args.args]
+    if names and names[0] in ("self", "cls"):
+        names = names[1:]
+    return names[:2] == ["updates", "state"]
