@@ -369,3 +369,12 @@ def test_confidence_all_and_naming_a_code_add_the_possible_findings(project, cap
     assert _json(capsys, "--extend-select", "NG105", "m.py") == (1, both)
     assert _json(capsys, "--select", "NG105", "m.py") == (1, [("NG105", POSSIBLE)])
     assert _json(capsys, "--select", "NG1", "m.py") == (1, [("NG101", CERTAIN)])  # a prefix does not opt in
+
+
+def test_a_test_file_is_not_parsed_when_only_certain_findings_are_asked_for():
+    # Its findings would all be possible: the default set skips the file (README), so even a
+    # syntax error there shows only with --confidence all or NG001 selected.
+    broken = "def f(:\n"
+    assert lint_source(broken, path="tests/test_x.py", confidence="certain") == []
+    assert [f.code for f in lint_source(broken, path="tests/test_x.py", confidence="all")] == ["NG001"]
+    assert [f.code for f in lint_source(broken, path="model.py", confidence="certain")] == ["NG001"]
