@@ -291,6 +291,8 @@ CONFIDENCE = [
     # fairseq's reduce_metrics: a builtin sum over what other code logged
     ("def reduce(logs, loss):\n    ntokens = sum(log.get('ntokens', 0) for log in logs)\n"
      "    return loss.sum() / ntokens\n", "NG401", POSSIBLE),
+    ("def reduce(logs, loss):\n    ntokens = utils.item(sum(log.get('ntokens', 0) for log in logs))\n"
+     "    return loss.sum() / ntokens\n", "NG401", POSSIBLE),
     ("s = x.std(0)\n", "NG801", POSSIBLE),                                # a module-level value: the data's rows
     ("def f(x):\n    return x.std(0)\n", "NG801", CERTAIN),                # the caller may pass one row
     ("def f(x):\n    x = x.flatten(1)\n    return x.std(0)\n", "NG801", POSSIBLE),

@@ -111,6 +111,9 @@ def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
     """`sum(log.get("ntokens", 0) for log in logging_outputs)`: the builtin sum of what other code
     recorded (fairseq's reduce_metrics): whether any record counted something is theirs."""
     value = ctx.value_of(expr) if name_key(expr) is not None else expr
+    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
+            and isinstance(value.args[0], ast.Call):
+        value = value.args[0]  # `utils.item(sum(...))`, `float(sum(...))`
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "sum" \
         and "sum" not in ctx.imports.aliases and len(value.args) >= 1 \
         and isinstance(value.args[0], (ast.GeneratorExp, ast.ListComp))
