@@ -75,7 +75,7 @@ class ForwardInfo:
     op: str
     frame: Optional[Frame]
     module: Optional[str]
-    torch_function: Optional[str]
+    api: Optional[str]
     inputs: List[Tuple[str, torch.Tensor]] = field(default_factory=list)
     scalars: List[ScalarArg] = field(default_factory=list)
     dim: Optional[int] = None
@@ -135,7 +135,7 @@ def _summaries(pairs: Sequence[Tuple[str, torch.Tensor]], role: str, limit: int 
 def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, torch.Tensor]],
                 outputs: Sequence[Tuple[str, torch.Tensor]], scalars: Sequence[ScalarArg] = (),
                 frame: Optional[Frame] = None, module: Optional[str] = None,
-                torch_function: Optional[str] = None, node: Optional[str] = None,
+                api: Optional[str] = None, node: Optional[str] = None,
                 forward: Optional[ForwardInfo] = None, call_frame: Optional[Frame] = None,
                 stack: Sequence[Frame] = (), step: Optional[int] = None, how: str = "",
                 notes: Sequence[str] = (), dim: Optional[int] = None,
@@ -169,26 +169,26 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
         if forward is not None:
             fwd_sum = _summaries(forward.inputs, "forward input")
             module = forward.module if forward.module is not None else module
-            if forward.torch_function:
-                torch_function = forward.torch_function
+            if forward.api:
+                api = forward.api
             if forward.dim is not None:
                 dim = forward.dim
     else:
         location = frame
     code = location.code if location is not None else ""
-    if torch_function is None:
-        torch_function = guess_torch_function(forward.op if (phase == "backward" and forward) else op, code)
+    if api is None:
+        api = guess_torch_function(forward.op if (phase == "backward" and forward) else op, code)
     ev = Evidence(phase=phase, kind=kind, op=op, forward_op=forward.op if forward is not None and phase == "backward" else None,
                   node=node, code=code, inputs=in_sum, forward_inputs=fwd_sum,
                   scalars=list(forward.scalars) if (phase == "backward" and forward is not None) else list(scalars),
                   outputs=out_sum, dim=dim)
     explanation, suggestion = explain(ev)
-    fn_name = (torch_function or op_base(forward.op if (phase == "backward" and forward) else op))
+    fn_name = (api or op_base(forward.op if (phase == "backward" and forward) else op))
     if phase == "optimizer" and optimizer is not None and optimizer.running is not None:
         # Exhaustive mode found the op inside the step: the op's explanation, then the step's.
         why, suggestion = optimizer_explanation(optimizer.running, kind)
         explanation = f"{explanation} {why[0].upper()}{why[1:]}"
-        torch_function = f"torch.optim.{type(optimizer.running).__name__}.step"
+        api = f"torch.optim.{type(optimizer.running).__name__}.step"
         step = optimizer.steps + 1
     # where backward() was called (its forward line is the location, `build_report` says so)
     call_at = call_frame if phase == "backward" else None
@@ -196,7 +196,7 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
         notes.append(f"this node was created while differentiating {forward.created_in} (double backward)")
     return build_report(
         framework="torch", rank=process_rank(), global_index=PENDING.global_index,
-        phase=phase, kind=kind, op=op, api=torch_function, node=node, module=module, where=location,
+        phase=phase, kind=kind, op=op, api=api, node=node, module=module, where=location,
         code=code, forward_op=forward.op if phase == "backward" and forward is not None else None,
         call=call_at, inputs=[s for s, _ in in_sum], outputs=out_sum, forward_inputs=[s for s, _ in fwd_sum],
         scalars=scalars, step=step, explanation=explanation, suggestion=suggestion,

@@ -194,7 +194,7 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
     bad = [(f"out[{i}]", t) for i, t in enumerate(got) if checkable(t) and not fast_finite(t)]
     report = make_report(phase=phase, kind=kind, op=str(func), inputs=[], outputs=bad[:4], frame=here,
                          module=act.naming.live_path() if node is None else None, call_frame=here,
-                         torch_function=f"torch.distributed.{name}" if name.isidentifier() else None,
+                         api=f"torch.distributed.{name}" if name.isidentifier() else None,
                          stack=user_stack(frame_obj), step=act.step(),
                          how="live check of a collective's output against this rank's input",
                          notes=[f"this rank's input to {name} was finite: the value was made on another rank"])
