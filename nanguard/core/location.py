@@ -6,7 +6,7 @@ import linecache
 import os
 import sysconfig
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 # Where installed packages and the standard library live: code there is not the user's own.
 _LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for key in ("purelib", "platlib", "stdlib", "platstdlib")
@@ -42,3 +42,31 @@ class Frame:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Frame":
+        """The inverse of `to_dict` (``code`` is read again from the file, so it is not needed)."""
+        return cls(d["file"], d["line"], d["function"])
+
+
+@dataclass(frozen=True)
+class Place:
+    """A line a report names, with what it knew there: the user's line of a finding
+    (`Report.where`), the forward line of a backward finding (`Report.forward`, with the forward
+    ``op``) or the line that started a backward pass (`Report.call`). Unlike a `Frame` its code
+    is kept as it was read when the report was made, and every part may be unknown (None): a
+    backward finding may know its forward op but not its line.
+    """
+
+    file: Optional[str] = None
+    line: Optional[int] = None
+    function: Optional[str] = None
+    code: Optional[str] = None
+    op: Optional[str] = None
+
+    @classmethod
+    def of(cls, frame: Optional[Frame], code: Optional[str] = None, op: Optional[str] = None) -> Optional["Place"]:
+        """``frame``'s place with the code read now (or ``code``); None without a frame or an op."""
+        if frame is None:
+            return cls(op=op) if op is not None else None
+        return cls(frame.file, frame.line, frame.function, frame.code if code is None else code, op)

@@ -1,16 +1,14 @@
-"""The finding: a `Report` dataclass, its readable block and its JSON form."""
+"""The finding: a frozen `Report` dataclass, its readable block and its JSON form."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
-import sys
-import textwrap
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
 
-from nanguard.core.location import Frame
-from nanguard.core.opnames import op_base
+from nanguard.core.location import Frame, Place
+from nanguard.core.report_text import format_report, headline
 from nanguard.core.summary import ScalarArg, TensorSummary
 
 
@@ -18,23 +16,29 @@ class NonFiniteWarning(RuntimeWarning):
     """Issued by ``nanguard.detect(mode="warn")``; its message is the report."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
     """The first non-finite value nanguard found, where it came from, and how to fix it.
 
+    Frozen: a report is settled when it is made (`nanguard.core.report_builder.build_report`,
+    which every backend calls); a later addition makes a new one (`with_notes`,
+    ``dataclasses.replace``), so a report already handed out never changes under its reader.
+
     ``phase`` is ``"forward"``, ``"backward"``, ``"input"`` (a NaN that entered from outside
     the checked code, e.g. in the data) or ``"optimizer"`` (an optimizer step turned finite
-    parameters non-finite). ``kind`` is ``"nan"`` or ``"inf"``. ``op`` is the aten op
-    (``"aten.sqrt.default"``); ``torch_function`` the spelling the user wrote
-    (``"torch.sqrt"``); ``node`` the autograd node of a backward finding (``"SqrtBackward0"``).
-    For JAX, ``op`` is the primitive (``"div"``), ``api`` the spelling the user wrote
-    (``"jnp.sqrt"``) and ``node`` the equation's name stack (``"transpose(jvp(loss))"``).
+    parameters non-finite). ``kind`` is ``"nan"`` or ``"inf"``. ``framework`` is ``"torch"``,
+    ``"tf"`` or ``"jax"``. ``op`` is the framework's op: torch's aten op
+    (``"aten.sqrt.default"``), TensorFlow's op type (``"Sqrt"``), JAX's primitive (``"div"``).
+    ``api`` is the spelling the user wrote (``"torch.sqrt"``, ``"tf.math.sqrt"``,
+    ``"jnp.divide"``; ``""`` for an operator or when it is not known on the line). ``node`` is
+    the backward node (``"SqrtBackward0"``; JAX: the equation's name stack).
 
-    ``file``/``line``/``code`` are the user's line: the innermost frame outside torch and
-    nanguard. For a backward finding they are the *forward* line that created the failing
-    backward op (also in ``forward_file``/``forward_line``), and ``call_file``/``call_line``
-    say where the backward pass was started: ``call_name`` is what the user called there
-    (``tape.gradient()``, ``model.fit()``; None for PyTorch's ``backward()``).
+    ``where`` is the user's line: the innermost frame outside the framework and nanguard. For
+    a backward finding it is the *forward* line that created the failing backward op, which
+    ``forward`` repeats with the forward ``op``; ``call`` is where the backward pass was
+    started and ``call_name`` what the user called there (``backward()``, ``tape.gradient()``,
+    ``model.fit()``). The flat names of the JSON form (``file``, ``forward_line``,
+    ``call_code``...) are read-only shorthands for these.
 
     Example:
         >>> with nanguard.detect(mode="record") as d:
@@ -42,46 +46,108 @@ class Report:
         >>> d.report.op, d.report.line
         ('aten.log.default', 2)
         >>> print(d.report)            # a readable block, coloured on a terminal
-        >>> d.report.to_dict()         # JSON-serialisable
+        >>> d.report.to_dict()         # JSON-serialisable; Report.from_dict reads it back
     """
 
     phase: str
     kind: str
     op: str
-    torch_function: Optional[str] = None
+    api: Optional[str] = None
+    framework: str = ""
     node: Optional[str] = None
     module: Optional[str] = None
-    file: Optional[str] = None
-    line: Optional[int] = None
-    function: Optional[str] = None
-    code: Optional[str] = None
-    forward_file: Optional[str] = None
-    forward_line: Optional[int] = None
-    forward_function: Optional[str] = None
-    forward_code: Optional[str] = None
-    forward_op: Optional[str] = None
-    call_file: Optional[str] = None
-    call_line: Optional[int] = None
-    call_code: Optional[str] = None
-    call_name: Optional[str] = None  # what was called at call_line; None: "backward()"
-    inputs: List[TensorSummary] = field(default_factory=list)
-    outputs: List[TensorSummary] = field(default_factory=list)
-    forward_inputs: List[TensorSummary] = field(default_factory=list)
-    scalars: List[ScalarArg] = field(default_factory=list)
+    where: Optional[Place] = None
+    forward: Optional[Place] = None
+    call: Optional[Place] = None
+    call_name: Optional[str] = None      # what was called at ``call`` (``backward()`` when not said)
+    inputs: Tuple[TensorSummary, ...] = ()
+    outputs: Tuple[TensorSummary, ...] = ()
+    forward_inputs: Tuple[TensorSummary, ...] = ()
+    scalars: Tuple[ScalarArg, ...] = ()
     step: Optional[int] = None
     message: str = ""
     explanation: str = ""
     suggestion: str = ""
-    stack: List[Frame] = field(default_factory=list)
+    stack: Tuple[Frame, ...] = ()
     how: str = ""
-    notes: List[str] = field(default_factory=list)
-    api: Optional[str] = None        # set by other frameworks: the user's spelling ("" for an operator)
+    notes: Tuple[str, ...] = ()
     # multi-rank runs (torch.distributed): the process rank that made the finding; the collective
     # through which the values arrived from another rank (None: made on this rank); the first
     # non-finite output element's index in the whole (global) tensor of a sharded DTensor
     rank: Optional[int] = None
     received_through: Optional[str] = None
-    global_index: Optional[List[int]] = None
+    global_index: Optional[Tuple[int, ...]] = None
+
+    def __post_init__(self) -> None:
+        # sequences are stored as tuples, whatever the caller passed, so that a report cannot
+        # be changed through a list it shares with its maker, and equal reports compare equal
+        for name in ("inputs", "outputs", "forward_inputs", "scalars", "stack", "notes"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        if self.global_index is not None and not isinstance(self.global_index, tuple):
+            object.__setattr__(self, "global_index", tuple(self.global_index))
+        if self.call is not None and self.call_name is None:
+            object.__setattr__(self, "call_name", "backward()")   # PyTorch's, which says nothing
+
+    def with_notes(self, *notes: str) -> Report:
+        """This report with ``notes`` added after its own."""
+        return dataclasses.replace(self, notes=self.notes + notes)
+
+    # ------------------------------------------------------------------ flat shorthands
+    # The JSON form's names, read off the nested places (None where the place is unknown).
+    @property
+    def file(self) -> Optional[str]:
+        return self.where.file if self.where else None
+
+    @property
+    def line(self) -> Optional[int]:
+        return self.where.line if self.where else None
+
+    @property
+    def function(self) -> Optional[str]:
+        return self.where.function if self.where else None
+
+    @property
+    def code(self) -> Optional[str]:
+        return self.where.code if self.where else None
+
+    @property
+    def forward_file(self) -> Optional[str]:
+        return self.forward.file if self.forward else None
+
+    @property
+    def forward_line(self) -> Optional[int]:
+        return self.forward.line if self.forward else None
+
+    @property
+    def forward_function(self) -> Optional[str]:
+        return self.forward.function if self.forward else None
+
+    @property
+    def forward_code(self) -> Optional[str]:
+        return self.forward.code if self.forward else None
+
+    @property
+    def forward_op(self) -> Optional[str]:
+        return self.forward.op if self.forward else None
+
+    @property
+    def call_file(self) -> Optional[str]:
+        return self.call.file if self.call else None
+
+    @property
+    def call_line(self) -> Optional[int]:
+        return self.call.line if self.call else None
+
+    @property
+    def call_code(self) -> Optional[str]:
+        return self.call.code if self.call else None
+
+    @property
+    def torch_function(self) -> Optional[str]:
+        """Deprecated: `api` (of a torch report; None on the other frameworks)."""
+        return self.api if self.framework == "torch" else None
 
     # ------------------------------------------------------------------ derived text
     @property
@@ -94,14 +160,7 @@ class Report:
 
     @property
     def headline(self) -> str:
-        fn = _display_function(self)
-        if self.phase == "backward":
-            return f"backward of {fn}"
-        if self.phase == "input":
-            return f"{self.what} entered from outside, first consumed by {fn}"
-        if self.phase == "optimizer":
-            return f"optimizer step ({fn})"
-        return f"forward of {fn}"
+        return headline(self)
 
     def location(self) -> Optional[Frame]:
         if self.file is None or self.line is None:
@@ -122,13 +181,15 @@ class Report:
 
     # ------------------------------------------------------------------ formats
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-serialisable dict (NaN/Inf numbers are written as strings)."""
+        """A JSON-serialisable dict (NaN/Inf numbers are written as strings); `from_dict` reads it back."""
         return {
             "found": True,
             "phase": self.phase,
             "kind": self.kind,
             "op": self.op,
             "torch_function": self.torch_function,
+            "api": self.api,
+            "framework": self.framework,
             "node": self.node,
             "module": self.module,
             "file": self.file,
@@ -143,7 +204,7 @@ class Report:
             "call_file": self.call_file,
             "call_line": self.call_line,
             "call_code": self.call_code,
-            "call_name": self.call_name or ("backward()" if self.call_file is not None else None),
+            "call_name": self.call_name,
             "message": self.message,
             "explanation": self.explanation,
             "suggestion": self.suggestion,
@@ -155,97 +216,58 @@ class Report:
             "stack": [f.to_dict() for f in self.stack],
             "how": self.how,
             "notes": list(self.notes),
-            **({"api": self.api} if self.api is not None else {}),
             **({"rank": self.rank} if self.rank is not None else {}),
             **({"received_through": self.received_through} if self.received_through is not None else {}),
             **({"global_index": list(self.global_index)} if self.global_index is not None else {}),
         }
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> Report:
+        """The report `to_dict` wrote (``nanguard run --json``, a rank's file): the exact inverse,
+        ``Report.from_dict(r.to_dict()) == r``. Keys it does not know (``status``,
+        ``world_size``) are ignored; a file written before ``api`` and ``framework`` existed
+        reads ``api`` from ``torch_function``."""
+        framework = d.get("framework")
+        if framework is None:   # written by an older nanguard: only torch wrote torch_function
+            framework = "torch" if d.get("torch_function") is not None or str(d.get("op", "")).startswith("aten.") \
+                else "jax" if "api" in d else ""
+        api = d["api"] if "api" in d else d.get("torch_function")
+        forward = _place(d, "forward_")
+        if forward is None and d.get("forward_op") is not None:
+            forward = Place(op=d["forward_op"])
+        elif forward is not None:
+            forward = dataclasses.replace(forward, op=d.get("forward_op"))
+        return cls(
+            phase=d["phase"], kind=d["kind"], op=d["op"], api=api, framework=framework, node=d.get("node"),
+            module=d.get("module"), where=_place(d, ""), forward=forward, call=_place(d, "call_"),
+            call_name=d.get("call_name"),
+            inputs=tuple(TensorSummary.from_dict(s) for s in d.get("inputs") or ()),
+            outputs=tuple(TensorSummary.from_dict(s) for s in d.get("outputs") or ()),
+            forward_inputs=tuple(TensorSummary.from_dict(s) for s in d.get("forward_inputs") or ()),
+            scalars=tuple(ScalarArg.from_dict(s) for s in d.get("scalars") or ()),
+            step=d.get("step"), message=d.get("message") or "", explanation=d.get("explanation") or "",
+            suggestion=d.get("suggestion") or "", stack=tuple(Frame.from_dict(f) for f in d.get("stack") or ()),
+            how=d.get("how") or "", notes=tuple(d.get("notes") or ()), rank=d.get("rank"),
+            received_through=d.get("received_through"),
+            global_index=tuple(d["global_index"]) if d.get("global_index") is not None else None)
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
 
     def format(self, color: Optional[bool] = None, width: int = 92) -> str:
         """The readable block; ``color=None`` colours only when stderr is a terminal."""
-        if color is None:
-            color = _stderr_is_terminal()
-        paint = _painter(color)
-        lines = [paint(f"nanguard: first non-finite value ({self.what}) — {self.headline}", "1;31")]
-        loc = self.location()
-        if loc is not None:
-            at = f"{loc.short_file}:{loc.line} in {loc.function}"
-            if self.module:
-                at += f"      (module: {self.module})"
-            lines.append(f"  {paint('at', '1')}  {at}")
-            code = self.code if self.code is not None else loc.code
-            if code:
-                lines.append(f"      {paint(f'{loc.line} │ {code}', '33')}")
-            caller = self.user_call_site()
-            if caller is not None:
-                lines.append(f"  {paint('from', '1')} {caller.short_file}:{caller.line} in {caller.function}")
-                if caller.code:
-                    lines.append(f"      {paint(f'{caller.line} │ {caller.code}', '33')}")
-        elif self.module:
-            lines.append(f"  {paint('in', '1')}  module {self.module}")
-        op_line = self.op
-        if self.node:
-            op_line += f" in {self.node}"
-        spelling = self.torch_function or self.api
-        if spelling and self.phase != "optimizer":
-            op_line += f" (from {spelling})"
-        lines.append(f"  {paint('op', '1')}  {op_line}")
-        for label, text in (("why", self.explanation), ("fix", self.suggestion)):
-            if text:
-                wrapped = textwrap.wrap(text, width=width - 6) or [""]
-                lines.append(f"  {paint(label, '1')} {wrapped[0]}")
-                lines.extend(f"      {w}" for w in wrapped[1:])
-        rows = [("forward input", t) for t in self.forward_inputs]
-        in_label = "grad input" if self.phase == "backward" else "input"
-        rows += [(in_label, t) for t in self.inputs]
-        rows += [("output", t) for t in self.outputs]
-        width = max((len(label) for label, _ in rows), default=0)
-        names = max((len(t.name) for _, t in rows), default=0)
-        for label, t in rows:
-            lines.append(f"  {label:<{width}}  {t.name:<{names}}  {t.line()}")
-        for sc in self.scalars:
-            lines.append(f"  {'scalar':<{width}}  {sc.name:<{names}}  {sc.value}")
-        if self.call_file is not None:
-            call = Frame(self.call_file, self.call_line or 0, "")
-            lines.append(f"  {self.call_name or 'backward()'} called at {call.short_file}:{self.call_line}")
-        if self.step is not None:
-            lines.append(f"  step {self.step} of the training loop")
-        if self.rank is not None:
-            lines.append(f"  rank {self.rank}" + (f", received through {self.received_through}"
-                                                   if self.received_through else ""))
-        if self.global_index is not None:
-            lines.append(f"  global index {tuple(self.global_index)} of the sharded tensor")
-        for note in self.notes:
-            lines.append(f"  note: {note}")
-        return "\n".join(lines)
+        return format_report(self, color, width)
 
     def __str__(self) -> str:
         return self.format()
 
 
-def _display_function(report: Report) -> str:
-    """The short name of what failed: ``sqrt`` for aten.sqrt or for the backward of torch.sqrt."""
-    if report.api is not None:
-        # another framework (JAX sets ``api``, "" for an operator)
-        if report.phase == "backward" and report.forward_op:
-            return report.forward_op
-        return report.api.rsplit(".", 1)[-1] if report.api else report.op
-    if report.phase == "backward" and report.forward_op:
-        return _op_base(report.forward_op)
-    if report.op.startswith("aten."):
-        return _op_base(report.op)
-    return report.op
-
-
-def _op_base(op: str) -> str:
-    """A torch aten name's short form (``aten.sqrt.default`` -> ``sqrt``); other frameworks' op
-    names (TensorFlow's ``Sqrt``) are already short."""
-    if not op.startswith("aten.") and "." not in op:
-        return op
-    return op_base(op)
+def _place(d: Dict[str, Any], prefix: str) -> Optional[Place]:
+    """The place a JSON report names under ``prefix`` (``forward_``: its forward line), if any."""
+    parts = [d.get(prefix + k) for k in ("file", "line", "function", "code")]
+    if all(p is None for p in parts):
+        return None
+    return Place(*parts)
 
 
 def message(phase: str, kind: str, fn: str, where: str) -> str:
@@ -268,19 +290,6 @@ def message(phase: str, kind: str, fn: str, where: str) -> str:
 def where(frame: Optional[Frame]) -> str:
     """``file:line`` of ``frame`` for `message` (``an unknown line`` without one)."""
     return f"{frame.short_file}:{frame.line}" if frame is not None else "an unknown line"
-
-
-def _stderr_is_terminal() -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    stream = sys.stderr
-    return bool(getattr(stream, "isatty", None) and stream.isatty())
-
-
-def _painter(color: bool) -> Callable[[str, str], str]:
-    if not color:
-        return lambda text, code: text
-    return lambda text, code: f"\033[{code}m{text}\033[0m"
 
 
 # ``status`` of ``nanguard run --json``: what became of the program

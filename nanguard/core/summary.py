@@ -63,6 +63,16 @@ class TensorSummary:
             "counted": known,
         }
 
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "TensorSummary":
+        """The inverse of `to_dict`: counts written as None (values not read) come back as 0."""
+        first = d.get("first_bad_index")
+        return cls(name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"], device=d["device"],
+                   numel=d["numel"], min=d.get("min"), max=d.get("max"), nan=d.get("nan") or 0,
+                   posinf=d.get("posinf") or 0, neginf=d.get("neginf") or 0, zeros=d.get("zeros") or 0,
+                   negative=d.get("negative") or 0, first_bad=tuple(first) if first is not None else None,
+                   role=d.get("role", "input"), counted=d.get("counted", True))
+
     def type_str(self) -> str:
         return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
 
@@ -97,3 +107,8 @@ class ScalarArg:
     def to_dict(self) -> Dict[str, Any]:
         v = self.value
         return {"name": self.name, "value": v if math.isfinite(v) else str(v)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "ScalarArg":
+        """The inverse of `to_dict` (a non-finite value was written as a string: ``"inf"``)."""
+        return cls(d["name"], float(d["value"]))

@@ -21,6 +21,7 @@ import torch
 
 import nanguard
 import nanguard.stories
+from nanguard.core.report import Report
 from nanguard.demo import Show
 
 STORY = nanguard.stories.get("distance_matrix")
@@ -59,10 +60,10 @@ def run(show: Show) -> None:
             show.note(line)
         if status == 1 and os.path.exists(report_path):
             with open(report_path, encoding="utf-8") as fh:
-                found = json.load(fh)
+                found = Report.from_dict(json.load(fh))
             show.bad(f"exit status {status}",
-                     f"{found['phase']} of {found['torch_function']} ({found['op']}, node {found['node']}) "
-                     f"at {Path(found['file']).name}:{found['line']}")
+                     f"{found.phase} of {found.api} ({found.op}, node {found.node}) "
+                     f"at {Path(found.file or '?').name}:{found.line}")
         else:
             show.bad("unexpected result", f"status {status}\n{out}\n{err}")
 

@@ -9,7 +9,7 @@ is not a second origin. The other ranks wait for the merged file before they exi
 torchrun, which stops a job when one rank exits with an error, does not stop rank 0 first.
 
 Framework-free: the rank and world size come from torchrun's environment (``RANK``,
-``WORLD_SIZE``), the merge works on the JSON dicts.
+``WORLD_SIZE``); the merge reads each rank's finding back as a `Report` (`Report.from_dict`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from nanguard.core.report import Report
 
 MERGED = "merged.json"
 _PHASES = {"input": 0, "forward": 1, "backward": 2, "optimizer": 3}
@@ -80,29 +83,64 @@ def wait_for_merged(directory: str, timeout_s: float) -> None:
     _wait_for([os.path.join(directory, MERGED)], timeout_s)
 
 
-def _where(p: Dict[str, Any]) -> str:
-    if p.get("file") and p.get("line"):
-        return f"{os.path.basename(p['file'])}:{p['line']}"
-    if p.get("call_file") and p.get("call_line"):
-        return f"{os.path.basename(p['call_file'])}:{p['call_line']} (backward() call)"
+@dataclass(frozen=True)
+class _Finding:
+    """A rank that found a non-finite value: its file, and the report in it read back (None when
+    nanguard raised outside the detectors, a GradGuard with policy "raise": found, no report)."""
+
+    payload: Dict[str, Any]
+    report: Optional[Report]
+
+    @property
+    def rank(self) -> int:
+        return int(self.payload.get("rank", 0))
+
+    @property
+    def received_through(self) -> Optional[str]:
+        return self.report.received_through if self.report is not None else None
+
+    @property
+    def line(self) -> Optional[int]:
+        return self.report.line if self.report is not None else None
+
+
+def _finding(p: Dict[str, Any]) -> Optional[_Finding]:
+    if not p.get("found") or p.get("missing"):
+        return None
+    return _Finding(p, Report.from_dict(p) if p.get("kind") is not None else None)
+
+
+def _where(file: Optional[str], line: Optional[int], call_file: Optional[str] = None,
+           call_line: Optional[int] = None) -> str:
+    if file and line:
+        return f"{os.path.basename(file)}:{line}"
+    if call_file and call_line:
+        return f"{os.path.basename(call_file)}:{call_line} (backward() call)"
     return "an unknown line"
 
 
-def _when(p: Dict[str, Any]) -> str:
-    step = f"step {p['step']}, " if p.get("step") is not None else ""
-    return f"{step}{p.get('phase')}"
+def _when(r: Dict[str, Any]) -> str:
+    step = f"step {r['step']}, " if r.get("step") is not None else ""
+    return f"{step}{r.get('phase')}"
 
 
-def _order(p: Dict[str, Any]) -> Tuple[int, int, int]:
-    return (p.get("step") or 0, _PHASES.get(p.get("phase") or "", 9), p.get("rank", 0))
+def _order(f: _Finding) -> Tuple[int, int, int]:
+    r = f.report
+    return ((r.step if r is not None else None) or 0, _PHASES.get(r.phase if r is not None else "", 9), f.rank)
 
 
-def _entry(p: Dict[str, Any], status: str) -> Dict[str, Any]:
-    keys = ("rank", "step", "phase", "kind", "op", "torch_function", "file", "line", "code", "module",
-            "received_through", "global_index", "message")
-    out = {"rank": p.get("rank"), "status": status, **{k: p.get(k) for k in keys[1:] if p.get(k) is not None}}
-    if p.get("status") not in (None, "found"):
-        out["run"] = p.get("status")
+_ENTRY_KEYS = ("step", "phase", "kind", "op", "torch_function", "api", "file", "line", "code", "module",
+               "received_through", "global_index", "message")
+
+
+def _entry(f: _Finding, status: str) -> Dict[str, Any]:
+    """A finding rank's line in the merged report: what its report says, where it is known."""
+    values = {k: getattr(f.report, k) if f.report is not None else f.payload.get(k) for k in _ENTRY_KEYS}
+    if values["global_index"] is not None:
+        values["global_index"] = list(values["global_index"])
+    out = {"rank": f.payload.get("rank"), "status": status, **{k: v for k, v in values.items() if v is not None}}
+    if f.payload.get("status") not in (None, "found"):
+        out["run"] = f.payload.get("status")
     return out
 
 
@@ -115,35 +153,36 @@ def merge(payloads: Sequence[Dict[str, Any]], world: int) -> Dict[str, Any]:
     only one that did not receive its values, if every other reporting rank did; otherwise
     ``first_rank`` is None (several ranks saw values they could not place, by paths not checked).
     """
-    found = [p for p in payloads if p.get("found") and not p.get("missing")]
-    made = [p for p in found if not p.get("received_through")]
-    located = [p for p in made if p.get("line") is not None]
+    read = [(p, _finding(p)) for p in sorted(payloads, key=lambda q: q.get("rank", 0))]
+    found = [f for _, f in read if f is not None]
+    made = [f for f in found if not f.received_through]
+    located = [f for f in made if f.line is not None]
     # not located, but the only rank that did not receive it (FSDP2 backward, default mode)
     first = min(located, key=_order) if located else (made[0] if len(made) == 1 and len(found) > 1 else None)
     ranks: List[Dict[str, Any]] = []
-    for p in sorted(payloads, key=lambda q: q.get("rank", 0)):
+    for p, f in read:
         if p.get("missing"):
             ranks.append({"rank": p.get("rank"), "status": "missing",
                           "note": "no report from this rank (it crashed, was stopped, or was still running)"})
-        elif not p.get("found"):
+        elif f is None:
             ranks.append({"rank": p.get("rank"), "status": "clean" if p.get("status") == "clean" else p.get("status"),
                           "message": p.get("message")})
-        elif p is first:
-            ranks.append(_entry(p, "first" if p.get("line") is not None else "first (not located)"))
-        elif p.get("received_through"):
-            ranks.append(_entry(p, "received"))
-        elif p.get("line") is None:
-            ranks.append(_entry(p, "not located"))
+        elif first is not None and p is first.payload:
+            ranks.append(_entry(f, "first" if f.line is not None else "first (not located)"))
+        elif f.received_through:
+            ranks.append(_entry(f, "received"))
+        elif f.line is None:
+            ranks.append(_entry(f, "not located"))
         else:
-            ranks.append(_entry(p, "also made"))
-    return {"found": bool(found), "world_size": world, "first_rank": first.get("rank") if first else None,
+            ranks.append(_entry(f, "also made"))
+    return {"found": bool(found), "world_size": world, "first_rank": first.rank if first else None,
             "first": _entry(first, "first") if first else None, "ranks": ranks,
             "message": _message(first, ranks, world)}
 
 
-def _message(first: Optional[Dict[str, Any]], ranks: List[Dict[str, Any]], world: int) -> str:
+def _message(finding: Optional[_Finding], ranks: List[Dict[str, Any]], world: int) -> str:
     missing = [str(r["rank"]) for r in ranks if r["status"] == "missing"]
-    if first is None:
+    if finding is None:
         seen = [r for r in ranks if r["status"] in ("received", "not located")]
         if not seen:
             text = f"no rank of {world} reported a NaN or Inf"
@@ -153,21 +192,25 @@ def _message(first: Optional[Dict[str, Any]], ranks: List[Dict[str, Any]], world
                                                   if r["status"] == "received" else "could not locate them") +
                           f" ({_when(r)})" for r in seen) +
                 " (nanguard run --exhaustive checks every op, in the backward pass too)")
+    first = _entry(finding, "first")
     kind = "NaN" if first.get("kind") == "nan" else "Inf"
-    what = first.get("torch_function") or first.get("op") or "?"
-    if first.get("line") is None:
+    what = first.get("api") or first.get("op") or "?"
+    at = finding.report
+    if at is None or at.line is None:
         parts = [f"rank {first['rank']} went non-finite first ({_when(first)}): it made the {kind} it sent to the "
                  f"others (the op was not located; nanguard run --exhaustive names it)"]
     else:
         parts = [f"rank {first['rank']} went non-finite first ({_when(first)}): {kind} from {what} at "
-                 f"{_where(first)}"]
+                 f"{_where(at.file, at.line, at.call_file, at.call_line)}"]
     for r in ranks:
         if r["rank"] == first["rank"]:
             continue
         if r["status"] == "received":
-            parts.append(f"rank {r['rank']} received it through {r['received_through']} at {_where(r)} ({_when(r)})")
+            parts.append(f"rank {r['rank']} received it through {r['received_through']} at "
+                         f"{_where(r.get('file'), r.get('line'))} ({_when(r)})")
         elif r["status"] == "also made":
-            parts.append(f"rank {r['rank']} also made a non-finite value later ({_when(r)}) at {_where(r)}")
+            parts.append(f"rank {r['rank']} also made a non-finite value later ({_when(r)}) at "
+                         f"{_where(r.get('file'), r.get('line'))}")
         elif r["status"] == "not located":
             parts.append(f"rank {r['rank']} saw non-finite values ({_when(r)}) that it could not locate")
         elif r["status"] == "missing":

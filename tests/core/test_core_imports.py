@@ -34,11 +34,13 @@ PROBE = textwrap.dedent("""
     names = [info.name for info in pkgutil.walk_packages(nanguard.core.__path__, "nanguard.core.")]
     for name in names:
         importlib.import_module(name)
-    from nanguard.core.report import Report
-    for op, phase, forward_op, api in (("aten.sqrt.default", "forward", None, None),
-                                       ("aten.mul.Tensor", "backward", "aten._softmax.default", None),
-                                       ("Sqrt", "forward", None, None), ("div", "forward", None, "jnp.divide")):
-        text = Report(phase=phase, kind="nan", op=op, forward_op=forward_op, api=api).format(color=False)
+    from nanguard.core.report_builder import build_report
+    for framework, op, phase, forward_op, api in (
+            ("torch", "aten.sqrt.default", "forward", None, "torch.sqrt"),
+            ("torch", "aten.mul.Tensor", "backward", "aten._softmax.default", None),
+            ("tf", "Sqrt", "forward", None, ""), ("jax", "div", "forward", None, "jnp.divide")):
+        text = build_report(framework=framework, phase=phase, kind="nan", op=op, forward_op=forward_op,
+                            api=api).format(color=False)
         assert text.startswith("nanguard: first non-finite value (NaN)"), text
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in BACKENDS
                     or m.startswith(("nanguard.torch", "nanguard.tf", "nanguard.jax")))

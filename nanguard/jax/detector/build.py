@@ -15,7 +15,8 @@ import jax
 import numpy as np
 from jax.extend import core as jcore
 
-from nanguard.core.report import Report, message, where
+from nanguard.core.report import Report
+from nanguard.core.report_builder import build_report
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, traceback_sites
 from nanguard.jax.detector.phase import enclosing_site, eqn_function, forward_eqn, is_backward, scope_flags
@@ -146,19 +147,12 @@ def build(outcome: Outcome, step: Optional[int] = None, program: str = "",
         notes.append(f"in iteration {event.scope.iteration} of a loop (scan/while) body")
     if program:
         notes.append(f"found by replaying {program} equation by equation")
-    report = Report(
-        phase=phase, kind=facts.kind, op=prim, node=event.name_stack or None, api=api or "",
-        forward_op=fn if phase == "backward" else None,
-        file=frame.file if frame else None, line=frame.line if frame else None,
-        function=frame.function if frame else None, code=frame.code if frame else None,
+    return build_report(
+        framework="jax", phase=phase, kind=facts.kind, op=prim, fn=fn, node=event.name_stack or None, api=api or "",
+        forward_op=fn if phase == "backward" else None, where=frame,
         inputs=[s for s, _ in inputs], outputs=outputs, forward_inputs=[s for s, _ in fwd_inputs],
-        scalars=scalars, step=step, message=message(phase, facts.kind, fn, where(frame)),
-        explanation=explanation, suggestion=suggestion,
+        scalars=scalars, step=step, explanation=explanation, suggestion=suggestion,
         stack=[s.frame for s in traceback_sites(event.eqn.source_info.traceback)], how="replay", notes=notes)
-    if phase == "backward" and frame is not None:
-        report.forward_file, report.forward_line = frame.file, frame.line
-        report.forward_function, report.forward_code = frame.function, frame.code
-    return report
 
 
 def summaries(values: Sequence[Any], role: str) -> List[TensorSummary]:

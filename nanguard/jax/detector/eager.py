@@ -13,7 +13,8 @@ import jax
 
 from nanguard.core.location import Frame
 from nanguard.core.nonfinite import Flags, made
-from nanguard.core.report import Report, message, where
+from nanguard.core.report import Report
+from nanguard.core.report_builder import build_report
 from nanguard.jax.detector.build import summaries
 from nanguard.jax.detector.frames import Site, api_spelling, base_name, eqn_site, is_internal
 from nanguard.jax.detector.values import flags_of, rounded
@@ -107,24 +108,18 @@ def _report(phase: str, kind: str, primitive: str, site: Optional[Site], args: L
                   scalars=[s.value for s in scalars], outputs=outputs)
     explanation, suggestion = words(diagnose(facts))
     frame = site.frame if site is not None else None
-    report = Report(phase=phase, kind=kind, op=primitive, api=api or "", file=frame and frame.file,
-                    line=frame and frame.line, function=frame and frame.function, code=frame and frame.code,
-                    forward_op=fn if phase == "backward" else None,
-                    inputs=[s for s, _ in inputs], outputs=outputs, scalars=scalars,
-                    message=message(phase, kind, fn, where(frame)), explanation=explanation, suggestion=suggestion,
-                    how="eager")
-    if phase == "backward" and frame is not None:
-        report.forward_file, report.forward_line = frame.file, frame.line
-        report.forward_function, report.forward_code = frame.function, frame.code
-    return report
+    return build_report(framework="jax", phase=phase, kind=kind, op=primitive, fn=fn, api=api or "", where=frame,
+                        forward_op=fn if phase == "backward" else None, inputs=[s for s, _ in inputs],
+                        outputs=outputs, scalars=scalars, explanation=explanation, suggestion=suggestion,
+                        how="eager")
 
 
 def unreplayable(label: str, reason: str, step: Optional[int]) -> Report:
     """A finding in ``label``'s outputs that could not be localised to an op."""
-    return Report(phase="forward", kind="nan", op=f"jit({label})", api="", step=step,
-                  message=f"{label} returned a non-finite value", how="output check",
-                  explanation="the outputs of a jitted call held NaN/Inf, but the op could not be localised.",
-                  notes=[f"{label}: {reason}"])
+    return build_report(framework="jax", phase="forward", kind="nan", op=f"jit({label})", api="", step=step,
+                        message=f"{label} returned a non-finite value", how="output check",
+                        explanation="the outputs of a jitted call held NaN/Inf, but the op could not be localised.",
+                        notes=[f"{label}: {reason}"])
 
 
 __all__ = ["NOT_IN_GRAD", "in_grad", "judge_primitive", "live_site", "unreplayable"]

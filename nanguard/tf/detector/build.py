@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -9,7 +10,8 @@ import tensorflow as tf
 
 from nanguard.core.dtypes import exp_limit
 from nanguard.core.location import Frame
-from nanguard.core.report import Report, message, where
+from nanguard.core.report import Report, where
+from nanguard.core.report_builder import build_report
 from nanguard.core.summary import TensorSummary
 from nanguard.tf.detector.explain import Evidence, explain, input_words, update_words
 from nanguard.tf.detector.values import as_array, is_float, summarize
@@ -60,9 +62,19 @@ def _exp_over(ev: Evidence, first: Any) -> None:
         ev.over = int((as_array(first) > limit).sum())
 
 
-def _place(report: Report, frame: Optional[Frame]) -> None:
-    if frame is not None:
-        report.file, report.line, report.function, report.code = frame.file, frame.line, frame.function, frame.code
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def api_spelling(op_type: str, frame: Optional[Frame]) -> str:
+    """The call on the user's line that made ``op_type``, as written (``tf.math.log`` for Log,
+    ``tf.nn.softplus`` for Softplus); ``""`` for an operator (``x / y``) or a spelling that does
+    not carry the op's name (``tf.linalg.inv`` for MatrixInverse)."""
+    code = frame.code if frame is not None else ""
+    want = op_type.lower()
+    for name in _CALL.findall(code):
+        if name.rsplit(".", 1)[-1].replace("_", "").lower() == want:
+            return name
+    return ""
 
 
 def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], kind: str, origin: str,
@@ -75,22 +87,18 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
     if origin == "input":
         bad = next((s for s in ins if s.nan), ins[0] if ins else None)
         why, fix = input_words(bad.name if bad else "?", bad.nan if bad else 0, bad.numel if bad else 0)
-        report = Report(phase="input", kind=kind, op=op_type, module=layer, inputs=ins, outputs=outs,
-                        explanation=why, suggestion=fix, stack=list(stack or []))
-        _place(report, frame)
-        report.message = message("input", kind, op_type, where(frame))
-        return report
+        return build_report(framework="tf", phase="input", kind=kind, op=op_type, api=api_spelling(op_type, frame),
+                            module=layer, where=frame, inputs=ins, outputs=outs, explanation=why, suggestion=fix,
+                            stack=stack or ())
     if backward is None:
         ev = Evidence(op=op_type, phase="forward", kind=kind, inputs=ins, outputs=outs,
                       producer=producer_of(inputs[0]) if inputs else None,
                       diagonal_zeros=_diagonal_zeros(inputs[0]) if inputs else 0)
         _exp_over(ev, inputs[0] if inputs else None)
         why, fix = explain(ev)
-        report = Report(phase="forward", kind=kind, op=op_type, module=layer, inputs=ins, outputs=outs,
-                        explanation=why, suggestion=fix, stack=list(stack or []))
-        _place(report, frame)
-        report.message = message("forward", kind, op_type, where(frame))
-        return report
+        return build_report(framework="tf", phase="forward", kind=kind, op=op_type, api=api_spelling(op_type, frame),
+                            module=layer, where=frame, inputs=ins, outputs=outs, explanation=why, suggestion=fix,
+                            stack=stack or ())
     fwd_ins = _summaries(backward.op, backward.inputs, "forward input")
     first = backward.inputs[0] if backward.inputs else (inputs[0] if inputs else None)
     # without the forward inputs (TensorFlow keeps only what the gradient needs), the gradient
@@ -100,35 +108,27 @@ def eager_report(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], ki
                   diagonal_zeros=_diagonal_zeros(first))
     _exp_over(ev, first)
     why, fix = explain(ev)
-    report = Report(phase="backward", kind=kind, op=op_type, node=f"{backward.op} gradient", module=backward.layer,
-                    forward_op=backward.op, inputs=ins, outputs=outs, forward_inputs=fwd_ins,
-                    explanation=why, suggestion=fix, stack=list(stack or []))
-    _place(report, backward.frame)
-    if backward.frame is not None:
-        report.forward_file, report.forward_line = backward.frame.file, backward.frame.line
-        report.forward_function, report.forward_code = backward.frame.function, backward.frame.code
     call = backward.call or gradient_call
-    if call is not None:
-        report.call_file, report.call_line, report.call_code = call.file, call.line, call.code
-        report.call_name = (backward.call_name if backward.call is not None else gradient_call_name) \
-            or "tape.gradient()"
-    report.message = message("backward", kind, backward.op, where(backward.frame))
-    return report
+    call_name = ((backward.call_name if backward.call is not None else gradient_call_name) or "tape.gradient()") \
+        if call is not None else None
+    return build_report(framework="tf", phase="backward", kind=kind, op=op_type, fn=backward.op,
+                        api=api_spelling(backward.op, backward.frame), node=f"{backward.op} gradient",
+                        module=backward.layer, where=backward.frame, forward_op=backward.op, call=call,
+                        call_name=call_name, inputs=ins, outputs=outs, forward_inputs=fwd_ins, explanation=why,
+                        suggestion=fix, stack=stack or ())
 
 
 def data_report(op_type: str, batch: List[TensorSummary], frame: Optional[Frame], layer: Optional[str],
-                stack: Optional[List[Frame]] = None) -> Report:
+                stack: Optional[List[Frame]] = None, how: str = "") -> Report:
     """NaN in the batch a tf.data iterator returned: it came with the data (phase ``input``),
     at the line that fetched the batch. ``batch`` summarises its floating components."""
     bad = next((s for s in batch if s.nan), batch[0] if batch else None)
     why, fix = input_words(bad.name if bad else "batch", bad.nan if bad else 0, bad.numel if bad else 0,
                            data=True)
-    report = Report(phase="input", kind="nan", op=op_type, module=layer, outputs=list(batch), explanation=why,
-                    suggestion=fix, stack=list(stack or []))
-    _place(report, frame)
-    report.message = f"NaN arrived with the data: the batch the tf.data iterator ({op_type}) returned at " \
-                     f"{where(frame)} held NaN"
-    return report
+    return build_report(framework="tf", phase="input", kind="nan", op=op_type, api="", module=layer, where=frame,
+                        outputs=batch, explanation=why, suggestion=fix, stack=stack or (), how=how,
+                        message=f"NaN arrived with the data: the batch the tf.data iterator ({op_type}) "
+                                f"returned at {where(frame)} held NaN")
 
 
 def batch_summaries(tensors: Sequence[Any]) -> List[TensorSummary]:
@@ -145,13 +145,9 @@ def update_report(name: str, optimizer: Any, path: Optional[str], variable: Any,
     """
     outs = [summarize(tf.convert_to_tensor(variable), path or "variable", "output")] if variable is not None else []
     why, fix = update_words(name, optimizer, kind)
-    report = Report(phase="optimizer", kind=kind, op=name, module=path, outputs=outs, explanation=why,
-                    suggestion=fix)
-    _place(report, frame)
-    report.message = message("optimizer", kind, name, where(frame))
-    report.how = "graph"
-    return report
+    return build_report(framework="tf", phase="optimizer", kind=kind, op=name, api="", module=path, where=frame,
+                        outputs=outs, explanation=why, suggestion=fix, how="graph")
 
 
-__all__ = ["batch_summaries", "data_report", "eager_report", "input_names", "producer_of",
+__all__ = ["api_spelling", "batch_summaries", "data_report", "eager_report", "input_names", "producer_of",
            "update_report"]

@@ -45,8 +45,9 @@ from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
 from nanguard.core.nonfinite import Logic, made_masks
-from nanguard.core.report import Report, message, where
-from nanguard.tf.detector.build import data_report, input_names, producer_of, update_report
+from nanguard.core.report import Report
+from nanguard.core.report_builder import build_report
+from nanguard.tf.detector.build import api_spelling, data_report, input_names, producer_of, update_report
 from nanguard.tf.detector.explain import Evidence, explain
 from nanguard.tf.detector.frames import graph_frame, layer_path, user_frame
 from nanguard.tf.detector.state import LOCAL, Backward, Session
@@ -393,34 +394,24 @@ def _report(traced: TracedOp, kind: str, stats: np.ndarray, shapes: np.ndarray) 
     ins = [s for s in summaries if s.role == "input"]
     outs = [s for s in summaries if s.role == "output"]
     if traced.data:
-        report = data_report(traced.op, outs, traced.frame, traced.layer)
-        report.how = "graph"
-        return report
+        return data_report(traced.op, outs, traced.frame, traced.layer, how="graph")
     back = traced.backward
     ev = Evidence(op=back.op if back else traced.op, phase="backward" if back else "forward", kind=kind,
                   inputs=ins, outputs=outs, producer=traced.producer)
     # without counts (XLA) the op's type, phase and producer name the hazard
     why, fix = explain(ev, counted=not traced.xla)
     frame = back.frame if back else traced.frame
-    report = Report(phase=ev.phase, kind=kind, op=traced.op, module=(back.layer if back else traced.layer),
-                    inputs=ins, outputs=outs, explanation=why, suggestion=fix)
-    if frame is not None:
-        report.file, report.line, report.function, report.code = frame.file, frame.line, frame.function, frame.code
-    report.message = message(ev.phase, kind, ev.op, where(frame))
-    report.how = "graph"
-    if traced.xla:
-        report.notes.append("compiled by XLA (jit_compile=True): the tensors' values were not recorded, since "
-                            "reading them inside the compiled step changes how XLA rounds it; run the step "
-                            "without jit_compile to see them")
-    if back is not None:
-        report.node, report.forward_op = f"{back.op} gradient", back.op
-        if frame is not None:
-            report.forward_file, report.forward_line = frame.file, frame.line
-            report.forward_function, report.forward_code = frame.function, frame.code
-        if back.call is not None:
-            report.call_file, report.call_line, report.call_code = back.call.file, back.call.line, back.call.code
-            report.call_name = back.call_name or "tape.gradient()"
-    return report
+    notes = ["compiled by XLA (jit_compile=True): the tensors' values were not recorded, since reading them "
+             "inside the compiled step changes how XLA rounds it; run the step without jit_compile to see them"] \
+        if traced.xla else []
+    call = back.call if back is not None else None
+    return build_report(framework="tf", phase=ev.phase, kind=kind, op=traced.op, fn=ev.op,
+                        api=api_spelling(ev.op, frame), node=f"{back.op} gradient" if back else None,
+                        module=(back.layer if back else traced.layer), where=frame,
+                        forward_op=back.op if back else None, call=call,
+                        call_name=(back.call_name or "tape.gradient()") if back is not None and call is not None
+                        else None, inputs=ins, outputs=outs, explanation=why, suggestion=fix, how="graph",
+                        notes=notes)
 
 
 __all__ = ["DATA_OPS", "LOW_PRECISION", "NONE", "OVERFLOW_OPS", "REGISTRY", "SINGULAR_OPS", "TracedOp", "flags", "poll",

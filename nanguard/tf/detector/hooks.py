@@ -138,9 +138,10 @@ def _eager(session: Session, op_type: str, inputs: Sequence[Any], outputs: Seque
                           stack=user_stack(), gradient_call=LOCAL.gradient_call,
                           gradient_call_name=LOCAL.gradient_call_name)
     if handed == "function":
-        report.notes.append("found at the output of a compiled function that was traced before detection began "
-                            "(or by an op the default mode does not check inside it); run with exhaustive=True, "
-                            "or enter detect() before the function is first called, to name the op inside")
+        report = report.with_notes("found at the output of a compiled function that was traced before detection "
+                                   "began (or by an op the default mode does not check inside it); run with "
+                                   "exhaustive=True, or enter detect() before the function is first called, to "
+                                   "name the op inside")
     return report
 
 

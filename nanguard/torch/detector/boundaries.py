@@ -107,7 +107,7 @@ class ModuleBoundary:
         frame = user_frame()
         result = replay_module_forward(act, module, args, kwargs, rng, frame)
         on_compiled = compiled.forward_notes(module, act.naming.root_name(module), result)
-        compiled.add_notes(result, on_compiled)
+        result = compiled.add_notes(result, on_compiled)
         if isinstance(result, Reproduced):
             act.finish(result.report)
             return
@@ -118,7 +118,7 @@ class ModuleBoundary:
             self.deliberate_inf.add(module)
             return
         report = self._coarse_report(verdict, module, arg_tensors, flat, frame, replay_notes(result) + on_compiled)
-        sharded.note_replay(report, getattr(result, "error", None), forward=True)
+        report = sharded.note_replay(report, getattr(result, "error", None), forward=True)
         act.finish(report)
 
     def _coarse_report(self, verdict, module, arg_tensors, flat, frame, notes) -> Report:
@@ -228,15 +228,15 @@ class BackwardBoundary:
         result = replay_backward(act, entries, roots, grad_tensors, inputs, create_graph, call)
         modules = [(e.module, act.naming.root_name(e.module)) for e in entries if e.module is not None]
         on_compiled = compiled.backward_notes(roots, modules, result)
-        compiled.add_notes(result, on_compiled)
+        result = compiled.add_notes(result, on_compiled)
         if isinstance(result, Reproduced):
             if self.scaled and scaled.scaler_overflow(result.report):
                 return  # the GradScaler skips this step and lowers its scale
             act.finish(result.report)
         else:
             report = self._coarse_report(grads, call, replay_notes(result) + on_compiled)
-            collectives.note_backward(report, self.sent)   # multi-rank: made here, or received?
-            sharded.note_unreproduced(report, result, entries)
+            report = collectives.note_backward(report, self.sent)   # multi-rank: made here, or received?
+            report = sharded.note_unreproduced(report, result, entries)
             act.finish(report)
 
     def _enrich(self, live: Report, entries, roots, grad_tensors, inputs, create_graph) -> Report:

@@ -14,8 +14,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from nanguard.core.report import Report
+from nanguard.core.report_builder import build_report
 from nanguard.core.summary import ScalarArg, TensorSummary
-from nanguard.torch.detector.explain import Evidence, explain, message, optimizer_explanation
+from nanguard.torch.detector.explain import Evidence, explain, optimizer_explanation
 from nanguard.torch.detector.frames import Frame, guess_torch_function, op_base
 from nanguard.torch.detector.sharded import PENDING, local, process_rank
 from nanguard.torch.detector.values import has_nan, is_finite, summarize
@@ -74,7 +75,7 @@ class ForwardInfo:
     op: str
     frame: Optional[Frame]
     module: Optional[str]
-    torch_function: Optional[str]
+    api: Optional[str]
     inputs: List[Tuple[str, torch.Tensor]] = field(default_factory=list)
     scalars: List[ScalarArg] = field(default_factory=list)
     dim: Optional[int] = None
@@ -134,7 +135,7 @@ def _summaries(pairs: Sequence[Tuple[str, torch.Tensor]], role: str, limit: int 
 def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, torch.Tensor]],
                 outputs: Sequence[Tuple[str, torch.Tensor]], scalars: Sequence[ScalarArg] = (),
                 frame: Optional[Frame] = None, module: Optional[str] = None,
-                torch_function: Optional[str] = None, node: Optional[str] = None,
+                api: Optional[str] = None, node: Optional[str] = None,
                 forward: Optional[ForwardInfo] = None, call_frame: Optional[Frame] = None,
                 stack: Sequence[Frame] = (), step: Optional[int] = None, how: str = "",
                 notes: Sequence[str] = (), dim: Optional[int] = None,
@@ -168,47 +169,38 @@ def make_report(*, phase: str, kind: str, op: str, inputs: Sequence[Tuple[str, t
         if forward is not None:
             fwd_sum = _summaries(forward.inputs, "forward input")
             module = forward.module if forward.module is not None else module
-            if forward.torch_function:
-                torch_function = forward.torch_function
+            if forward.api:
+                api = forward.api
             if forward.dim is not None:
                 dim = forward.dim
     else:
         location = frame
     code = location.code if location is not None else ""
-    if torch_function is None:
-        torch_function = guess_torch_function(forward.op if (phase == "backward" and forward) else op, code)
+    if api is None:
+        api = guess_torch_function(forward.op if (phase == "backward" and forward) else op, code)
     ev = Evidence(phase=phase, kind=kind, op=op, forward_op=forward.op if forward is not None and phase == "backward" else None,
                   node=node, code=code, inputs=in_sum, forward_inputs=fwd_sum,
                   scalars=list(forward.scalars) if (phase == "backward" and forward is not None) else list(scalars),
                   outputs=out_sum, dim=dim)
     explanation, suggestion = explain(ev)
-    fn_name = (torch_function or op_base(forward.op if (phase == "backward" and forward) else op))
-    where = f"{location.short_file}:{location.line}" if location is not None else "an unknown line"
-    text = message(phase, kind, fn_name, where)
+    fn_name = (api or op_base(forward.op if (phase == "backward" and forward) else op))
     if phase == "optimizer" and optimizer is not None and optimizer.running is not None:
         # Exhaustive mode found the op inside the step: the op's explanation, then the step's.
         why, suggestion = optimizer_explanation(optimizer.running, kind)
         explanation = f"{explanation} {why[0].upper()}{why[1:]}"
-        torch_function = f"torch.optim.{type(optimizer.running).__name__}.step"
+        api = f"torch.optim.{type(optimizer.running).__name__}.step"
         step = optimizer.steps + 1
-    # A backward finding's forward line (the same as its location) and where backward() was called.
-    fwd_at = location if phase == "backward" and forward is not None else None
+    # where backward() was called (its forward line is the location, `build_report` says so)
     call_at = call_frame if phase == "backward" else None
     if phase == "backward" and forward is not None and forward.created_in:
         notes.append(f"this node was created while differentiating {forward.created_in} (double backward)")
-    return Report(
-        rank=process_rank(), global_index=PENDING.global_index,
-        phase=phase, kind=kind, op=op, torch_function=torch_function, node=node, module=module,
-        file=location.file if location else None, line=location.line if location else None,
-        function=location.function if location else None, code=code if location else None,
-        forward_file=fwd_at.file if fwd_at else None, forward_line=fwd_at.line if fwd_at else None,
-        forward_function=fwd_at.function if fwd_at else None, forward_code=code if fwd_at else None,
-        forward_op=forward.op if phase == "backward" and forward is not None else None,
-        call_file=call_at.file if call_at else None, call_line=call_at.line if call_at else None,
-        call_code=call_at.code if call_at else None,
-        inputs=[s for s, _ in in_sum], outputs=out_sum, forward_inputs=[s for s, _ in fwd_sum],
-        scalars=list(scalars), step=step, explanation=explanation, suggestion=suggestion,
-        stack=list(stack), how=how, notes=notes, message=text,
+    return build_report(
+        framework="torch", rank=process_rank(), global_index=PENDING.global_index,
+        phase=phase, kind=kind, op=op, api=api, node=node, module=module, where=location,
+        code=code, forward_op=forward.op if phase == "backward" and forward is not None else None,
+        call=call_at, inputs=[s for s, _ in in_sum], outputs=out_sum, forward_inputs=[s for s, _ in fwd_sum],
+        scalars=scalars, step=step, explanation=explanation, suggestion=suggestion,
+        stack=stack, how=how, notes=notes, fn=fn_name,
     )
 
 
@@ -224,13 +216,10 @@ def _optimizer_report(blame: _Blame, ctx: OptimizerContext, *, op: str, module: 
         first += f" (module {module})"
     explanation, suggestion = optimizer_explanation(blame.optimizer, blame.kind)
     where = ctx.step_frame if ctx.step_frame is not None else frame
-    return Report(
-        rank=process_rank(), global_index=PENDING.global_index,
-        phase="optimizer", kind=blame.kind, op=f"{opt}.step", torch_function=f"torch.optim.{opt}.step",
-        node=None, module=None,
-        file=where.file if where else None, line=where.line if where else None,
-        function=where.function if where else None, code=where.code if where else None,
-        inputs=[s for s, _ in inputs], outputs=outputs, forward_inputs=[], scalars=list(scalars),
+    return build_report(
+        framework="torch", rank=process_rank(), global_index=PENDING.global_index,
+        phase="optimizer", kind=blame.kind, op=f"{opt}.step", api=f"torch.optim.{opt}.step", where=where,
+        inputs=[s for s, _ in inputs], outputs=outputs, scalars=scalars,
         step=ctx.steps, explanation=explanation, suggestion=suggestion, stack=list(stack), how=how,
         notes=notes + [f"the parameter was first used by {first}"],
         message=(f"{opt}.step (step {ctx.steps}) left {'NaN' if blame.kind == 'nan' else 'Inf'} in "
@@ -254,11 +243,9 @@ def optimizer_step_report(optimizer: torch.optim.Optimizer, ctx: OptimizerContex
     notes = []
     if any(not is_finite(g) for _, g in grads):
         notes.append("some gradients were already non-finite when the step ran")
-    return Report(
-        rank=process_rank(), global_index=PENDING.global_index,
-        phase="optimizer", kind=kind, op=f"{opt}.step", torch_function=f"torch.optim.{opt}.step",
-        file=where.file if where else None, line=where.line if where else None,
-        function=where.function if where else None, code=where.code if where else None,
+    return build_report(
+        framework="torch", rank=process_rank(), global_index=PENDING.global_index,
+        phase="optimizer", kind=kind, op=f"{opt}.step", api=f"torch.optim.{opt}.step", where=where,
         inputs=[s for s, _ in _summaries(grads, "input")], outputs=[s for s, _ in _summaries(list(params), "output")],
         step=ctx.steps, explanation=explanation, suggestion=suggestion,
         how="checked the parameters after the optimizer step (exhaustive=True names the op inside it)",

@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
 
+from nanguard.core.report import Report
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.aten import written_tensors
 from nanguard.torch.detector.values import all_finite, checkable, fast_finite, has_nan
@@ -192,18 +194,19 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
     bad = [(f"out[{i}]", t) for i, t in enumerate(got) if checkable(t) and not fast_finite(t)]
     report = make_report(phase=phase, kind=kind, op=str(func), inputs=[], outputs=bad[:4], frame=here,
                          module=act.naming.live_path() if node is None else None, call_frame=here,
-                         torch_function=f"torch.distributed.{name}" if name.isidentifier() else None,
+                         api=f"torch.distributed.{name}" if name.isidentifier() else None,
                          stack=user_stack(frame_obj), step=act.step(),
                          how="live check of a collective's output against this rank's input",
                          notes=[f"this rank's input to {name} was finite: the value was made on another rank"])
-    report.received_through = name
     what = "NaN" if kind == "nan" else "Inf"
     where = f"{here.short_file}:{here.line}" if here is not None else "an unknown line"
-    report.message = f"nanguard: rank {report.rank} received {what} from another rank through {name} at {where}"
-    report.explanation = (f"{name} combined this rank's finite values with non-finite ones sent by another rank; "
-                          f"this rank did not make them.")
-    report.suggestion = ("Look at the rank that made the value: run under torchrun with nanguard run --json-dir DIR "
-                         "and read DIR/merged.json, which names the first rank to go non-finite.")
+    report = dataclasses.replace(
+        report, received_through=name,
+        message=f"nanguard: rank {report.rank} received {what} from another rank through {name} at {where}",
+        explanation=(f"{name} combined this rank's finite values with non-finite ones sent by another rank; "
+                     f"this rank did not make them."),
+        suggestion=("Look at the rank that made the value: run under torchrun with nanguard run --json-dir DIR "
+                    "and read DIR/merged.json, which names the first rank to go non-finite."))
     act.finish(report)
 
 
@@ -250,23 +253,25 @@ def _noting(fn: Any, name: str, key: str, position: int, seen: List[tuple]) -> A
     return noted
 
 
-def note_backward(report: Any, seen: Sequence[tuple]) -> None:
+def note_backward(report: Report, seen: Sequence[tuple]) -> Report:
     """A backward pass whose gradients came out non-finite, after collectives: if this rank sent
-    only finite values into them, it received the non-finite ones; otherwise it made them."""
+    only finite values into them, it received the non-finite ones; otherwise it made them.
+    Returns the report with what that says (``report`` itself without collectives)."""
     if not seen:
-        return
+        return report
     import math
     sent_bad = [name for name, total in seen if not math.isfinite(float(total))]
     what = "NaN" if report.kind == "nan" else "Inf"
     if sent_bad:
-        report.notes.append(f"this rank's own gradients were already non-finite when it sent them into "
-                            f"{sent_bad[0]}: they were made on this rank")
-        report.message = (f"nanguard: rank {report.rank}'s backward pass made {what} gradients (sent into "
-                          f"{sent_bad[0]}; the op was not located: exhaustive=True checks each backward op)")
-        return
+        return dataclasses.replace(
+            report.with_notes(f"this rank's own gradients were already non-finite when it sent them into "
+                              f"{sent_bad[0]}: they were made on this rank"),
+            message=(f"nanguard: rank {report.rank}'s backward pass made {what} gradients (sent into "
+                     f"{sent_bad[0]}; the op was not located: exhaustive=True checks each backward op)"))
     names = [name for name, _ in seen]
-    report.received_through = "reduce_scatter" if "reduce_scatter" in names else names[-1]
-    report.message = (f"nanguard: rank {report.rank} received {what} gradients from another rank through "
-                      f"{report.received_through}")
-    report.notes.append(f"this rank sent only finite gradients into {', '.join(sorted(set(names)))}: the "
-                        f"non-finite ones arrived from another rank through {report.received_through}")
+    through = "reduce_scatter" if "reduce_scatter" in names else names[-1]
+    return dataclasses.replace(
+        report.with_notes(f"this rank sent only finite gradients into {', '.join(sorted(set(names)))}: the "
+                          f"non-finite ones arrived from another rank through {through}"),
+        received_through=through,
+        message=f"nanguard: rank {report.rank} received {what} gradients from another rank through {through}")

@@ -176,9 +176,10 @@ def _unreproduced(where: str, phase: str) -> str:
             f"torch._inductor.config.fallback_random = True")
 
 
-def add_notes(result: ReplayResult, notes: List[str]) -> None:
-    """Append ``notes`` to a reproduced report (its other notes stay first)."""
-    if notes and isinstance(result, Reproduced):
-        for n in notes:
-            if n not in result.report.notes:
-                result.report.notes.append(n)
+def add_notes(result: ReplayResult, notes: List[str]) -> ReplayResult:
+    """``result`` with ``notes`` after a reproduced report's own (those it has already are not
+    repeated); any other result as it is."""
+    if not (notes and isinstance(result, Reproduced)):
+        return result
+    new = [n for i, n in enumerate(notes) if n not in result.report.notes and n not in notes[:i]]
+    return Reproduced(result.report.with_notes(*new)) if new else result

@@ -167,7 +167,7 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
         self.found(str(func), verdict, tensors, scalars, outs, dim, frame_obj,
                    torch_api(frame_obj) if _current_node() is None else None)
 
-    def found(self, op: str, verdict, tensors, scalars, outs, dim, frame_obj, torch_function) -> None:
+    def found(self, op: str, verdict, tensors, scalars, outs, dim, frame_obj, api) -> None:
         act = self.act
         node = _current_node()
         if verdict.origin == "input":
@@ -185,7 +185,7 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
             notes = []
         report = make_report(
             phase=phase, kind=verdict.kind, op=op, inputs=tensors, outputs=outs, scalars=scalars,
-            frame=location, module=module, torch_function=torch_function,
+            frame=location, module=module, api=api,
             node=node.name() if node is not None else None, call_frame=call_frame,
             stack=user_stack(frame_obj) if node is None else [], step=act.step(),
             how="live op-level check" + (" (exhaustive)" if act.exhaustive else " of top-level code"),
@@ -216,10 +216,10 @@ class LiveMode(WatchesSafeOps, TorchDispatchMode):
             self._found_safe(finding, None)
         return out
 
-    def _found_safe(self, f, torch_function) -> None:
+    def _found_safe(self, f, api) -> None:
         try:
             self.found(f.op, f.verdict, f.inputs, f.scalars, f.outputs, f.dim, sys._getframe(2),
-                       torch_function if _current_node() is None else None)
+                       api if _current_node() is None else None)
         except NonFiniteError as exc:
             raise exc.with_traceback(None)
 

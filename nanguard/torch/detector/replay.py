@@ -106,7 +106,7 @@ class _ReplayMode(WatchesSafeOps, TorchDispatchMode):
         if torch.is_grad_enabled():
             outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
             info = ForwardInfo(op=f"nanguard.{fn.__name__}", frame=r.user_frame(frame), module=r.module_path(),
-                               torch_function=f"nanguard.{fn.__name__}")
+                               api=f"nanguard.{fn.__name__}")
             r.pending = (outs, info)
         return out
 
@@ -192,7 +192,7 @@ class Replay:
         tensors, scalars, dim = split_args(named_args(func, args, kwargs))
         node = _current_node()
         return ForwardInfo(op=str(func), frame=self.user_frame(frame), module=self.module_path(),
-                           torch_function=torch_api(frame, _STOP), inputs=tensors, scalars=scalars, dim=dim,
+                           api=torch_api(frame, _STOP), inputs=tensors, scalars=scalars, dim=dim,
                            created_in=node.name() if node is not None else None)
 
     def user_frame(self, frame) -> Optional[Frame]:
@@ -212,7 +212,7 @@ class Replay:
                                    torch_api(frame, _STOP) if _current_node() is None else None)
 
     def capture_values(self, op: str, verdict, tensors, scalars, dim, outputs, frame,
-                       torch_function: Optional[str]) -> Report:
+                       api: Optional[str]) -> Report:
         node = _current_node()
         tensors = [(self._name_of(t, n), t) for n, t in tensors]
         fwd = None
@@ -231,7 +231,7 @@ class Replay:
         report = make_report(
             phase=phase, kind=verdict.kind, op=op, inputs=tensors, outputs=outputs,
             scalars=scalars, frame=location, module=self.module_path() if node is None else None,
-            torch_function=torch_function if node is None else None,
+            api=api if node is None else None,
             node=node.name() if node is not None else None, forward=fwd, call_frame=self.call_frame,
             stack=user_stack(frame) if node is None else [], step=self.act.step(), how=self.how, notes=notes, dim=dim,
             optimizer=self.act.optimizer_context(), aliases=self.originals)

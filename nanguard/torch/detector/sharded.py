@@ -17,6 +17,7 @@ is read in one place each here, with a clear error when a torch version lacks it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
@@ -256,42 +257,48 @@ def replay_target(module: Optional[torch.nn.Module]) -> Optional[torch.nn.Module
     return module
 
 
-def note_unreproduced(report: "Report", result: Any, entries: Sequence[Any]) -> None:
+def note_unreproduced(report: "Report", result: Any, entries: Sequence[Any]) -> "Report":
     """Multi-rank: a backward replayed on this rank alone stayed finite, though the gradients
-    were not: they came from another rank (through DDP's gradient all-reduce, say)."""
+    were not: they came from another rank (through DDP's gradient all-reduce, say). Returns the
+    report with that said (``report`` itself otherwise)."""
     from nanguard.torch.detector.outcome import NotReproduced
     if not isinstance(result, NotReproduced) or not multi_rank() or report.received_through:
-        return
+        return report
     ddp = getattr(torch.nn.parallel, "DistributedDataParallel", None)
     through = "all_reduce" if ddp is not None and any(isinstance(getattr(e, "module", None), ddp)
                                                       for e in entries) else "a collective"
-    report.received_through = through
-    report.notes.append(f"replayed on this rank alone, the forward and backward passes stayed finite: the "
-                        f"non-finite gradients came from another rank through {through}")
     what = "NaN" if report.kind == "nan" else "Inf"
-    report.message = f"nanguard: rank {report.rank} received {what} gradients from another rank through {through}"
+    return dataclasses.replace(
+        report.with_notes(f"replayed on this rank alone, the forward and backward passes stayed finite: the "
+                          f"non-finite gradients came from another rank through {through}"),
+        received_through=through,
+        message=f"nanguard: rank {report.rank} received {what} gradients from another rank through {through}")
 
 
 _REDUCTIONS = frozenset({"all_reduce", "reduce_scatter", "reduce", "all_to_all", "recv"})
 
 
-def note_replay(report: "Report", error: Optional[BaseException], forward: bool) -> None:
+def note_replay(report: "Report", error: Optional[BaseException], forward: bool) -> "Report":
     """A coarse report whose replay stopped at a collective: in a forward replay no op before
-    the collective made the value, so it most likely came through it from another rank."""
+    the collective made the value, so it most likely came through it from another rank.
+    Returns the report with that said (``report`` itself otherwise)."""
     # Only a reduction brings other ranks' activations in; an all-gather at the start of a module
     # gathers its parameters (FSDP), which says nothing about where the value was made.
-    if isinstance(error, CollectiveReached) and forward and error.name in _REDUCTIONS:
-        report.received_through = error.name
-        what = "NaN" if report.kind == "nan" else "Inf"
-        where = f"{report.location().short_file}:{report.line}" if report.location() is not None else "?"
-        report.message = (f"nanguard: rank {report.rank} received {what} from another rank through {error.name} "
-                          f"in {report.module or report.op} at {where}")
-        report.explanation = (f"replayed on this rank, {report.module or report.op} ran finite up to {error.name}; "
-                              f"the non-finite values came from another rank's contribution to it.")
-        report.suggestion = ("Look at the rank that made the value: under torchrun, nanguard run --json-dir DIR "
-                             "writes DIR/merged.json, which names the first rank to go non-finite.")
-        report.notes.append(f"no op on this rank made the value before {error.name}: it most likely arrived "
-                            f"from another rank through it")
+    if not (isinstance(error, CollectiveReached) and forward and error.name in _REDUCTIONS):
+        return report
+    what = "NaN" if report.kind == "nan" else "Inf"
+    loc = report.location()
+    where = f"{loc.short_file}:{loc.line}" if loc is not None else "?"
+    return dataclasses.replace(
+        report.with_notes(f"no op on this rank made the value before {error.name}: it most likely arrived "
+                          f"from another rank through it"),
+        received_through=error.name,
+        message=(f"nanguard: rank {report.rank} received {what} from another rank through {error.name} "
+                 f"in {report.module or report.op} at {where}"),
+        explanation=(f"replayed on this rank, {report.module or report.op} ran finite up to {error.name}; "
+                     f"the non-finite values came from another rank's contribution to it."),
+        suggestion=("Look at the rank that made the value: under torchrun, nanguard run --json-dir DIR "
+                    "writes DIR/merged.json, which names the first rank to go non-finite."))
 
 
 __all__ = ["CollectiveReached", "dtensor_type", "is_dtensor", "PENDING", "collective_name", "global_index", "live_collective",

@@ -12,7 +12,6 @@ main thread's active detection, which keeps it and raises as if it had found it 
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Any, Callable, Optional
 
@@ -45,7 +44,7 @@ def _make_reraise(original: Callable[[Any], None]) -> Callable[[Any], None]:
         if report is None:
             return original(self)
         from nanguard.errors import NonFiniteError
-        report = dataclasses.replace(report, notes=list(report.notes) + [f"found {self.where}"])
+        report = report.with_notes(f"found {self.where}")
         adopt(report)
         raise NonFiniteError(report.format(), report) from None
     return reraise

@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from nanguard.cli import main as cli_main
+from nanguard.core.report import Report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -54,6 +55,9 @@ def test_script_with_nan_exits_1_with_report_and_json(tmp_path):
     assert (data["forward_file"], data["forward_line"]) == (script, 6)
     assert data["call_line"] == 7
     assert data["inputs"] and data["explanation"] and data["suggestion"] and data["message"]
+    report = Report.from_dict(data)                     # the report, read back from the file
+    assert (report.api, report.forward.line, report.call.line) == ("torch.sqrt", 6, 7)
+    assert report.to_dict() == {k: v for k, v in data.items() if k not in ("status", "exit_code")}
 
 
 @pytest.mark.slow

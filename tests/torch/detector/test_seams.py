@@ -115,7 +115,7 @@ def test_a_module_whose_replay_fails_is_reported_with_the_failure():
         model(torch.ones(3))
     r = d.report
     assert (r.phase, r.kind, r.op, r.module) == ("forward", "nan", "OnceThenRaise.forward", "model")
-    assert r.notes == ["replaying the module failed (RuntimeError: only once)"]
+    assert r.notes == ("replaying the module failed (RuntimeError: only once)",)
     assert r.how == "checked the module's output (the replay could not localise it further)"
 
 
@@ -227,7 +227,7 @@ def test_make_report_blames_the_last_optimizer_step_for_a_non_finite_parameter()
     assert (r.phase, r.kind, r.op, r.torch_function) == ("optimizer", "nan", "SGD.step", "torch.optim.SGD.step")
     assert (r.module, r.node, r.file, r.line, r.step) == (None, None, "/src/train.py", 7, 2)
     assert r.message == f"SGD.step (step 2) left NaN in model.w; first used by {first}"
-    assert r.notes == [f"the parameter was first used by {first}"]
+    assert r.notes == (f"the parameter was first used by {first}",)
     assert "SGD.step" in r.explanation and r.inputs[0].name == "model.w" and r.how == "test"
 
 
@@ -241,7 +241,7 @@ def test_make_report_blames_through_a_replay_alias_and_only_when_asked():
     assert make_report(**args).phase == "forward"                         # no optimizer context
     quiet = make_report(**args, optimizer=OptimizerContext(check=frozenset({"inf"}), steps=1, last=opt),
                         aliases={id(alias): w})
-    assert quiet.phase == "forward" and quiet.notes == ["w held nan after SGD.step (step 1)"]
+    assert quiet.phase == "forward" and quiet.notes == ("w held nan after SGD.step (step 1)",)
 
 
 # ------------------------------------------------------------------------- the session

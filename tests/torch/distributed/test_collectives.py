@@ -58,10 +58,10 @@ def test_rank_comes_from_torchrun_environment_before_the_process_group(monkeypat
 def test_received_gradients_are_told_from_gradients_made_here():
     from nanguard.core.report import Report
     received = Report(phase="backward", kind="nan", op="backward", rank=0)
-    collectives.note_backward(received, [("reduce_scatter", torch.tensor(3.0, dtype=torch.float64))])
+    received = collectives.note_backward(received, [("reduce_scatter", torch.tensor(3.0, dtype=torch.float64))])
     assert received.received_through == "reduce_scatter"
     made = Report(phase="backward", kind="nan", op="backward", rank=1)
-    collectives.note_backward(made, [("reduce_scatter", torch.tensor(float("nan"), dtype=torch.float64))])
+    made = collectives.note_backward(made, [("reduce_scatter", torch.tensor(float("nan"), dtype=torch.float64))])
     assert made.received_through is None and "made on this rank" in made.notes[-1]
     assert made.to_dict()["rank"] == 1 and "received_through" not in made.to_dict()
 
