@@ -25,6 +25,9 @@ from nanguard.lint.rules import RULES, SYNTAX_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR = REPO / "nanguard" / "torch" / "detector"
+# the shared rules of every backend, and the adapters that word findings of their own
+WHY_RULES = tuple(sorted((REPO / "nanguard" / "core" / "why").glob("*.py")))
+TF_EXPLAIN = REPO / "nanguard" / "tf" / "detector" / "explain.py"
 HEADER = "import torch\nimport torch.nn.functional as F\n"
 
 
@@ -142,8 +145,8 @@ def _said_calls(path: Path):
 def test_every_hazard_and_evidence_the_runtime_names_is_catalogued():
     """Read, not run: the runtime rules name catalogue keys and evidence templates that exist."""
     seen = 0
-    for name in ("why_forward.py", "why_backward.py", "explain.py"):
-        for file, line, key, evidence in _said_calls(DETECTOR / name):
+    for path in (*WHY_RULES, DETECTOR / "explain.py", TF_EXPLAIN):
+        for file, line, key, evidence in _said_calls(path):
             if key is None:
                 continue  # built from the op name (acos_domain / asin_domain): checked below
             seen += 1
@@ -158,10 +161,10 @@ def test_every_hazard_and_evidence_the_runtime_names_is_catalogued():
 def test_the_explainer_reads_no_source_line():
     """The runtime knows the op, the values and the autograd graph; it must not guess from
     the user's code (the removed `_looks_like_distance` heuristic)."""
-    for name in ("why_forward.py", "why_backward.py", "explain.py", "evidence.py"):
-        text = (DETECTOR / name).read_text(encoding="utf-8")
+    for path in (*WHY_RULES, *(DETECTOR / name for name in ("explain.py", "evidence.py", "probe.py"))):
+        text = path.read_text(encoding="utf-8")
         assert "_looks_like_distance" not in text
-        assert "ev.code" not in text and ".code.replace" not in text, name
+        assert "ev.code" not in text and ".code.replace" not in text, path.name
 
 
 def test_catalogue_texts_are_format_strings_that_parse():

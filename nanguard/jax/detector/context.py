@@ -14,18 +14,16 @@ non-finite output. ``exhaustive`` adds `exhaustive`'s compiled per-equation chec
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Union
 
-from nanguard.core.options import (Check, Kind, Mode, check_name, parse_check, parse_exhaustive,
-                                   parse_mode)
-from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.core.detect_api import DetectBase
+from nanguard.core.options import Check, Kind, Mode, parse_check, parse_exhaustive, parse_mode
+from nanguard.core.report import NonFiniteWarning
 from nanguard.jax.detector import hooks
 from nanguard.jax.detector.session import Session
-_API = "nanguard.jax.detect"
 
 
-class detect(contextlib.ContextDecorator):
+class detect(DetectBase):
     """Raise at the first JAX primitive, forward or backward, that turns finite values into
     NaN or ±Inf, naming your line, the phase, the inputs and a fix.
 
@@ -74,36 +72,12 @@ class detect(contextlib.ContextDecorator):
     call of the jitted function, or decorate that function.
     """
 
+    API = "nanguard.jax.detect"
+
     def __init__(self, *, check: Union[Check, Iterable[Kind]] = "both", mode: Mode = "raise",
                  exhaustive: bool = False) -> None:
-        self._session = Session(check=parse_check(check, _API), mode=parse_mode(mode, _API),
-                                exhaustive=parse_exhaustive(exhaustive, _API))
-
-    @property
-    def report(self) -> Optional[Report]:
-        """The first finding (None while there is none); reset when a fresh use begins."""
-        return self._session.report
-
-    @report.setter
-    def report(self, value: Optional[Report]) -> None:
-        self._session.set_report(value)
-
-    @property
-    def check(self) -> frozenset:
-        return self._session.check
-
-    @property
-    def mode(self) -> str:
-        return self._session.mode
-
-    @property
-    def exhaustive(self) -> bool:
-        return self._session.exhaustive
-
-    def __repr__(self) -> str:
-        checks = check_name(self.check)
-        return (f"nanguard.jax.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
-                f"found={self.report is not None})")
+        self._session = Session(check=parse_check(check, self.API), mode=parse_mode(mode, self.API),
+                                exhaustive=parse_exhaustive(exhaustive, self.API))
 
     def __enter__(self) -> "detect":
         self._session.open()
@@ -116,10 +90,6 @@ class detect(contextlib.ContextDecorator):
         finally:
             self._session.close()
         return False
-
-    def _recreate_cm(self) -> "detect":
-        # ContextDecorator re-uses this object for every call of a decorated function
-        return self
 
 
 __all__ = ["NonFiniteWarning", "detect"]

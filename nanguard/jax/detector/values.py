@@ -17,6 +17,7 @@ import numpy as np
 from nanguard.core.dtypes import is_extreme
 from nanguard.core.nonfinite import INF, NAN, rounded_extreme
 from nanguard.core.summary import TensorSummary
+from nanguard._host_arrays import count
 
 
 _INEXACT: dict = {}   # dtype -> floating or complex (every output leaf asks, every call)
@@ -172,34 +173,7 @@ def summarize(x: Any, name: str, role: str = "input") -> TensorSummary:
     summary = TensorSummary(name=name, shape=shape, dtype=dtype_name(x), device=device_name(x),
                             numel=int(np.prod(shape)) if shape else 1, role=role)
     a = host(x)
-    if a is None or a.size == 0:
-        return summary
-    if a.dtype.kind == "c":
-        a = np.stack([a.real, a.imag], axis=-1)
-    if a.dtype.kind == "b":
-        a = a.astype(np.uint8)
-    if a.dtype.kind == "f":
-        finite = np.isfinite(a)
-        summary.nan = int(np.isnan(a).sum())
-        summary.posinf = int((a == math.inf).sum())
-        summary.neginf = int((a == -math.inf).sum())
-        summary.zeros = int((a == 0).sum())
-        summary.negative = int((finite & (a < 0)).sum())
-        if finite.any():
-            summary.min = float(a[finite].min())
-            summary.max = float(a[finite].max())
-        bad = ~finite
-        if np.iscomplexobj(np.asarray(x)):
-            bad = bad.any(-1)
-        if bad.any():
-            summary.first_bad = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), shape)) \
-                if shape else ()
-    else:
-        summary.zeros = int((a == 0).sum())
-        summary.negative = int((a < 0).sum())
-        summary.min = float(a.min())
-        summary.max = float(a.max())
-    return summary
+    return summary if a is None else count(summary, a)
 
 
 __all__ = ["INF", "NAN", "extreme_signs", "flags_of", "float_leaves", "host", "inf_signs", "is_float", "rounded", "special_flags",

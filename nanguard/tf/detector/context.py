@@ -7,18 +7,16 @@ How it works: `hooks` (the op callback, the gradient dispatch and ``tape.gradien
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Union
 
-from nanguard.core.options import (Check, Kind, Mode, check_name, parse_check, parse_exhaustive,
-                                   parse_mode)
-from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.core.detect_api import DetectBase
+from nanguard.core.options import Check, Kind, Mode, parse_check, parse_exhaustive, parse_mode
+from nanguard.core.report import NonFiniteWarning
 from nanguard.tf.detector import graph, hooks
 from nanguard.tf.detector.state import LOCAL, Session
-_API = "nanguard.tf.detect"
 
 
-class detect(contextlib.ContextDecorator):
+class detect(DetectBase):
     """Stop at the first TensorFlow op, forward or backward, eager or compiled, that makes NaN or ±Inf.
 
     Use it as a context manager or a decorator around eager code, ``tf.function`` code and
@@ -61,33 +59,13 @@ class detect(contextlib.ContextDecorator):
         ('Log', 'inf', 3)
     """
 
+    API = "nanguard.tf.detect"
+
     def __init__(self, *, check: Union[Check, Iterable[Kind]] = "both", mode: Mode = "raise",
                  exhaustive: bool = False) -> None:
-        self._session = Session(check=parse_check(check, _API), mode=parse_mode(mode, _API),
-                                exhaustive=parse_exhaustive(exhaustive, _API))
+        self._session = Session(check=parse_check(check, self.API), mode=parse_mode(mode, self.API),
+                                exhaustive=parse_exhaustive(exhaustive, self.API))
         self._active: list = []
-
-    @property
-    def report(self) -> Optional[Report]:
-        """The first finding (None while there is none); reset when a fresh use begins."""
-        return self._session.report
-
-    @property
-    def check(self) -> frozenset:
-        return self._session.check
-
-    @property
-    def mode(self) -> str:
-        return self._session.mode
-
-    @property
-    def exhaustive(self) -> bool:
-        return self._session.exhaustive
-
-    def __repr__(self) -> str:
-        checks = check_name(self.check)
-        return (f"nanguard.tf.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
-                f"found={self.report is not None})")
 
     def __enter__(self) -> "detect":
         session = self._session
@@ -113,9 +91,6 @@ class detect(contextlib.ContextDecorator):
             if not LOCAL.sessions:
                 hooks.uninstall()
         return False
-
-    def _recreate_cm(self) -> "detect":
-        return self
 
 
 __all__ = ["NonFiniteWarning", "detect"]

@@ -28,6 +28,9 @@ class Session:
     exhaustive: bool
     report: Optional[Report] = None
 
+    def set_report(self, report: Optional[Report]) -> None:
+        self.report = report
+
     def deliver(self, report: Report) -> None:
         """Keep the first finding and act on it as ``mode`` says."""
         if self.report is not None:

@@ -17,6 +17,7 @@ import tensorflow as tf
 from nanguard.core.dtypes import limits
 from nanguard.core.nonfinite import INF, NAN, Flags, Verdict, made, rounded_extreme
 from nanguard.core.summary import TensorSummary
+from nanguard._host_arrays import count, unravel
 
 
 def is_float(t: Any) -> bool:
@@ -80,37 +81,13 @@ def float_tensors(values: Iterable[Any]) -> List[Any]:
     return [v for v in values if v is not None and is_float(v)]
 
 
-def _unravel(flat: int, shape: Tuple[int, ...]) -> Tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
-
-
 def summarize(t: Any, name: str, role: str = "input") -> TensorSummary:
     """Exact statistics of an eager tensor (computed only once something was found)."""
     shape = tuple(int(s) for s in t.shape)
     device = getattr(t, "device", "") or ""
     summary = TensorSummary(name=name, shape=shape, dtype=t.dtype.name, device=device.rsplit("device:", 1)[-1],
                             numel=int(np.prod(shape)) if shape else 1, role=role)
-    arr = as_array(t)
-    if arr.size == 0:
-        return summary
-    if arr.dtype.kind == "c":
-        arr = np.stack([arr.real, arr.imag], axis=-1)
-    finite = np.isfinite(arr) if arr.dtype.kind == "f" else np.ones(arr.shape, bool)
-    if arr.dtype.kind == "f":
-        summary.nan = int(np.isnan(arr).sum())
-        summary.posinf = int((arr == np.inf).sum())
-        summary.neginf = int((arr == -np.inf).sum())
-    summary.zeros = int((arr == 0).sum())
-    summary.negative = int((finite & (arr < 0)).sum())
-    if finite.any():
-        vals = arr[finite]
-        summary.min, summary.max = float(vals.min()), float(vals.max())
-    bad = ~finite
-    if arr.ndim > len(shape):
-        bad = bad.any(axis=-1)
-    if bad.any():
-        summary.first_bad = _unravel(int(np.flatnonzero(bad.reshape(-1))[0]), shape)
-    return summary
+    return count(summary, as_array(t))
 
 
 def summary_from_stats(name: str, role: str, dtype: str, shape: Tuple[int, ...], stats: Sequence[float]) -> TensorSummary:
@@ -122,7 +99,7 @@ def summary_from_stats(name: str, role: str, dtype: str, shape: Tuple[int, ...],
     if np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
         summary.min, summary.max = lo, hi
     if first >= 0 and shape and all(s > 0 for s in shape):
-        summary.first_bad = _unravel(int(first), shape)
+        summary.first_bad = unravel(int(first), shape)
     return summary
 
 

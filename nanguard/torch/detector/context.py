@@ -26,23 +26,19 @@ In both, "made non-finite" follows one rule (`values.judge`): NaN where no input
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from typing import Any, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, Mapping, Union
 
 import torch
 
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.activation import Activation
 from nanguard.torch.detector.session import Session
-from nanguard.core.options import (Check, Kind, Mode, check_name, parse_check, parse_exhaustive,
-                                   parse_mode)
-from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.core.detect_api import DetectBase
+from nanguard.core.options import Check, Kind, Mode, parse_check, parse_exhaustive, parse_mode
+from nanguard.core.report import NonFiniteWarning
 
 __all__ = ["detect", "NonFiniteWarning"]
-
-_API = "nanguard.detect"
-
 
 def _parse_modules(modules: Any) -> Dict[int, tuple]:
     """{id(module): (weakref, name)} from a module, a {name: module} mapping, or a list."""
@@ -67,7 +63,7 @@ def _parse_modules(modules: Any) -> Dict[int, tuple]:
     return out
 
 
-class detect(contextlib.ContextDecorator):
+class detect(DetectBase):
     """Raise at the first op, forward or backward, that turns finite values into NaN or ±Inf.
 
     Use it as a context manager or a decorator. It checks cheaply at coarse boundaries (each
@@ -115,50 +111,27 @@ class detect(contextlib.ContextDecorator):
     backward) is located by an eager replay (`compiled.py` says what that cannot see).
     """
 
+    API = "nanguard.detect"
+
     def __init__(self, *, check: Union[Check, Iterable[Kind]] = "both", mode: Mode = "raise",
                  modules: Any = None, exhaustive: bool = False) -> None:
-        self._session = Session(check=parse_check(check, _API), mode=parse_mode(mode, _API),
-                                exhaustive=parse_exhaustive(exhaustive, _API),
+        self._session = Session(check=parse_check(check, self.API), mode=parse_mode(mode, self.API),
+                                exhaustive=parse_exhaustive(exhaustive, self.API),
                                 names=_parse_modules(modules))
 
-    # The options and the report live in the session its activations share.
-    @property
-    def report(self) -> Optional[Report]:
-        """The first finding (None while there is none); reset when a fresh use begins."""
-        return self._session.report
-
-    @report.setter
-    def report(self, value: Optional[Report]) -> None:
-        self._session.set_report(value)
-
-    @property
-    def check(self) -> frozenset:
-        return self._session.check
-
-    @check.setter
+    # The options and the report live in the session its activations share; unlike the other
+    # backends', torch's options can also be changed between uses.
+    @DetectBase.check.setter
     def check(self, value: Union[Check, Iterable[Kind]]) -> None:
-        self._session.check = parse_check(value, _API)
+        self._session.check = parse_check(value, self.API)
 
-    @property
-    def mode(self) -> str:
-        return self._session.mode
-
-    @mode.setter
+    @DetectBase.mode.setter
     def mode(self, value: Mode) -> None:
-        self._session.mode = parse_mode(value, _API)
+        self._session.mode = parse_mode(value, self.API)
 
-    @property
-    def exhaustive(self) -> bool:
-        return self._session.exhaustive
-
-    @exhaustive.setter
+    @DetectBase.exhaustive.setter
     def exhaustive(self, value: bool) -> None:
-        self._session.exhaustive = parse_exhaustive(value, _API)
-
-    def __repr__(self) -> str:
-        checks = check_name(self.check)
-        return (f"nanguard.detect(check={checks!r}, mode={self.mode!r}, exhaustive={self.exhaustive}, "
-                f"found={self.report is not None})")
+        self._session.exhaustive = parse_exhaustive(value, self.API)
 
     def __enter__(self) -> "detect":
         session = self._session
@@ -179,8 +152,3 @@ class detect(contextlib.ContextDecorator):
         finally:
             self._session.close()
         return False
-
-    def _recreate_cm(self) -> "detect":
-        # ContextDecorator re-uses this object for every call of a decorated function; each
-        # call gets its own activation (per thread), so sharing it is safe.
-        return self

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from nanguard.core.dtypes import exp_limit
 from nanguard.core.summary import ScalarArg, TensorSummary
 from nanguard.torch.detector.frames import op_base
 from nanguard.torch.detector._state import in_autocast
@@ -48,56 +47,6 @@ class Evidence:
     @property
     def base(self) -> str:
         return op_base(self.forward_op or self.op)
-
-    @property
-    def what(self) -> str:
-        return "NaN" if self.kind == "nan" else "Inf"
-
-    def args(self) -> list[Arg]:
-        """The forward op's inputs: those of the op itself for a forward finding."""
-        return self.forward_inputs if self.phase == "backward" else self.inputs
-
-    def first(self) -> TensorSummary | None:
-        args = [s for s, _ in self.args() if s.dtype.startswith(("float", "bfloat", "complex"))]
-        return args[0] if args else None
-
-    def first_tensor(self) -> torch.Tensor | None:
-        args = self.args()
-        return args[0][1] if args else None
-
-    def output_dtype(self) -> str:
-        if self.outputs:
-            return self.outputs[0].dtype
-        s = self.first()
-        return s.dtype if s is not None else "float32"
-
-    def exponent(self) -> float | None:
-        """The Python-number exponent of a pow (``x ** 0.5``), when there is one."""
-        return self.scalars[0].value if self.scalars else None
-
-
-@dataclass
-class Said:
-    """What an explanation rule concluded: the catalogue ``key`` of the hazard, the name of the
-    hazard's evidence template that states the facts (``""`` for none), and the fields that
-    fill it and the hazard's own templates."""
-
-    key: str
-    evidence: str = ""
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-def fmt(v: float | None) -> str:
-    return "?" if v is None else f"{v:.4g}"
-
-
-def counts(s: TensorSummary | None) -> dict[str, Any]:
-    """The template fields every summary offers: ``{zeros} of {numel}`` and friends."""
-    if s is None:
-        return {"zeros": "?", "numel": "?", "negative": "?", "min": "?", "max": "?", "posinf": "?",
-                "neginf": "?", "nan": "?"}
-    return {"zeros": s.zeros, "numel": s.numel, "negative": s.negative, "min": fmt(s.min), "max": fmt(s.max),
-            "posinf": s.posinf, "neginf": s.neginf, "nan": s.nan, "name": s.name}
 
 
 # ----------------------------------------------------------------------- autograd history
@@ -260,24 +209,12 @@ def counts_of_empty_groups(num: torch.Tensor | None, den: torch.Tensor | None) -
     return den.numel() < num.numel() or made_by(num, "Sum", "Mean")
 
 
-def log_probabilities(s: TensorSummary, t: torch.Tensor | None) -> bool:
-    """A factor that is −inf where it is not finite and ≤ 0 elsewhere: the log of probabilities."""
-    if made_by(t, "Log", "LogSoftmax"):
-        return True
-    return s.neginf > 0 and s.posinf == 0 and s.nan == 0 and (s.max is None or s.max <= 0)
-
-
 __all__ = [
     "Arg",
     "Evidence",
-    "Said",
-    "counts",
     "counts_of_empty_groups",
     "diagonal_zeros",
-    "exp_limit",
-    "fmt",
     "gram_expansion",
-    "log_probabilities",
     "made_by",
     "node_base",
     "producer",

@@ -8,7 +8,7 @@ non-finite. To say *which op* and *which line*, it re-runs that unit here:
   no ``.grad`` accumulates, no running statistic moves, no tensor hook fires;
 * the RNG state is set to the one recorded before the call (the same dropout masks) and put
   back afterwards, so the program's random stream is untouched;
-* `_ReplayMode` checks every aten op in order, forward then backward, and stops at the first
+* `ReplayMode` checks every aten op in order, forward then backward, and stops at the first
   op that creates a non-finite value; each forward op's user line, module path and inputs are
   attached to the autograd node it creates, which is how a backward finding learns the
   forward line that made it.
@@ -20,107 +20,25 @@ first finding, `NotReproduced`, `NotReplayable` or `ReplayFailed`.
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.torch.detector import _state, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
-from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
+from nanguard.torch.detector.aten import written_tensors
 from nanguard.torch.detector.build import ForwardInfo, make_report, named_args, output_pairs, split_args
 from nanguard.torch.detector.frames import Frame, torch_api, user_frame, user_stack
-from nanguard.torch.detector.safe_ops import WatchesSafeOps, judge_backward, judge_op
 from nanguard.torch.detector.outcome import NotReplayable, NotReproduced, ReplayFailed, ReplayResult, Reproduced
 from nanguard.core.report import Report
 from nanguard.torch.detector.tape import Entry, key_of
-from nanguard.torch.detector.values import checkable, fast_finite, judge
+from nanguard.torch.detector.replay_mode import Found, ReplayMode
 
 if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
 
 _current_node = torch._C._current_autograd_node
-
-
-class Found(BaseException):
-    """Stops a replay at the first finding. A BaseException, so that ``except Exception`` in
-    the replayed user code cannot swallow it."""
-
-    def __init__(self, report: Report) -> None:
-        super().__init__(report.message)
-        self.report = report
-
-
-class _ReplayMode(WatchesSafeOps, TorchDispatchMode):
-    def __init__(self, replay: "Replay") -> None:
-        super().__init__()
-        self.replay = replay
-        self.opaque = 0   # > 0 while a safe op runs: judged as one op (safe_ops.py)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if self.opaque:
-            return func(*args, **kwargs)
-        r = self.replay
-        r.flush()
-        if sharded.route(func):   # a collective (refused: other ranks are not replaying) or FSDP's copies
-            return sharded.replay_special(func, args, kwargs)
-        out = func(*args, **kwargs)
-        if not checks_values(func):
-            if func.is_view or not torch.is_grad_enabled():
-                return out
-            r.pending = (out if isinstance(out, (tuple, list)) else (out,), func, args, kwargs, sys._getframe(1))
-            return out
-        results = result_outputs(func, out) if isinstance(out, (tuple, list)) else out
-        outs = [o for o in pytree.tree_leaves(results) if isinstance(o, torch.Tensor)]
-        written = written_tensors(func, args, kwargs)
-        checked = [o for o in outs if checkable(o)]
-        checked += [t for t in written if checkable(t) and all(t is not o for o in checked)]
-        if len(checked) < len(outs) + len(written):
-            sharded.replay_dtensor(r, func, args, kwargs, out)   # judged on this rank's shard
-        if any(not fast_finite(o) for o in checked if o.numel()):
-            pairs = named_args(func, args, kwargs)
-            tensors, scalars, _ = split_args(pairs)
-            ids = {id(t) for t in written}               # an in-place target's old value is gone
-            verdict = judge([t for _, t in tensors if id(t) not in ids], [s.value for s in scalars],
-                            checked, r.check)
-            if verdict is not None:
-                raise Found(r.capture(func, args, kwargs, out, verdict, sys._getframe(1)))
-        if torch.is_grad_enabled() and outs:
-            r.pending = (outs, func, args, kwargs, sys._getframe(1))
-        return out
-
-    def watch_safe_op(self, fn, args, kwargs, reports_inf: bool):
-        if self.opaque:
-            return fn(*args, **kwargs)
-        r = self.replay
-        r.flush()
-        out, finding = self.run_judged(lambda: fn(*args, **kwargs),
-                                       lambda o: judge_op(fn, args, kwargs, o, r.check, reports_inf))
-        frame = sys._getframe(2)
-        if finding is not None:
-            raise Found(r.capture_values(finding.op, finding.verdict, finding.inputs, finding.scalars,
-                                         finding.dim, finding.outputs, frame, f"nanguard.{fn.__name__}"))
-        if torch.is_grad_enabled():
-            outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
-            info = ForwardInfo(op=f"nanguard.{fn.__name__}", frame=r.user_frame(frame), module=r.module_path(),
-                               api=f"nanguard.{fn.__name__}")
-            r.pending = (outs, info)
-        return out
-
-    def watch_safe_backward(self, function, ctx, grads, backward):
-        if self.opaque:
-            return backward(ctx, *grads)
-        r = self.replay
-        r.flush()
-        out, finding = self.run_judged(lambda: backward(ctx, *grads),
-                                       lambda o: judge_backward(function, ctx, grads, o, r.check))
-        if finding is not None:
-            raise Found(r.capture_values(finding.op, finding.verdict, finding.inputs, finding.scalars,
-                                         finding.dim, finding.outputs, sys._getframe(2), None))
-        return out
 
 
 class Replay:
@@ -249,14 +167,14 @@ class Replay:
     # ---------------------------------------------------------------- running
     def __enter__(self) -> "Replay":
         """Module calls come here, the RNG state is put back afterwards, the live mode is out
-        of the way and `_ReplayMode` checks every op; each undone on every way out."""
+        of the way and `ReplayMode` checks every op; each undone on every way out."""
         scopes = contextlib.ExitStack()
         with scopes:
             scopes.enter_context(STATE.replaying(self))
             scopes.enter_context(_rng_kept())
             scopes.enter_context(self.act.replaying())
             scopes.enter_context(sharded.replay_guard())
-            scopes.enter_context(_ReplayMode(self))
+            scopes.enter_context(ReplayMode(self))
             self._scopes = scopes.pop_all()
         return self
 

@@ -208,7 +208,7 @@ def live_dtensor(live: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> N
 
 def replay_dtensor(replay: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
     """A replay's check of a DTensor op (raises the replay's ``Found`` on a finding)."""
-    from nanguard.torch.detector.replay import Found
+    from nanguard.torch.detector.replay_mode import Found
     from nanguard.torch.detector.values import judge
     bad = _bad_dtensors(func, args, kwargs, out)
     if not bad:
