@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nanguard.core.opspec import document
 from nanguard.jax._checks import check_floating, promote
 from nanguard.jax.ops._core import divide_no_nan, narrow, widen
 from nanguard.jax.ops.norms import norm_value
@@ -48,11 +49,11 @@ def _distances_jvp(primals, tangents):
     return distances, jnp.sum(direction * _differences(tx, ty), axis=-1)
 
 
+@document("distance_matrix", "jax")
 def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
-    r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
+    r"""{summary}
 
-    .. math:: D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =
-              \frac{x_i - y_j}{D_{ij}} \quad (D_{ij} > 0)
+    {formula}
 
     The usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the diagonal, where the sqrt
     gradient is inf and training turns NaN after one step, and
@@ -60,18 +61,14 @@ def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
     subtraction of the Gram form also cancels for nearby rows (tiny negative values). This
     op works from the differences themselves (``O(n·m·d)`` memory) with the safe norm.
 
-    Singular points:
-        * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
-          (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
-        * rows closer than sqrt(smallest normal float) (~1e-19 in float32), whose squared
-          differences underflow, are exact, as huge distances are (a second pass, taken
-          only when some entry is nonzero and below 2**-38 in float32). Where XLA flushes
-          subnormals (CPU), entries below the smallest normal float read as 0.
+    {spec}
 
-    Args:
-        x: ``(..., n, d)`` floating array.
-        y: ``(..., m, d)`` floating array, or None for ``y = x``; batch dimensions
-           broadcast.
+    Rows closer than sqrt(smallest normal float) (~1e-19 in float32), whose squared
+    differences underflow, are exact, as huge distances are (a second pass, taken only when
+    some entry is nonzero and below 2**-38 in float32). Where XLA flushes subnormals (CPU),
+    entries below the smallest normal float read as 0.
+
+    {args}
 
     Returns:
         ``(..., n, m)`` distances in the promoted dtype of ``x`` and ``y``.

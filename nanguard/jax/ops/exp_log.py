@@ -8,29 +8,21 @@ from typing import Optional, Union
 import jax
 import jax.numpy as jnp
 
+from nanguard.core.opspec import document
 from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
 from nanguard.jax._checks import (
-    Axis,
-    as_floating,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_mask,
-    check_number,
-    pick_mask,
-    promote,
+    as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, pick_mask, promote, setting,
 )
 from nanguard.jax.ops._core import Axes, divide_no_nan, keep_axes, narrow, widen
 
 _NEG_INF = float("-inf")
 
 
+@document("softplus", "jax")
 def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
-    r"""Softplus ``log(1 + exp(beta * x)) / beta``, finite for every finite input.
+    r"""{summary}
 
-    .. math:: \operatorname{softplus}(x) = \tfrac{1}{\beta}\log\!\left(1 + e^{\beta x}\right),
-              \qquad \frac{d}{dx} = \sigma(\beta x)
+    {formula}
 
     The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32) or
     ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
@@ -45,12 +37,9 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
     half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
     ``nanguard.torch``. float16/bfloat16 are computed in float32.
 
-    Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
-    value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
+    {spec}
 
-    Args:
-        x: floating array of any shape.
-        beta: a finite number > 0.
+    {args}
 
     Example:
         >>> x = jnp.array([0.0, 1.0, 100.0])
@@ -59,7 +48,7 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
         >>> # gradient: [0.5, 0.7310586, 1.0]
     """
     x = check_floating(x, "x", "softplus")
-    beta = check_number(beta, "beta", "softplus", positive=True)
+    beta = setting(beta, "beta", "softplus")
     wide = widen(x)
     return narrow(_softplus(wide, beta_parts(beta, wide.dtype.name), product_is_exact(beta)), x.dtype)
 
@@ -177,19 +166,18 @@ def _logaddexp_jvp(primals, tangents):
     return _logaddexp(a, b), ta * jnp.where(ahead, larger, smaller) + tb * jnp.where(ahead, smaller, larger)
 
 
+@document("logaddexp", "jax")
 def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
-    r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
+    r"""{summary}
 
-    .. math:: \operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad
-              \frac{\partial}{\partial a} = \sigma(a - b)
+    {formula}
 
     ``jnp.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN.
     Broadcasts like ``jnp.logaddexp``.
 
-    Singular points:
-        * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
-        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
-        * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
+    {spec}
+
+    {args}
 
     Example:
         >>> a = jnp.array([-jnp.inf, 0.0])
@@ -230,27 +218,19 @@ def _logsumexp_jvp(axes, primals, tangents):
     return _logsumexp(x, axes), jnp.sum(t * prob, axis=axes, keepdims=True)
 
 
+@document("logsumexp", "jax")
 def logsumexp(x: jax.Array, axis: Axis = None, keepdims: bool = False, mask: Optional[jax.Array] = None, *,
               where: Optional[jax.Array] = None) -> jax.Array:
-    r"""``log(sum(exp(x)))`` over ``axis``, optionally over the kept entries only.
+    r"""{summary}
 
-    .. math:: \operatorname{logsumexp}(x) = \log \sum_{i:\,m_i} e^{x_i}, \qquad
-              \frac{\partial}{\partial x_i} = m_i\, e^{x_i - \operatorname{logsumexp}(x)}
+    {formula}
 
     ``jax.nn.logsumexp`` returns -inf for a slice that is all -inf (or fully masked with
     ``where=``) but its gradient there is NaN. This op agrees with it everywhere else.
 
-    Singular points:
-        * a slice that is all -inf, or all masked out (or empty): value -inf, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0), whatever they hold,
-          NaN and inf included.
+    {spec}
 
-    Args:
-        x: floating array.
-        axis: axis or axes to reduce (None: all).
-        keepdims: keep the reduced axes with size 1.
-        mask: optional bool array broadcastable to ``x``; True keeps an entry.
-        where: jax.nn's name for ``mask`` (give one of them).
+    {args}
 
     Example:
         >>> x = jnp.full((2, 3), -jnp.inf)
@@ -258,7 +238,7 @@ def logsumexp(x: jax.Array, axis: Axis = None, keepdims: bool = False, mask: Opt
     """
     x = check_floating(x, "x", "logsumexp")
     axes = check_axis(x, axis, "logsumexp")
-    keepdims = check_bool(keepdims, "keepdims", "logsumexp")
+    keepdims = setting(keepdims, "keepdims", "logsumexp")
     mask = pick_mask(mask, where, "logsumexp")
     if mask is not None:
         mask = check_mask(mask, x, "logsumexp")

@@ -8,11 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nanguard.jax._checks import broadcast_static, check_array, check_floating, is_array_like
+from nanguard.core.opspec import document
+from nanguard.jax._checks import broadcast_static, check_cond, check_floating, is_array_like
 
 Other = Union[jax.Array, float, Callable[[jax.Array], jax.Array]]
 
 
+@document("safe_where", "jax")
 def safe_where(
     cond: jax.Array,
     fn: Callable[[jax.Array], jax.Array],
@@ -20,10 +22,9 @@ def safe_where(
     other: Other = 0.0,
     safe: Union[float, jax.Array] = 1.0,
 ) -> jax.Array:
-    r"""``fn(x)`` where ``cond``, ``other`` elsewhere, with a gradient that is never NaN.
+    r"""{summary}
 
-    .. math:: \operatorname{safe\_where}(c, f, x) = \begin{cases} f(x) & c \\
-              \text{other} & \neg c \end{cases}
+    {formula}
 
     ``jnp.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond`` is
     False the result is discarded, but the backward pass still multiplies a zero cotangent
@@ -31,27 +32,15 @@ def safe_where(
     0). The double-where recipe fixes that: evaluate ``fn`` on ``where(cond, x, safe)`` so
     its derivative is finite everywhere, then select.
 
-    Conventions:
-        * where ``cond`` is False: value ``other`` and no gradient through ``fn`` (the
-          gradient to ``x`` is whatever ``other`` contributes: 0 for a constant).
-        * ``safe`` must be a point where ``fn`` and its derivatives are finite (the
-          default 1.0 suits log, sqrt, 1/x, pow).
+    {spec}
 
-    Args:
-        cond: bool array broadcastable with ``x``.
-        fn: the function with a singularity, applied elementwise-compatible to ``x``.
-        x: floating array.
-        other: an array, a number, or a callable of ``x`` giving the value where ``cond``
-            is False.
-        safe: the stand-in input for ``fn`` where ``cond`` is False.
+    {args}
 
     Example:
         >>> x = jnp.array([-1.0, 0.0, 1.0])
         >>> nanguard.jax.safe_where(x != 0, lambda v: 1 / v, x)   # [-1.0, 0.0, 1.0]; gradient [-1.0, 0.0, -1.0]
     """
-    cond = check_array(cond, "cond", "safe_where")
-    if cond.dtype != jnp.bool_:
-        raise TypeError(f"nanguard.jax.safe_where: `cond` must be a bool array, got dtype {cond.dtype}")
+    cond = check_cond(cond, "safe_where")
     if not callable(fn):
         raise TypeError(f"nanguard.jax.safe_where: `fn` must be callable, got {type(fn).__name__}")
     x = check_floating(x, "x", "safe_where")

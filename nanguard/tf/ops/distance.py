@@ -6,16 +6,17 @@ from typing import Optional
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.tf._checks import broadcast_static, check_floating, promote
 from nanguard.tf.ops._core import narrow, widen
 from nanguard.tf.ops.norms import l2_norm
 
 
+@document("distance_matrix", "tf")
 def distance_matrix(x: tf.Tensor, y: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
+    r"""{summary}
 
-    .. math:: D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =
-              \frac{x_i - y_j}{D_{ij}} \quad (D_{ij} > 0)
+    {formula}
 
     TensorFlow has no ``cdist``; the usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the
     diagonal, where the sqrt gradient is inf and training turns NaN after one step, and
@@ -23,14 +24,9 @@ def distance_matrix(x: tf.Tensor, y: Optional[tf.Tensor] = None) -> tf.Tensor:
     the Gram form also cancels for nearby rows (tiny negative values). This op works from the
     differences themselves (``O(n·m·d)`` memory) with the safe norm.
 
-    Singular points:
-        * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
-          (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
+    {spec}
 
-    Args:
-        x: ``(..., n, d)`` floating tensor.
-        y: ``(..., m, d)`` floating tensor, or None for ``y = x``; batch dimensions
-           broadcast.
+    {args}
 
     Returns:
         ``(..., n, m)`` distances in the promoted dtype of ``x`` and ``y``.

@@ -6,6 +6,7 @@ from typing import Union
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
 from nanguard.tf.ops._core import broadcast_pair, nan_where_nan, narrow, ratio_unless_both_zero, select, widen
 
@@ -34,25 +35,20 @@ def _xlogy(x: tf.Tensor, y: tf.Tensor):
     return out, grad
 
 
+@document("xlogy", "tf")
 def xlogy(x: tf.Tensor, y: Union[tf.Tensor, float]) -> tf.Tensor:
-    r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
+    r"""{summary}
 
-    .. math:: \operatorname{xlogy}(x, y) = \begin{cases} 0 & x = 0 \\ x \log y & x \ne 0
-              \end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad
-              \frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)
+    {formula}
 
     ``tf.math.xlogy`` has the right value at ``x = y = 0``, but its gradient in ``x`` at
     ``x = 0 < y`` is 0 instead of ``log y``, it turns a NaN ``y`` into 0 when ``x = 0``,
     and its second derivative at ``x = y = 0`` is NaN; the hand-written ``x * tf.math.log(y)``
     is NaN already in the forward pass.
 
-    Singular points:
-        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
-        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
-          derivative) and 0 in ``y``.
-        * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
-        * ``y < 0`` or NaN: value NaN.
-        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
+    {spec}
+
+    {args}
 
     Example:
         >>> p = tf.constant([0.0, 0.5])
@@ -84,22 +80,21 @@ def _entropy(p: tf.Tensor, axis: int) -> tf.Tensor:
     return entropy(p)
 
 
+@document("entropy", "tf")
 def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Shannon entropy ``-sum(p * log p)`` over ``axis``, in nats, with ``0 · log 0 = 0``.
+    r"""{summary}
 
-    .. math:: H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =
-              -(\log p_i + 1) \quad (p_i > 0)
+    {formula}
 
     The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
     exactly 0; clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    Singular points:
-        * ``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf;
-          the convention of the double-where recipe).
-        * ``p_i < 0`` or NaN: NaN, as in the textbook formula.
+    {spec}
 
     The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
     are computed in float32.
+
+    {args}
 
     Example:
         >>> p = tf.constant([0.1, 0.2, 0.0, 0.7])
@@ -145,10 +140,11 @@ def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
     return cross_entropy(target, probs)
 
 
+@document("cross_entropy_probs", "tf")
 def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Cross-entropy ``-sum(target * log(probs))`` over ``axis`` between two distributions.
+    r"""{summary}
 
-    .. math:: H(t, q) = -\sum_i t_i \log q_i
+    {formula}
 
     The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
     a predicted probability is exactly 0, even where the target is 0 too. Terms with
@@ -156,11 +152,9 @@ def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> 
     (0 included). float16/bfloat16 inputs are computed in float32. If you have logits,
     prefer ``-tf.reduce_sum(target * nanguard.tf.log_softmax(logits, axis), axis)``.
 
-    Singular points:
-        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
-          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
-          ``probs_i = 0`` too.
-        * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
+    {spec}
+
+    {args}
 
     Example:
         >>> target = tf.constant([0.0, 1.0, 0.0])

@@ -6,28 +6,21 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
 from nanguard.tf._checks import (
-    Axis,
-    as_floating,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_mask,
-    check_number,
-    promote,
+    as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, promote, setting,
 )
 from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, select, widen
 
 _NEG_INF = float("-inf")
 
 
+@document("softplus", "tf")
 def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
-    r"""Softplus ``log(1 + exp(beta * x)) / beta``, finite for every finite input.
+    r"""{summary}
 
-    .. math:: \operatorname{softplus}(x) = \tfrac{1}{\beta}\log\!\left(1 + e^{\beta x}\right),
-              \qquad \frac{d}{dx} = \sigma(\beta x)
+    {formula}
 
     The textbook ``tf.math.log1p(tf.exp(x))`` overflows to inf for ``x > 88`` (float32) or
     ``x > 11`` (float16), and masking the inf with ``tf.where`` still leaves a NaN *gradient*
@@ -42,12 +35,9 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
     half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
     ``nanguard.torch``. float16/bfloat16 are computed in float32.
 
-    Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
-    value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
+    {spec}
 
-    Args:
-        x: floating tensor of any shape.
-        beta: a finite number > 0.
+    {args}
 
     Example:
         >>> x = tf.constant([0.0, 1.0, 100.0])
@@ -56,7 +46,7 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
         >>> # gradient: [0.5, 0.7310586, 1.0]
     """
     x = check_floating(x, "x", "softplus")
-    beta = check_number(beta, "beta", "softplus", positive=True)
+    beta = setting(beta, "beta", "softplus")
     wide = widen(x)
     return narrow(_softplus(wide, beta_parts(beta, wide.dtype.name), product_is_exact(beta)), x.dtype)
 
@@ -157,19 +147,18 @@ def _logaddexp(a: tf.Tensor, b: tf.Tensor):
     return out, grad
 
 
+@document("logaddexp", "tf")
 def logaddexp(a: tf.Tensor, b: Union[tf.Tensor, float]) -> tf.Tensor:
-    r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
+    r"""{summary}
 
-    .. math:: \operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad
-              \frac{\partial}{\partial a} = \sigma(a - b)
+    {formula}
 
     ``tf.experimental.numpy.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient
     there is NaN. Broadcasts like TensorFlow's binary ops.
 
-    Singular points:
-        * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
-        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
-        * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
+    {spec}
+
+    {args}
 
     Example:
         >>> a = tf.constant([float("-inf"), 0.0])
@@ -206,25 +195,18 @@ def _logsumexp(x: tf.Tensor, axes) -> tf.Tensor:
     return lse(x)
 
 
+@document("logsumexp", "tf")
 def logsumexp(x: tf.Tensor, axis: Axis = None, keepdims: bool = False, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""``log(sum(exp(x)))`` over ``axis``, optionally over the kept entries only.
+    r"""{summary}
 
-    .. math:: \operatorname{logsumexp}(x) = \log \sum_{i:\,m_i} e^{x_i}, \qquad
-              \frac{\partial}{\partial x_i} = m_i\, e^{x_i - \operatorname{logsumexp}(x)}
+    {formula}
 
     ``tf.reduce_logsumexp`` returns -inf for a slice that is all -inf but its gradient there
     is NaN. This op agrees with it everywhere else.
 
-    Singular points:
-        * a slice that is all -inf, or all masked out (or empty): value -inf, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0), whatever they hold,
-          NaN and inf included.
+    {spec}
 
-    Args:
-        x: floating tensor.
-        axis: axis or axes to reduce (None: all).
-        keepdims: keep the reduced axes with size 1.
-        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
+    {args}
 
     Example:
         >>> x = tf.fill([2, 3], float("-inf"))
@@ -232,7 +214,7 @@ def logsumexp(x: tf.Tensor, axis: Axis = None, keepdims: bool = False, mask: Opt
     """
     x = check_floating(x, "x", "logsumexp")
     axes = check_axis(x, axis, "logsumexp")
-    keepdims = check_bool(keepdims, "keepdims", "logsumexp")
+    keepdims = setting(keepdims, "keepdims", "logsumexp")
     if mask is not None:
         mask = check_mask(mask, x, "logsumexp")
         x = select(mask, x, tf.constant(_NEG_INF, x.dtype))

@@ -11,14 +11,9 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.tf._checks import (
-    Axis,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_single_axis,
-    promote,
+    Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
 )
 from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, safe_range, safe_sqrt, widen
 
@@ -97,11 +92,11 @@ def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     return l2(x)
 
 
+@document("norm", "tf")
 def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
-    r"""Euclidean (L2) norm over ``axis`` (all axes by default), safe at the zero vector.
+    r"""{summary}
 
-    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
-              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
+    {formula}
 
     ``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
     ``tf.norm`` of ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of
@@ -109,9 +104,9 @@ def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
     (below 1.2e-38 in float32) read as 0, since TensorFlow's CPU kernels and XLA flush
     subnormals: a subnormal vector is the zero vector there (value 0, gradient 0).
 
-    Singular points:
-        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
-          ``norm``), second derivative 0.
+    {spec}
+
+    {args}
 
     Example:
         >>> x = tf.zeros([3])
@@ -119,7 +114,7 @@ def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
     """
     x = check_floating(x, "x", "norm")
     axes = check_axis(x, axis, "norm")
-    keepdims = check_bool(keepdims, "keepdims", "norm")
+    keepdims = setting(keepdims, "keepdims", "norm")
     if x.shape.rank == 0:
         axes = None
     return narrow(keep_axes(l2_norm(widen(x), axes), axes, keepdims), x.dtype)
@@ -155,11 +150,11 @@ def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
     return unit_vector(x)
 
 
+@document("normalize", "tf")
 def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Unit vector ``x / ||x||`` along ``axis``; the zero vector maps to 0 with gradient 0.
+    r"""{summary}
 
-    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
-              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
+    {formula}
 
     ``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
     ``1e-6`` come out shorter than 1, and ``keras.ops.normalize`` has a NaN second derivative
@@ -167,9 +162,9 @@ def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
     included; subnormal entries read as 0 where TensorFlow flushes subnormals (its CPU
     kernels and XLA do), so a subnormal vector is the zero vector there.
 
-    Singular points:
-        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
-          choice), second derivative 0.
+    {spec}
+
+    {args}
 
     Example:
         >>> x = tf.constant([[3.0, 4.0], [0.0, 0.0]])
@@ -182,24 +177,24 @@ def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
     return narrow(unit(widen(x), axis), x.dtype)
 
 
+@document("cosine_similarity", "tf")
 def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Cosine of the angle between ``a`` and ``b`` along ``axis``; 0 when either is zero.
+    r"""{summary}
 
-    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
-              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
+    {formula}
 
     ``keras.losses.cosine_similarity`` and ``tf.math.l2_normalize`` clamp the norm below by
     an epsilon, which biases the value for short vectors and makes the gradient at zero
     vectors depend on it. Computed as ``sum(normalize(a) * normalize(b))``; broadcasts like
     TensorFlow's binary ops.
 
-    Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare);
-          but NaN, with NaN gradients, when the other vector holds NaN.
+    {spec}
 
     Huge vectors give the exact cosine; subnormal ones count as 0 where TensorFlow flushes
     subnormals (its CPU kernels and XLA do). The value can exceed 1 by a rounding error;
     :func:`acos` accepts that.
+
+    {args}
 
     Example:
         >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])

@@ -6,6 +6,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.tf._checks import check_floating, check_mask, check_single_axis
 from nanguard.tf.ops._core import narrow, select, widen
 
@@ -79,25 +80,19 @@ def _prepare(x, axis, mask, op):
     return x, axis, mask
 
 
+@document("softmax", "tf")
 def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""Softmax over ``axis`` that never returns NaN for a fully masked slice.
+    r"""{summary}
 
-    .. math:: \operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}
+    {formula}
 
     Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``tf.nn.softmax`` returns NaN for it, which poisons every
     gradient. Elsewhere the values equal ``tf.nn.softmax`` of the kept entries.
 
-    Singular points:
-        * masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0,
-          whatever the masked entry holds (NaN and inf included).
-        * a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in TensorFlow.
+    {spec}
 
-    Args:
-        x: floating tensor of scores.
-        axis: the axis to normalise over.
-        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
+    {args}
 
     Example:
         >>> scores = tf.constant([[1.0, 2.0], [float("-inf"), float("-inf")]])
@@ -112,24 +107,17 @@ def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> t
     return narrow(_softmax(scores, axis), x.dtype)
 
 
+@document("log_softmax", "tf")
 def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""Log-softmax over ``axis`` for masked or all ``-inf`` slices, without NaN.
+    r"""{summary}
 
-    .. math:: \operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}
-              \quad (m_i \text{ True})
+    {formula}
 
     Values equal ``tf.nn.log_softmax`` of the kept entries.
 
-    Singular points:
-        * masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``,
-          and receive gradient 0; so ``-tf.reduce_sum(target * log_softmax(x, axis, mask))``
-          is finite when ``target`` is 0 there. Use ``tf.where(mask, out, -inf)`` if you need
-          the log-probability ``-inf`` instead.
-        * a fully masked slice (by ``mask``) is all 0 with gradient 0.
-        * without ``mask``, ``-inf`` scores give ``-inf`` (exactly ``log 0``), and a slice
-          that is all ``-inf`` gives ``-inf`` everywhere instead of TensorFlow's NaN; the
-          gradient there is the upstream gradient (``g - softmax * sum(g)`` with softmax 0).
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in TensorFlow.
+    {spec}
+
+    {args}
 
     Example:
         >>> logits = tf.constant([[2.0, 0.0, 5.0]])

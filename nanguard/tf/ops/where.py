@@ -6,13 +6,15 @@ from typing import Callable, Union
 
 import tensorflow as tf
 
-from nanguard.tf._checks import broadcast_static, check_floating, check_tensor
+from nanguard.core.opspec import document
+from nanguard.tf._checks import broadcast_static, check_floating, check_cond
 from nanguard.tf.ops._core import select
 
 Other = Union[tf.Tensor, float, Callable[[tf.Tensor], tf.Tensor]]
 
 
 
+@document("safe_where", "tf")
 def safe_where(
     cond: tf.Tensor,
     fn: Callable[[tf.Tensor], tf.Tensor],
@@ -20,10 +22,9 @@ def safe_where(
     other: Other = 0.0,
     safe: Union[float, tf.Tensor] = 1.0,
 ) -> tf.Tensor:
-    r"""``fn(x)`` where ``cond``, ``other`` elsewhere, with a gradient that is never NaN.
+    r"""{summary}
 
-    .. math:: \operatorname{safe\_where}(c, f, x) = \begin{cases} f(x) & c \\
-              \text{other} & \neg c \end{cases}
+    {formula}
 
     ``tf.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond`` is
     False the result is discarded, but the backward pass still multiplies a zero upstream
@@ -31,27 +32,15 @@ def safe_where(
     ``log(x)`` at 0). The double-where recipe fixes that: evaluate ``fn`` on
     ``where(cond, x, safe)`` so its derivative is finite everywhere, then select.
 
-    Conventions:
-        * where ``cond`` is False: value ``other`` and no gradient through ``fn`` (the
-          gradient to ``x`` is whatever ``other`` contributes: 0 for a constant).
-        * ``safe`` must be a point where ``fn`` and its derivatives are finite (the
-          default 1.0 suits log, sqrt, 1/x, pow).
+    {spec}
 
-    Args:
-        cond: bool tensor broadcastable with ``x``.
-        fn: the function with a singularity, applied elementwise-compatible to ``x``.
-        x: floating tensor.
-        other: a tensor, a number, or a callable of ``x`` giving the value where ``cond``
-            is False.
-        safe: the stand-in input for ``fn`` where ``cond`` is False.
+    {args}
 
     Example:
         >>> x = tf.constant([-1.0, 0.0, 1.0])
         >>> nanguard.tf.safe_where(x != 0, lambda v: 1 / v, x)   # [-1.0, 0.0, 1.0]; gradient [-1.0, 0.0, -1.0]
     """
-    cond = check_tensor(cond, "cond", "safe_where")
-    if cond.dtype != tf.bool:
-        raise TypeError(f"nanguard.tf.safe_where: `cond` must be a bool tensor, got dtype {cond.dtype.name}")
+    cond = check_cond(cond, "safe_where")
     if not callable(fn):
         raise TypeError(f"nanguard.tf.safe_where: `fn` must be callable, got {type(fn).__name__}")
     x = check_floating(x, "x", "safe_where")

@@ -6,14 +6,10 @@ from typing import Optional
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import broadcast_shape, check_floating
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    nonpositive_is_singular,
-    pow2_scale,
-    public_op,
+    SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular, pow2_scale, public_op,
 )
 
 _EXACT = "donot_use_mm_for_euclid_dist"
@@ -343,11 +339,11 @@ class _DistanceMatrix(SafeFunction):
 
 
 @public_op()
+@document("distance_matrix", "torch")
 def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
-    r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
+    r"""{summary}
 
-    .. math:: D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =
-              \frac{x_i - y_j}{D_{ij}} \quad (D_{ij} > 0)
+    {formula}
 
     The usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the diagonal, where the sqrt
     gradient is inf and training turns NaN after one step; the subtraction also cancels for
@@ -360,14 +356,9 @@ def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.
     ``torch.compile``, ``torch.func`` and on accelerators (no look at the values, no float64)
     a float32 distance below ~1e-19 is its rounded square's root, not exact.
 
-    Singular points:
-        * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
-          (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
+    {spec}
 
-    Args:
-        x: ``(..., n, d)`` floating tensor.
-        y: ``(..., m, d)`` floating tensor, or None for ``y = x``; batch dimensions
-           broadcast.
+    {args}
 
     Returns:
         ``(..., n, m)`` distances in the promoted dtype of ``x`` and ``y``.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import check_floating
 from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan, public_op
 
@@ -69,21 +70,18 @@ class _InverseSine(SafeFunction):
 
 
 @public_op()
+@document("asin", "torch")
 def asin(x: torch.Tensor) -> torch.Tensor:
-    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
+    r"""{summary}
 
-    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
+    {formula}
 
     ``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
     a dot product of unit vectors easily produces.
 
-    Singular points:
-        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
-          derivative is +inf), second derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN, as in torch; such an input is a bug, not rounding.
+    {spec}
+
+    {args}
 
     Example:
         >>> x = torch.tensor([1.0, 0.5], requires_grad=True)
@@ -95,22 +93,19 @@ def asin(x: torch.Tensor) -> torch.Tensor:
 
 
 @public_op()
+@document("acos", "torch")
 def acos(x: torch.Tensor) -> torch.Tensor:
-    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
+    r"""{summary}
 
-    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
+    {formula}
 
     The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors and is NaN when rounding pushes the cosine to
     ``1.0000001``.
 
-    Singular points:
-        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
-          derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN, as in torch.
+    {spec}
+
+    {args}
 
     Example:
         >>> x = torch.tensor([1.0000001, 0.0], requires_grad=True)

@@ -6,11 +6,13 @@ from typing import Callable, Union
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import broadcast_pair, check_floating, check_tensor
 
 Other = Union[torch.Tensor, float, Callable[[torch.Tensor], torch.Tensor]]
 
 
+@document("safe_where", "torch")
 def safe_where(
     cond: torch.Tensor,
     fn: Callable[[torch.Tensor], torch.Tensor],
@@ -18,10 +20,9 @@ def safe_where(
     other: Other = 0.0,
     safe: Union[float, torch.Tensor] = 1.0,
 ) -> torch.Tensor:
-    r"""``fn(x)`` where ``cond``, ``other`` elsewhere, with a gradient that is never NaN.
+    r"""{summary}
 
-    .. math:: \operatorname{safe\_where}(c, f, x) = \begin{cases} f(x) & c \\
-              \text{other} & \neg c \end{cases}
+    {formula}
 
     ``torch.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond``
     is False the result is discarded, but the backward pass still multiplies a zero
@@ -29,19 +30,9 @@ def safe_where(
     (e.g. ``1/x`` or ``log(x)`` at 0). The double-where recipe fixes that: evaluate ``fn``
     on ``where(cond, x, safe)`` so its derivative is finite everywhere, then select.
 
-    Conventions:
-        * where ``cond`` is False: value ``other`` and no gradient through ``fn`` (the
-          gradient to ``x`` is whatever ``other`` contributes: 0 for a constant).
-        * ``safe`` must be a point where ``fn`` and its derivatives are finite (the
-          default 1.0 suits log, sqrt, 1/x, pow).
+    {spec}
 
-    Args:
-        cond: bool tensor broadcastable with ``x``.
-        fn: the function with a singularity, applied elementwise-compatible to ``x``.
-        x: floating tensor.
-        other: a tensor, a number, or a callable of ``x`` giving the value where ``cond``
-            is False.
-        safe: the stand-in input for ``fn`` where ``cond`` is False.
+    {args}
 
     Example:
         >>> x = torch.tensor([-1.0, 0.0, 1.0], requires_grad=True)

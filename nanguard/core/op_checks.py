@@ -1,0 +1,138 @@
+"""The safe ops' argument checks, framework-free: one set of rules and words for every backend.
+
+A backend's ``_checks`` module is a thin adapter: it knows how to recognise its tensors and
+read their dtype and shape, and hands those facts (names, ints, strings) to the functions
+here, which decide and phrase the error. So a string instead of a tensor, an integer dtype,
+an axis out of range or a negative ``beta`` get the same message in TensorFlow and JAX,
+up to the name of the framework's own type and a hint in its own spelling.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional, Tuple, cast
+
+from nanguard.core.opspec import WORDS, check_setting
+
+FLOATING_NAMES: Tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a backend's messages name its things: ``tensor`` what a tensor argument may be,
+    ``wrap`` a hint to make one (``{name}``: the argument), ``cast`` how to convert to float32,
+    ``nonzero`` how to turn a number mask into a bool one."""
+
+    backend: str
+    tensor: str
+    wrap: str
+    cast: str
+    nonzero: str
+
+    def where(self, op: str) -> str:
+        """The public name of op ``op`` in this backend: ``nanguard.tf.div``."""
+        return f"{WORDS[self.backend]['prefix']}.{op}"
+
+    @property
+    def noun(self) -> str:
+        """``tensor`` or ``array``."""
+        return WORDS[self.backend]["tensor"]
+
+    @property
+    def a_noun(self) -> str:
+        return ("an " if self.noun[0] in "aeiou" else "a ") + self.noun
+
+
+def refuse_type(value: object, name: str, op: str, sp: Spelling) -> TypeError:
+    """The error for a non-tensor ``value`` given as tensor argument ``name``."""
+    hint = f"; wrap it first, e.g. `{sp.wrap.format(name=name)}`" if sp.wrap else ""
+    return TypeError(f"{sp.where(op)}: `{name}` must be {sp.tensor}, got {type(value).__name__}{hint}")
+
+
+def check_float_dtype(dtype: str, name: str, op: str, sp: Spelling) -> None:
+    """Refuse a tensor of dtype ``dtype`` (its name) unless it is a real floating type."""
+    if dtype not in FLOATING_NAMES:
+        raise TypeError(
+            f"{sp.where(op)}: `{name}` must be a floating-point {sp.noun} "
+            f"(float16, bfloat16, float32 or float64), got dtype {dtype}; "
+            f"convert it first, e.g. `{sp.cast.format(name=name)}`")
+
+
+def check_bool_dtype(dtype: str, name: str, op: str, sp: Spelling) -> None:
+    """Refuse a mask (``mask``, ``cond``) whose dtype is not bool."""
+    if dtype != "bool":
+        keep = " (True = keep)" if name == "mask" else ""
+        hint = f"; use e.g. `{sp.nonzero}`" if name == "mask" else ""
+        raise TypeError(f"{sp.where(op)}: `{name}` must be a bool {sp.noun}{keep}, got dtype {dtype}{hint}")
+
+
+def setting(value: object, name: str, op: str, sp: Spelling) -> object:
+    """A setting (``fill``, ``beta``, ``keepdims``...), checked by its kind in the op table."""
+    return check_setting(value, name, op, sp.backend)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
+def axes(axis: object, rank: int, shape: str, op: str, sp: Spelling, *,
+         allow_none: bool = True) -> Optional[Tuple[int, ...]]:
+    """Normalise ``axis`` to a sorted tuple of non-negative axes of a ``rank``-dimensional
+    input (``shape``: its shape, for the message); None means all axes, when allowed."""
+    where = sp.where(op)
+    if axis is None:
+        if not allow_none:
+            raise TypeError(f"{where}: `axis` is required")
+        return None
+    wrong = TypeError(f"{where}: `axis` must be an int or a sequence of ints, got {axis!r}")
+    if isinstance(axis, (bool, str)) or not (_is_int(axis) or isinstance(axis, Sequence)):
+        raise wrong
+    given = (axis,) if _is_int(axis) else tuple(axis)  # type: ignore[arg-type]
+    ndim = max(rank, 1)  # a scalar accepts axis 0 / -1, as reductions do
+    out = []
+    for item in given:
+        if not _is_int(item):
+            raise wrong
+        a = int(cast(numbers.Integral, item))
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{where}: axis {a} is out of range for {sp.a_noun} with {rank} dimension(s) "
+                             f"(shape {shape}); valid axes are {-ndim}..{ndim - 1}")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{where}: `axis` repeats an axis: {axis!r}")
+    if not out:
+        raise ValueError(f"{where}: `axis` must name at least one axis (or be None for all), got {axis!r}")
+    return tuple(sorted(out))
+
+
+def single_axis(axis: object, rank: int, shape: str, op: str, sp: Spelling) -> int:
+    """One axis (an int), normalised to non-negative."""
+    if not _is_int(axis):
+        raise TypeError(f"{sp.where(op)}: `axis` must be an int, got {axis!r}")
+    (a,) = axes(int(cast(numbers.Integral, axis)), rank, shape, op, sp) or (0,)
+    return a
+
+
+def no_broadcast(shapes: Tuple[str, str], names: Tuple[str, str], op: str, sp: Spelling) -> ValueError:
+    """The error for two arguments whose shapes do not broadcast."""
+    return ValueError(f"{sp.where(op)}: shapes {shapes[0]} (`{names[0]}`) and {shapes[1]} (`{names[1]}`) "
+                      f"do not broadcast")
+
+
+def mask_misfit(mask_shape: str, x_shape: str, op: str, sp: Spelling) -> ValueError:
+    """The error for a mask that does not broadcast to the input without changing its shape."""
+    return ValueError(f"{sp.where(op)}: `mask` of shape {mask_shape} does not broadcast to the input's shape "
+                      f"{x_shape}")
+
+
+def pick_mask(mask: object, where: object, op: str, sp: Spelling) -> object:
+    """``mask`` or its jax.nn/numpy spelling ``where``; both at once is a mistake."""
+    if mask is not None and where is not None:
+        raise ValueError(f"{sp.where(op)}: give `mask` or its jax.nn name `where`, not both (they mean the same)")
+    return where if mask is None else mask
+
+
+__all__ = ["Spelling", "FLOATING_NAMES", "refuse_type", "check_float_dtype", "check_bool_dtype", "setting",
+           "axes", "single_axis", "no_broadcast", "mask_misfit", "pick_mask"]
