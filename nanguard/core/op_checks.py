@@ -12,8 +12,9 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Tuple, cast
+from typing import Any, Callable, Optional, Tuple, cast
 
+from nanguard.core import arguments
 from nanguard.core.opspec import WORDS, check_setting
 
 FLOATING_NAMES: Tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
@@ -134,5 +135,106 @@ def pick_mask(mask: object, where: object, op: str, sp: Spelling) -> object:
     return where if mask is None else mask
 
 
-__all__ = ["Spelling", "FLOATING_NAMES", "refuse_type", "check_float_dtype", "check_bool_dtype", "setting",
+def correction(value: object, ddof: object, op: str, sp: Spelling) -> float:
+    """``std``/``var``'s ``correction``, or numpy's name for it, ``ddof`` (not both)."""
+    if ddof is not None:
+        if value != 1:
+            raise ValueError(f"{sp.where(op)}: give `correction` or its numpy name `ddof`, not both")
+        value = ddof
+    return float(cast(float, setting(value, "correction", op, sp)))
+
+
+def need_rank(rank: Optional[int], least: int, what: str, shape: str, op: str, sp: Spelling) -> None:
+    """Refuse an input of (static) rank below ``least``: ``what`` names it (```x```, ``inputs``)."""
+    if rank is not None and rank >= least:
+        return
+    if least == 1:
+        raise ValueError(f"{sp.where(op)}: {what} must have at least one dimension")
+    raise ValueError(f"{sp.where(op)}: {what} must have shape (..., rows, features), got shape {shape}")
+
+
+def rows_and_features(x: Optional[Tuple[Optional[int], ...]], y: Optional[Tuple[Optional[int], ...]], op: str,
+                      sp: Spelling) -> None:
+    """``distance_matrix``'s inputs: shapes ``(..., n, d)`` and ``(..., m, d)`` whose batch
+    dimensions broadcast (a shape is None where its rank is unknown; a dimension None where
+    only the run knows it: those are left to the framework)."""
+    where = sp.where(op)
+    for name, shape in (("x", x), ("y", y)):
+        if shape is None or len(shape) < 2:
+            raise ValueError(f"{where}: `{name}` must have shape (..., rows, features), got shape {shape}")
+    assert x is not None and y is not None
+    if None not in (x[-1], y[-1]) and x[-1] != y[-1]:
+        raise ValueError(f"{where}: x and y need the same number of features (last dimension), "
+                         f"got {x[-1]} and {y[-1]}")
+    for a, b in zip(reversed(x[:-2]), reversed(y[:-2])):
+        if None not in (a, b) and a != b and 1 not in (a, b):
+            raise ValueError(f"{where}: batch dimensions {x[:-2]} and {y[:-2]} do not broadcast")
+
+
+class Checks:
+    """The argument checks of one backend, from how it reads its tensors.
+
+    ``is_tensor`` tells a tensor of the framework (or one it converts, a numpy array),
+    ``convert`` makes it one, ``dtype`` names a tensor's dtype (``"float32"``), and ``shape``
+    gives its static rank and shape text, raising where the rank is unknown.
+    """
+
+    def __init__(self, spelling: Spelling, is_tensor: Callable[[object], bool], convert: Callable[[Any], Any],
+                 dtype: Callable[[Any], str], shape: Callable[[Any, str], Tuple[int, str]]) -> None:
+        self.spelling, self.is_tensor, self._convert, self._dtype, self._shape = (
+            spelling, is_tensor, convert, dtype, shape)
+
+    def tensor(self, x: object, name: str, op: str) -> Any:
+        """``x`` as a tensor of the framework; anything else is refused."""
+        if not self.is_tensor(x):
+            raise refuse_type(x, name, op, self.spelling)
+        return self._convert(x)
+
+    def floating(self, x: object, name: str, op: str) -> Any:
+        """A real floating-point tensor; integer, bool and complex tensors are refused."""
+        t = self.tensor(x, name, op)
+        check_float_dtype(self._dtype(t), name, op, self.spelling)
+        return t
+
+    def real(self, x: object, name: str, op: str) -> float:
+        """A real number (NaN and inf allowed: they are data, not a configuration error)."""
+        return arguments.check_real(x, name, self.spelling.where(op), tensor=self.spelling.a_noun)
+
+    def operand(self, x: object, name: str, op: str) -> Any:
+        """A floating tensor, or a Python number for an operand of a binary op."""
+        return self.floating(x, name, op) if self.is_tensor(x) else self.real(x, name, op)
+
+    def setting(self, value: object, name: str, op: str) -> Any:
+        """A setting of ``op`` (``fill``, ``beta``, ``keepdims``...), checked by its kind in the op table."""
+        return setting(value, name, op, self.spelling)
+
+    def cond(self, cond: object, op: str) -> Any:
+        """``safe_where``'s condition: a bool tensor."""
+        c = self.tensor(cond, "cond", op)
+        check_bool_dtype(self._dtype(c), "cond", op, self.spelling)
+        return c
+
+    def axis(self, x: Any, axis: object, op: str, *, allow_none: bool = True) -> Optional[Tuple[int, ...]]:
+        """Normalise ``axis`` to a sorted tuple of non-negative axes of ``x`` (None = all, when allowed)."""
+        if axis is None:
+            return axes(None, 0, "", op, self.spelling, allow_none=allow_none)
+        return axes(axis, *self._shape(x, op), op, self.spelling, allow_none=allow_none)
+
+    def single_axis(self, x: Any, axis: object, op: str) -> int:
+        """One axis of ``x`` (an int), normalised to non-negative."""
+        return single_axis(axis, *self._shape(x, op), op, self.spelling)
+
+    def correction(self, value: object, ddof: object, op: str) -> float:
+        return correction(value, ddof, op, self.spelling)
+
+    def rank(self, x: Any, least: int, what: str, op: str) -> None:
+        """Refuse ``x`` (a tensor or a shape) unless its static rank is at least ``least``."""
+        try:
+            rank, shape = self._shape(x, op)
+        except ValueError:  # a rank unknown while tracing: left to the framework's own checks
+            return
+        need_rank(rank, least, what, shape, op, self.spelling)
+
+
+__all__ = ["Checks", "correction", "need_rank", "rows_and_features", "Spelling", "FLOATING_NAMES", "refuse_type", "check_float_dtype", "check_bool_dtype", "setting",
            "axes", "single_axis", "no_broadcast", "mask_misfit", "pick_mask"]

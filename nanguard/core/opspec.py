@@ -9,6 +9,8 @@ No framework is imported.
 
 from __future__ import annotations
 
+import inspect
+import math
 import textwrap
 from typing import Callable, Dict, List, Tuple, TypeVar
 
@@ -29,9 +31,6 @@ WORDS: Dict[str, Dict[str, str]] = {
 }
 
 _BY_NAME: Dict[str, OpSpec] = {spec.name: spec for spec in SPECS}
-
-# the lines of a docstring that the generated sections replace, by section
-MARKERS: Dict[str, str] = {"summary": "{summary}", "formula": "{formula}", "singular": "{spec}", "args": "{args}"}
 
 
 def spec(name: str) -> OpSpec:
@@ -86,21 +85,28 @@ def render(name: str, backend: str, section: str = "singular") -> str:
     return "\n".join(lines)
 
 
+# the sections of an op's own docstring that come after the generated ones
+_CLOSING = ("Returns:", "Example:")
+
+
 def document(name: str, backend: str) -> Callable[[_F], _F]:
-    """Decorator: op ``name``'s generated sections where its docstring has the lines of
-    :data:`MARKERS` (``{summary}`` first, ``{formula}``, ``{spec}`` for the conventions,
-    ``{args}``), indented as those lines are."""
+    """Decorator: the docstring of op ``name`` in ``backend``, from the table and the op's own.
+
+    The op's own docstring says what is particular to the backend (why the framework's
+    function fails, notes on its dtypes, an example); the table adds the rest, so the
+    docstring reads: summary, formula, the op's own text, the conventions at the singular
+    points, the arguments, then the op's closing sections (``Returns:``, ``Example:``).
+    """
     def fill(fn: _F) -> _F:
-        lines = (fn.__doc__ or "").split("\n")
-        for section, marker in MARKERS.items():
-            found = [i for i, line in enumerate(lines) if line.strip() == marker]
-            if len(found) != 1:
-                raise ValueError(f"{fn.__qualname__}: its docstring needs one line {marker!r}, has {len(found)}")
-            line = lines[found[0]]
-            indent = line[: len(line) - len(line.lstrip())]
-            lines[found[0]] = "\n".join(f"{indent}{text}" if text else "" for text in
-                                         render(name, backend, section).split("\n"))
-        fn.__doc__ = "\n".join(lines)
+        own = inspect.cleandoc(fn.__doc__ or "").split("\n")
+        cut = next((i for i, line in enumerate(own) if line in _CLOSING), len(own))
+        prose, closing = "\n".join(own[:cut]).strip(), "\n".join(own[cut:]).strip()
+        parts = [render(name, backend, section) for section in ("summary", "formula")]
+        parts += [prose] if prose else []
+        parts += [render(name, backend, section) for section in ("singular", "args")]
+        parts += [closing] if closing else []
+        first, _, rest = "\n\n".join(parts).partition("\n")
+        fn.__doc__ = first + "\n" + textwrap.indent(rest, "    ") + "\n"
         return fn
     return fill
 
@@ -115,6 +121,12 @@ def check_setting(value: object, name: str, op: str, backend: str) -> object:
         return arguments.check_bool(value, name, where)
     if kind in ("number", "positive"):
         return arguments.check_number(value, name, where, positive=kind == "positive")
+    if kind == "nonnegative":
+        if not arguments.is_real_number(value):
+            raise TypeError(f"{where}: `{name}` must be a number, got {type(value).__name__}")
+        if not 0 <= float(value) < math.inf:  # type: ignore[arg-type]
+            raise ValueError(f"{where}: `{name}` must be a finite number >= 0, got {value}")
+        return float(value)  # type: ignore[arg-type]
     raise KeyError(f"{where}: {name!r} is not a setting of the op in the specification (kind {kind})")
 
 
@@ -123,4 +135,4 @@ def _check_backend(backend: str) -> None:
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
 
 
-__all__ = ["WORDS", "MARKERS", "spec", "op_names", "arg_name", "args_of", "render", "document", "check_setting"]
+__all__ = ["WORDS", "spec", "op_names", "arg_name", "args_of", "render", "document", "check_setting"]

@@ -20,7 +20,7 @@ _ALL_AXES = "axis or axes to reduce (None: all)"
 _KEEP = Arg("keepdims", "flag", "keep the reduced axes with size 1.")
 _MASK = Arg("mask", "mask", "optional bool {tensor} broadcastable to ``x``; True keeps an entry.")
 _WHERE = Arg("where", "mask", "jax.nn's name for ``mask`` (give one of them).", backends=("jax",))
-_DDOF = Arg("ddof", "number", "numpy's name for ``correction`` (give one of them).", backends=("tf", "jax"))
+_DDOF = Arg("ddof", "nonnegative", "numpy's name for ``correction`` (give one of them).", backends=("tf", "jax"))
 _X = Arg("x", "tensor", "floating {tensor}.")
 _ROUNDING = ("``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as ±1 exactly, "
              "gradient 0.")
@@ -188,7 +188,7 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{std}(x) = \sqrt{\operatorname{var}(x)}, \qquad',
             r'\frac{\partial}{\partial x_i} = \frac{x_i - \bar x}{(N - c)\,\operatorname{std}(x)}'),
            (_X, Arg("axis", "axes", _ALL_AXES + "."),
-                            Arg("correction", "number", "subtracted from the count (1: Bessel's correction)."),
+                            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
                             _KEEP, _DDOF), (
         "constant slice (std = 0): value 0, gradient 0 (minimum-norm subgradient, as for :func:`sqrt` at 0), "
         "second derivative finite.",
@@ -198,7 +198,7 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{var}(x) = \frac{1}{N - c} \sum_i (x_i - \bar x)^2,',
             r'\qquad \frac{\partial}{\partial x_i} = \frac{2 (x_i - \bar x)}{N - c}'),
            (_X, Arg("axis", "axes", _ALL_AXES + "."),
-                            Arg("correction", "number", "subtracted from the count (1: Bessel's correction)."),
+                            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
                             _KEEP, _DDOF), (
         "``N - correction <= 0`` (one element with Bessel's correction, or empty): value 0, gradient 0 (no "
         "spread can be measured, and none is reported); NaN if the slice holds NaN.",

@@ -21,12 +21,13 @@ ARG_KINDS = {
     "flag": "True or False",
     "number": "a finite real number",
     "positive": "a finite real number > 0",
+    "nonnegative": "a finite real number >= 0",
     "callable": "a function of a tensor",
     "value": "a tensor, a number or (for ``other``) a callable",
 }
 
 # the settings: checked by `nanguard.core.opspec.check_setting` from their kind
-SETTING_KINDS = ("flag", "number", "positive")
+SETTING_KINDS = ("flag", "number", "positive", "nonnegative")
 
 
 @dataclass(frozen=True)

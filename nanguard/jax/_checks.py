@@ -8,13 +8,13 @@ the compiled program.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import Sequence, Tuple, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nanguard.core import arguments, op_checks
+from nanguard.core import op_checks
 
 Axis = Union[int, Sequence[int], None]
 
@@ -27,49 +27,14 @@ def is_array_like(x: object) -> bool:
     return isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "__jax_array__")
 
 
-def check_array(x: object, name: str, op: str) -> jax.Array:
-    if not is_array_like(x):
-        raise op_checks.refuse_type(x, name, op, SPELLING)
-    return jnp.asarray(x)
-
-
-def check_floating(x: object, name: str, op: str) -> jax.Array:
-    """A real floating-point array; integer, bool and complex arrays are refused."""
-    a = check_array(x, name, op)
-    op_checks.check_float_dtype(str(a.dtype), name, op, SPELLING)
-    return a
-
-
-def check_real(x: object, name: str, op: str) -> float:
-    """A real number (NaN and inf allowed: they are data, not a configuration error)."""
-    return arguments.check_real(x, name, SPELLING.where(op), tensor="an array")
-
-
-def as_floating(x: object, name: str, op: str) -> Union[jax.Array, float]:
-    """A floating array, or a Python number for an operand of a binary op."""
-    if is_array_like(x):
-        return check_floating(x, name, op)
-    return check_real(x, name, op)
-
-
-def setting(value: object, name: str, op: str):
-    """A setting of ``op`` (``fill``, ``beta``, ``keepdims``...), checked by its kind in the op table."""
-    return op_checks.setting(value, name, op, SPELLING)
-
-
 def _shape(x) -> Tuple[int, ...]:
     return tuple(x) if isinstance(x, tuple) else tuple(x.shape)
 
 
-def check_axis(x, axis: Axis, op: str) -> Optional[Tuple[int, ...]]:
-    """Normalise `axis` to a sorted tuple of non-negative axes (None = all axes)."""
-    shape = _shape(x)
-    return op_checks.axes(axis, len(shape), str(shape), op, SPELLING)
-
-
-def check_single_axis(x, axis: object, op: str) -> int:
-    shape = _shape(x)
-    return op_checks.single_axis(axis, len(shape), str(shape), op, SPELLING)
+CHECKS = op_checks.Checks(SPELLING, is_array_like, jnp.asarray, lambda a: str(a.dtype),
+                          lambda x, op: (len(_shape(x)), str(_shape(x))))
+check_array, check_floating, check_real, as_floating = CHECKS.tensor, CHECKS.floating, CHECKS.real, CHECKS.operand
+setting, check_cond, check_axis, check_single_axis = CHECKS.setting, CHECKS.cond, CHECKS.axis, CHECKS.single_axis
 
 
 def broadcast_static(a, b, op: str, names: Tuple[str, str]) -> Tuple[int, ...]:
@@ -82,13 +47,6 @@ def broadcast_static(a, b, op: str, names: Tuple[str, str]) -> Tuple[int, ...]:
 def pick_mask(mask: object, where: object, op: str) -> object:
     """``mask`` or its jax.nn spelling ``where``; both at once is a mistake."""
     return op_checks.pick_mask(mask, where, op, SPELLING)
-
-
-def check_cond(cond: object, op: str) -> jax.Array:
-    """``safe_where``'s condition: a bool array."""
-    c = check_array(cond, "cond", op)
-    op_checks.check_bool_dtype(str(c.dtype), "cond", op, SPELLING)
-    return c
 
 
 def check_mask(mask: object, x: jax.Array, op: str) -> jax.Array:

@@ -8,12 +8,12 @@ TensorFlow's own checks.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
-from nanguard.core import arguments, op_checks
+from nanguard.core import op_checks
 
 Axis = Union[int, Sequence[int], None]
 
@@ -24,36 +24,6 @@ SPELLING = op_checks.Spelling("tf", "a tf.Tensor (or tf.Variable, numpy array)",
 
 def _is_tensor_like(x: object) -> bool:
     return tf.is_tensor(x) or isinstance(x, (tf.Variable, np.ndarray)) or hasattr(x, "__tf_tensor__")
-
-
-def check_tensor(x: object, name: str, op: str) -> tf.Tensor:
-    if not _is_tensor_like(x):
-        raise op_checks.refuse_type(x, name, op, SPELLING)
-    return tf.convert_to_tensor(x)
-
-
-def check_floating(x: object, name: str, op: str) -> tf.Tensor:
-    """A real floating-point tensor; integer, bool and complex tensors are refused."""
-    t = check_tensor(x, name, op)
-    op_checks.check_float_dtype(t.dtype.name, name, op, SPELLING)
-    return t
-
-
-def check_real(x: object, name: str, op: str) -> float:
-    """A real number (NaN and inf allowed: they are data, not a configuration error)."""
-    return arguments.check_real(x, name, SPELLING.where(op), tensor="a tensor")
-
-
-def as_floating(x: object, name: str, op: str) -> Union[tf.Tensor, float]:
-    """A floating tensor, or a Python number for the second operand of a binary op."""
-    if _is_tensor_like(x):
-        return check_floating(x, name, op)
-    return check_real(x, name, op)
-
-
-def setting(value: object, name: str, op: str):
-    """A setting of ``op`` (``fill``, ``beta``, ``keepdims``...), checked by its kind in the op table."""
-    return op_checks.setting(value, name, op, SPELLING)
 
 
 def _shape(x) -> tf.TensorShape:
@@ -68,15 +38,10 @@ def static_rank(x: tf.Tensor, op: str) -> int:
     return rank
 
 
-def check_axis(x: tf.Tensor, axis: Axis, op: str, *, allow_none: bool = True) -> Optional[Tuple[int, ...]]:
-    """Normalise `axis` to a sorted tuple of non-negative axes (None = all axes, when allowed)."""
-    if axis is None:
-        return op_checks.axes(None, 0, "", op, SPELLING, allow_none=allow_none)
-    return op_checks.axes(axis, static_rank(x, op), str(_shape(x)), op, SPELLING, allow_none=allow_none)
-
-
-def check_single_axis(x: tf.Tensor, axis: object, op: str) -> int:
-    return op_checks.single_axis(axis, static_rank(x, op), str(_shape(x)), op, SPELLING)
+CHECKS = op_checks.Checks(SPELLING, _is_tensor_like, tf.convert_to_tensor, lambda t: t.dtype.name,
+                          lambda x, op: (static_rank(x, op), str(_shape(x))))
+check_tensor, check_floating, check_real, as_floating = CHECKS.tensor, CHECKS.floating, CHECKS.real, CHECKS.operand
+setting, check_cond, check_axis, check_single_axis = CHECKS.setting, CHECKS.cond, CHECKS.axis, CHECKS.single_axis
 
 
 def broadcast_static(a: tf.TensorShape, b: tf.TensorShape, op: str, names: Tuple[str, str]) -> tf.TensorShape:
@@ -84,13 +49,6 @@ def broadcast_static(a: tf.TensorShape, b: tf.TensorShape, op: str, names: Tuple
         return tf.broadcast_static_shape(a, b)
     except ValueError:
         raise op_checks.no_broadcast((str(a), str(b)), names, op, SPELLING) from None
-
-
-def check_cond(cond: object, op: str) -> tf.Tensor:
-    """``safe_where``'s condition: a bool tensor."""
-    c = check_tensor(cond, "cond", op)
-    op_checks.check_bool_dtype(c.dtype.name, "cond", op, SPELLING)
-    return c
 
 
 def check_mask(mask: object, x: tf.Tensor, op: str) -> tf.Tensor:

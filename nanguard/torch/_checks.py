@@ -6,9 +6,12 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from nanguard.core import arguments
+from nanguard.core import arguments, op_checks
 
 Dim = Union[int, Sequence[int], None]
+
+# how the shared checks (nanguard.core.op_checks) name torch's things
+SPELLING = op_checks.Spelling("torch", "a torch.Tensor", "", "{name}.float()", "mask != 0")
 
 
 def check_tensor(x: object, name: str, op: str) -> torch.Tensor:

@@ -52,16 +52,10 @@ def _over_jvp(primals, tangents):
 
 @document("div", "jax")
 def div(a: Union[jax.Array, float], b: Union[jax.Array, float], fill: float = 0.0) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    The ``jnp.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
+    r"""The ``jnp.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
     at ``b = 0`` (the discarded branch still divides by zero). A divide-no-nan that returns
     0 for ``0 / 0`` also turns a NaN numerator into 0, hiding it; this one does not.
     Broadcasts like ``jnp.divide``.
-
-    {spec}
 
     The derivatives never square ``b`` (``div(0, 1e-20)`` has ∂b = 0, not 0·inf). A
     subnormal ``b`` counts as 0 where XLA flushes subnormals (on CPU): ``div(1e-30, 1e-40)``
@@ -70,8 +64,6 @@ def div(a: Union[jax.Array, float], b: Union[jax.Array, float], fill: float = 0.
     Dtypes promote as in torch (float16 with float32 gives float32); a Python number takes
     the other operand's dtype (``div(1, x)`` works) and float16/bfloat16 are computed in
     float32, so ``div(x_fp16, 1e5)`` is not ``x / inf``.
-
-    {args}
 
     Example:
         >>> nanguard.jax.div(jnp.array([1.0, 1.0]), jnp.array([2.0, 0.0]))   # [0.5, 0.0]
@@ -116,17 +108,9 @@ def _masked_mean_jvp(axes, primals, tangents):
 @document("masked_mean", "jax")
 def masked_mean(x: jax.Array, mask: Optional[jax.Array] = None, axis: Axis = None, keepdims: bool = False,
                 fill: float = 0.0, *, where: Optional[jax.Array] = None) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    Mean pooling over padded sequences written as ``jnp.sum(x, 1) / lengths`` is NaN for an
+    r"""Mean pooling over padded sequences written as ``jnp.sum(x, 1) / lengths`` is NaN for an
     empty sequence (0/0), so is ``jnp.mean(x, where=mask)`` of an empty row (value and
     gradient), and ``jnp.sum(x * mask)`` is NaN when a padded entry holds NaN.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = jnp.array([[1.0, 3.0, jnp.nan], [5.0, 7.0, 9.0]])

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from nanguard.core.opspec import document
-from nanguard.jax._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
+from nanguard.jax._checks import CHECKS, as_floating, broadcast_static, check_floating, check_single_axis, promote
 from nanguard.jax.ops._core import narrow, ratio_unless_both_zero, widen
 
 
@@ -41,17 +41,9 @@ def _xlogy_jvp(primals, tangents):
 
 @document("xlogy", "jax")
 def xlogy(x: jax.Array, y: Union[jax.Array, float]) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``jax.scipy.special.xlogy`` has the right value at ``x = y = 0``, but its gradient there
+    r"""``jax.scipy.special.xlogy`` has the right value at ``x = y = 0``, but its gradient there
     is ``-inf`` in ``x`` and NaN in ``y``, and it turns a NaN ``y`` into 0 when ``x = 0``;
     the hand-written ``x * jnp.log(y)`` is NaN already in the forward pass.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> p = jnp.array([0.0, 0.5])
@@ -86,20 +78,12 @@ def _entropy_jvp(axis, primals, tangents):
 
 @document("entropy", "jax")
 def entropy(p: jax.Array, axis: int = -1) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    The textbook ``-jnp.sum(p * jnp.log(p))`` is NaN as soon as one probability is exactly
+    r"""The textbook ``-jnp.sum(p * jnp.log(p))`` is NaN as soon as one probability is exactly
     0; ``jax.scipy.special.entr`` has the value but a +inf gradient at 0; clipping ``p`` to
     ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    {spec}
-
     The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
     are computed in float32.
-
-    {args}
 
     Example:
         >>> p = jnp.array([0.1, 0.2, 0.0, 0.7])
@@ -107,8 +91,7 @@ def entropy(p: jax.Array, axis: int = -1) -> jax.Array:
         >>> # gradient: [1.3025851, 0.6094379, 0.0, -0.643325]
     """
     p = check_floating(p, "p", "entropy")
-    if p.ndim == 0:
-        raise ValueError("nanguard.jax.entropy: `p` must have at least one dimension")
+    CHECKS.rank(p, 1, "`p`", "entropy")
     axis = check_single_axis(p, axis, "entropy")
     return narrow(_entropy(widen(p), axis), p.dtype)
 
@@ -130,20 +113,12 @@ def _cross_entropy_jvp(axis, primals, tangents):
 
 @document("cross_entropy_probs", "jax")
 def cross_entropy_probs(target: jax.Array, probs: jax.Array, axis: int = -1) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    The hand-written ``-jnp.sum(y * jnp.log(y_conv))`` of the seed stories is NaN when a
+    r"""The hand-written ``-jnp.sum(y * jnp.log(y_conv))`` of the seed stories is NaN when a
     predicted probability is exactly 0, even where the target is 0 too. Terms with
     ``target_i = 0`` contribute 0 with gradient 0 in ``probs_i`` for every probability
     (0 included). float16/bfloat16 inputs are computed in float32. If you have logits,
     prefer ``-jnp.sum(target * nanguard.jax.log_softmax(logits, axis), axis)`` (or
     ``optax.softmax_cross_entropy``).
-
-    {spec}
-
-    {args}
 
     Example:
         >>> target = jnp.array([0.0, 1.0, 0.0])
@@ -153,8 +128,7 @@ def cross_entropy_probs(target: jax.Array, probs: jax.Array, axis: int = -1) -> 
     target = check_floating(target, "target", "cross_entropy_probs")
     probs = check_floating(probs, "probs", "cross_entropy_probs")
     shape = broadcast_static(target, probs, "cross_entropy_probs", ("target", "probs"))
-    if len(shape) == 0:
-        raise ValueError("nanguard.jax.cross_entropy_probs: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cross_entropy_probs")
     axis = check_single_axis(shape, axis, "cross_entropy_probs")
     dtype = promote(target.dtype, probs.dtype)
     wt, wq = jnp.broadcast_arrays(widen(narrow(target, dtype)), widen(narrow(probs, dtype)))

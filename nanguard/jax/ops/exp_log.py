@@ -20,11 +20,7 @@ _NEG_INF = float("-inf")
 
 @document("softplus", "jax")
 def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32) or
+    r"""The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32) or
     ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
     *gradient* (``0 * inf``). ``jax.nn.softplus`` is finite, but its gradient is 27 float64
     ulps off (``logaddexp``'s), and ``jax.nn.softplus(beta * x) / beta`` overflows where
@@ -36,10 +32,6 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
     (never subnormal before the result), and ``x`` itself where the correction is below
     half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
     ``nanguard.torch``. float16/bfloat16 are computed in float32.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = jnp.array([0.0, 1.0, 100.0])
@@ -168,16 +160,8 @@ def _logaddexp_jvp(primals, tangents):
 
 @document("logaddexp", "jax")
 def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``jnp.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN.
+    r"""``jnp.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN.
     Broadcasts like ``jnp.logaddexp``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> a = jnp.array([-jnp.inf, 0.0])
@@ -221,16 +205,8 @@ def _logsumexp_jvp(axes, primals, tangents):
 @document("logsumexp", "jax")
 def logsumexp(x: jax.Array, axis: Axis = None, keepdims: bool = False, mask: Optional[jax.Array] = None, *,
               where: Optional[jax.Array] = None) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``jax.nn.logsumexp`` returns -inf for a slice that is all -inf (or fully masked with
+    r"""``jax.nn.logsumexp`` returns -inf for a slice that is all -inf (or fully masked with
     ``where=``) but its gradient there is NaN. This op agrees with it everywhere else.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = jnp.full((2, 3), -jnp.inf)

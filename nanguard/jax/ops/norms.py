@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from nanguard.core.opspec import document
 from nanguard.jax._checks import (
-    Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
+    CHECKS, Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
 )
 from nanguard.jax.ops._core import Axes, divide_no_nan, keep_axes, narrow, safe_range, safe_sqrt, widen
 
@@ -103,19 +103,11 @@ def _l2_norm_jvp(axes, primals, tangents):
 
 @document("norm", "jax")
 def norm(x: jax.Array, axis: Axis = None, keepdims: bool = False) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``jnp.linalg.norm`` has a NaN gradient at the zero vector, and ``jnp.linalg.norm`` of
+    r"""``jnp.linalg.norm`` has a NaN gradient at the zero vector, and ``jnp.linalg.norm`` of
     ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of the range:
     huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries (below
     1.2e-38 in float32) read as 0 where XLA flushes subnormals (on CPU): a subnormal vector
     is the zero vector there (value 0, gradient 0).
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = jnp.zeros(3)
@@ -203,49 +195,32 @@ def _cosine_jvp(axis, primals, tangents):
 
 @document("normalize", "jax")
 def normalize(x: jax.Array, axis: int = -1) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``x / jnp.linalg.norm(x, axis=-1, keepdims=True)`` is NaN at the zero vector, and the
+    r"""``x / jnp.linalg.norm(x, axis=-1, keepdims=True)`` is NaN at the zero vector, and the
     usual ``x / jnp.maximum(norm, 1e-12)`` biases vectors shorter than the epsilon. This op
     is exact for every nonzero vector, tiny (1e-30) and huge ones included; subnormal
     entries read as 0 where XLA flushes subnormals (on CPU), so a subnormal vector is the
     zero vector there.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = jnp.array([[3.0, 4.0], [0.0, 0.0]])
         >>> nanguard.jax.normalize(x)      # [[0.6, 0.8], [0.0, 0.0]]
     """
     x = check_floating(x, "x", "normalize")
-    if x.ndim == 0:
-        raise ValueError("nanguard.jax.normalize: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "normalize")
     axis = check_single_axis(x, axis, "normalize")
     return narrow(unit(widen(x), axis), x.dtype)
 
 
 @document("cosine_similarity", "jax")
 def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``optax.cosine_similarity`` and the usual ``a @ b / max(|a| |b|, eps)`` clamp the norm
+    r"""``optax.cosine_similarity`` and the usual ``a @ b / max(|a| |b|, eps)`` clamp the norm
     below by an epsilon, which biases the value for short vectors and makes the gradient at
     zero vectors depend on it; without the epsilon it is NaN there. Broadcasts like ``jnp``
     binary ops.
 
-    {spec}
-
     Huge and tiny vectors give the exact cosine; subnormal ones count as 0 where XLA flushes
     subnormals (on CPU). The value can exceed 1 by a rounding error; :func:`acos` accepts
     that.
-
-    {args}
 
     Example:
         >>> a = jnp.array([[1.0, 0.0], [0.0, 0.0]])
@@ -254,8 +229,7 @@ def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
     a = check_floating(a, "a", "cosine_similarity")
     b = check_floating(b, "b", "cosine_similarity")
     shape = broadcast_static(a, b, "cosine_similarity", ("a", "b"))
-    if len(shape) == 0:
-        raise ValueError("nanguard.jax.cosine_similarity: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cosine_similarity")
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = jnp.broadcast_arrays(widen(narrow(a, dtype)), widen(narrow(b, dtype)))

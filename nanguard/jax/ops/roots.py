@@ -14,22 +14,14 @@ from nanguard.jax.ops._core import narrow, safe_sqrt, widen
 
 @document("sqrt", "jax")
 def sqrt(x: jax.Array) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``jnp.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    r"""``jnp.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
     upstream zero (from ``jnp.where``, a mask, a ReLU) multiplies it; ``jnp.sqrt(-1e-9)`` is
     NaN. This op returns the same values and gradients everywhere else.
-
-    {spec}
 
     A subnormal ``x`` (below 1.2e-38 in float32) reads as 0 where XLA flushes subnormals (on CPU):
     ``sqrt(1.8e-40)`` is 0 there, with gradient 0, not 1.3e-20.
 
     NaN inputs give NaN.
-
-    {args}
 
     Example:
         >>> x = jnp.array([0.0, 4.0])
@@ -62,20 +54,12 @@ def _positive_power_jvp(p, primals, tangents):
 
 @document("pow", "jax")
 def pow(x: jax.Array, exponent: float) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    For ``0 < p < 1``, ``jnp.power(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    r"""For ``0 < p < 1``, ``jnp.power(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask): ``jax.grad(lambda x: x ** (1 / 3))(0.0)`` is inf. This op equals
     ``jnp.power`` for ``x > 0``.
 
-    {spec}
-
     ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
     infinite and no finite convention exists (use ``div(1, pow(x, -p))``).
-
-    {args}
 
     Example:
         >>> x = jnp.array([0.0, 8.0])

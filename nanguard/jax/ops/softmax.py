@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from nanguard.core.opspec import document
-from nanguard.jax._checks import Axis, check_axis, check_floating, check_mask, pick_mask
+from nanguard.jax._checks import CHECKS, Axis, check_axis, check_floating, check_mask, pick_mask
 from nanguard.jax.ops._core import Axes, divide_no_nan, narrow, widen
 
 _NEG_INF = float("-inf")
@@ -60,8 +60,7 @@ def _log_softmax_jvp(axes, primals, tangents):
 
 def _prepare(x, axis, mask, where, op):
     x = check_floating(x, "x", op)
-    if x.ndim == 0:
-        raise ValueError(f"nanguard.jax.{op}: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", op)
     axes = check_axis(x, axis, op)
     mask = pick_mask(mask, where, op)
     if mask is not None:
@@ -72,18 +71,10 @@ def _prepare(x, axis, mask, where, op):
 @document("softmax", "jax")
 def softmax(x: jax.Array, axis: Axis = -1, mask: Optional[jax.Array] = None, *,
             where: Optional[jax.Array] = None) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    r"""Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``jax.nn.softmax`` returns NaN for it (without ``where=``),
     which poisons every gradient. Elsewhere the values equal ``jax.nn.softmax`` of the kept
     entries.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> scores = jnp.array([[1.0, 2.0], [-jnp.inf, -jnp.inf]])
@@ -99,18 +90,10 @@ def softmax(x: jax.Array, axis: Axis = -1, mask: Optional[jax.Array] = None, *,
 @document("log_softmax", "jax")
 def log_softmax(x: jax.Array, axis: Axis = -1, mask: Optional[jax.Array] = None, *,
                 where: Optional[jax.Array] = None) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    Values equal ``jax.nn.log_softmax`` of the kept entries.
-
-    {spec}
+    r"""Values equal ``jax.nn.log_softmax`` of the kept entries.
 
     ``jax.nn.log_softmax(where=)`` puts ``-inf`` at masked entries; this op puts the 0
     placeholder there.
-
-    {args}
 
     Example:
         >>> logits = jnp.array([[2.0, 0.0, 5.0]])

@@ -45,16 +45,8 @@ def _inverse_sine_jvp(tolerance, sign, primals, tangents):
 
 @document("asin", "jax")
 def asin(x: jax.Array) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    ``jnp.arcsin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
+    r"""``jnp.arcsin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
     dot product of unit vectors easily produces.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> nanguard.jax.asin(jnp.array([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
@@ -65,17 +57,9 @@ def asin(x: jax.Array) -> jax.Array:
 
 @document("acos", "jax")
 def acos(x: jax.Array) -> jax.Array:
-    r"""{summary}
-
-    {formula}
-
-    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    r"""The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors (``jax.grad(jnp.arccos)(1.0)`` is -inf) and is NaN when
     rounding pushes the cosine to ``1.0000001``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> nanguard.jax.acos(jnp.array([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]

@@ -37,15 +37,9 @@ def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
 
 @document("div", "tf")
 def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The ``tf.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
+    r"""The ``tf.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
     at ``b = 0`` (the discarded branch still divides by zero). ``tf.math.divide_no_nan`` is
     right there but turns a NaN numerator into 0, hiding it. Broadcasts like ``tf.math.divide``.
-
-    {spec}
 
     A subnormal ``b`` counts as 0 where TensorFlow flushes subnormals (its CPU kernels and
     XLA do): ``div(1e-30, 1e-40)`` is ``fill`` there.
@@ -53,8 +47,6 @@ def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tenso
     Dtypes promote as in torch (float16 with float32 gives float32); a Python number ``b``
     takes ``a``'s dtype and float16/bfloat16 are computed in float32, so ``div(x_fp16, 1e5)``
     is not ``x / inf``.
-
-    {args}
 
     Example:
         >>> nanguard.tf.div(tf.constant([1.0, 1.0]), tf.constant([2.0, 0.0]))   # [0.5, 0.0]
@@ -75,17 +67,9 @@ def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tenso
 @document("masked_mean", "tf")
 def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool = False,
                 fill: float = 0.0) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Mean pooling over padded sequences written as ``reduce_sum(x, 1) / lengths`` is NaN for
+    r"""Mean pooling over padded sequences written as ``reduce_sum(x, 1) / lengths`` is NaN for
     an empty sequence (0/0, also Keras ``GlobalAveragePooling1D`` with a mask), and
     ``reduce_sum(x * mask)`` is NaN when a padded entry holds NaN.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = tf.constant([[1.0, 3.0, float("nan")], [5.0, 7.0, 9.0]])

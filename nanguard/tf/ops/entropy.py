@@ -7,7 +7,7 @@ from typing import Union
 import tensorflow as tf
 
 from nanguard.core.opspec import document
-from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
+from nanguard.tf._checks import CHECKS, as_floating, broadcast_static, check_floating, check_single_axis, promote
 from nanguard.tf.ops._core import broadcast_pair, nan_where_nan, narrow, ratio_unless_both_zero, select, widen
 
 
@@ -37,18 +37,10 @@ def _xlogy(x: tf.Tensor, y: tf.Tensor):
 
 @document("xlogy", "tf")
 def xlogy(x: tf.Tensor, y: Union[tf.Tensor, float]) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.math.xlogy`` has the right value at ``x = y = 0``, but its gradient in ``x`` at
+    r"""``tf.math.xlogy`` has the right value at ``x = y = 0``, but its gradient in ``x`` at
     ``x = 0 < y`` is 0 instead of ``log y``, it turns a NaN ``y`` into 0 when ``x = 0``,
     and its second derivative at ``x = y = 0`` is NaN; the hand-written ``x * tf.math.log(y)``
     is NaN already in the forward pass.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> p = tf.constant([0.0, 0.5])
@@ -82,19 +74,11 @@ def _entropy(p: tf.Tensor, axis: int) -> tf.Tensor:
 
 @document("entropy", "tf")
 def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
+    r"""The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
     exactly 0; clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
-
-    {spec}
 
     The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
     are computed in float32.
-
-    {args}
 
     Example:
         >>> p = tf.constant([0.1, 0.2, 0.0, 0.7])
@@ -103,8 +87,7 @@ def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
     """
     p = check_floating(p, "p", "entropy")
     axis = check_single_axis(p, axis, "entropy")
-    if p.shape.rank == 0:
-        raise ValueError("nanguard.tf.entropy: `p` must have at least one dimension")
+    CHECKS.rank(p, 1, "`p`", "entropy")
     return narrow(_entropy(widen(p), axis), p.dtype)
 
 
@@ -142,19 +125,11 @@ def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
 
 @document("cross_entropy_probs", "tf")
 def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
+    r"""The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
     a predicted probability is exactly 0, even where the target is 0 too. Terms with
     ``target_i = 0`` contribute 0 with gradient 0 in ``probs_i`` for every probability
     (0 included). float16/bfloat16 inputs are computed in float32. If you have logits,
     prefer ``-tf.reduce_sum(target * nanguard.tf.log_softmax(logits, axis), axis)``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> target = tf.constant([0.0, 1.0, 0.0])
@@ -164,8 +139,7 @@ def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> 
     target = check_floating(target, "target", "cross_entropy_probs")
     probs = check_floating(probs, "probs", "cross_entropy_probs")
     shape = broadcast_static(target.shape, probs.shape, "cross_entropy_probs", ("target", "probs"))
-    if shape.rank == 0:
-        raise ValueError("nanguard.tf.cross_entropy_probs: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cross_entropy_probs")
     axis = check_single_axis(shape, axis, "cross_entropy_probs")
     dtype = promote(target.dtype, probs.dtype)
     wt, wq = broadcast_pair(widen(narrow(target, dtype)), widen(narrow(probs, dtype)))

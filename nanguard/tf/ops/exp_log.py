@@ -18,11 +18,7 @@ _NEG_INF = float("-inf")
 
 @document("softplus", "tf")
 def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The textbook ``tf.math.log1p(tf.exp(x))`` overflows to inf for ``x > 88`` (float32) or
+    r"""The textbook ``tf.math.log1p(tf.exp(x))`` overflows to inf for ``x > 88`` (float32) or
     ``x > 11`` (float16), and masking the inf with ``tf.where`` still leaves a NaN *gradient*
     (``0 * inf``). ``tf.nn.softplus`` is finite but returns ``exp(x)`` below ``x = -13.9``
     in float32, 7 ulps off (``log1p(e) = e - e²/2``), and ``tf.nn.softplus(beta * x) / beta``
@@ -34,10 +30,6 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
     (never subnormal before the result), and ``x`` itself where the correction is below
     half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
     ``nanguard.torch``. float16/bfloat16 are computed in float32.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = tf.constant([0.0, 1.0, 100.0])
@@ -149,16 +141,8 @@ def _logaddexp(a: tf.Tensor, b: tf.Tensor):
 
 @document("logaddexp", "tf")
 def logaddexp(a: tf.Tensor, b: Union[tf.Tensor, float]) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.experimental.numpy.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient
+    r"""``tf.experimental.numpy.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient
     there is NaN. Broadcasts like TensorFlow's binary ops.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> a = tf.constant([float("-inf"), 0.0])
@@ -197,16 +181,8 @@ def _logsumexp(x: tf.Tensor, axes) -> tf.Tensor:
 
 @document("logsumexp", "tf")
 def logsumexp(x: tf.Tensor, axis: Axis = None, keepdims: bool = False, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.reduce_logsumexp`` returns -inf for a slice that is all -inf but its gradient there
+    r"""``tf.reduce_logsumexp`` returns -inf for a slice that is all -inf but its gradient there
     is NaN. This op agrees with it everywhere else.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = tf.fill([2, 3], float("-inf"))

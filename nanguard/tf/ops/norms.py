@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from nanguard.core.opspec import document
 from nanguard.tf._checks import (
-    Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
+    CHECKS, Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
 )
 from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, safe_range, safe_sqrt, widen
 
@@ -94,19 +94,11 @@ def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
 
 @document("norm", "tf")
 def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
+    r"""``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
     ``tf.norm`` of ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of
     the range: huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries
     (below 1.2e-38 in float32) read as 0, since TensorFlow's CPU kernels and XLA flush
     subnormals: a subnormal vector is the zero vector there (value 0, gradient 0).
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = tf.zeros([3])
@@ -152,49 +144,32 @@ def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
 
 @document("normalize", "tf")
 def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
+    r"""``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
     ``1e-6`` come out shorter than 1, and ``keras.ops.normalize`` has a NaN second derivative
     at the zero vector. This op is exact for every nonzero vector, tiny (1e-30) and huge ones
     included; subnormal entries read as 0 where TensorFlow flushes subnormals (its CPU
     kernels and XLA do), so a subnormal vector is the zero vector there.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = tf.constant([[3.0, 4.0], [0.0, 0.0]])
         >>> nanguard.tf.normalize(x)      # [[0.6, 0.8], [0.0, 0.0]]
     """
     x = check_floating(x, "x", "normalize")
-    if x.shape.rank == 0:
-        raise ValueError("nanguard.tf.normalize: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "normalize")
     axis = check_single_axis(x, axis, "normalize")
     return narrow(unit(widen(x), axis), x.dtype)
 
 
 @document("cosine_similarity", "tf")
 def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``keras.losses.cosine_similarity`` and ``tf.math.l2_normalize`` clamp the norm below by
+    r"""``keras.losses.cosine_similarity`` and ``tf.math.l2_normalize`` clamp the norm below by
     an epsilon, which biases the value for short vectors and makes the gradient at zero
     vectors depend on it. Computed as ``sum(normalize(a) * normalize(b))``; broadcasts like
     TensorFlow's binary ops.
 
-    {spec}
-
     Huge vectors give the exact cosine; subnormal ones count as 0 where TensorFlow flushes
     subnormals (its CPU kernels and XLA do). The value can exceed 1 by a rounding error;
     :func:`acos` accepts that.
-
-    {args}
 
     Example:
         >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])
@@ -203,8 +178,7 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     a = check_floating(a, "a", "cosine_similarity")
     b = check_floating(b, "b", "cosine_similarity")
     shape = broadcast_static(a.shape, b.shape, "cosine_similarity", ("a", "b"))
-    if shape.rank == 0:
-        raise ValueError("nanguard.tf.cosine_similarity: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cosine_similarity")
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = broadcast_pair(widen(narrow(a, dtype)), widen(narrow(b, dtype)))

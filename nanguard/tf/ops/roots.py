@@ -11,22 +11,14 @@ from nanguard.tf.ops._core import narrow, safe_sqrt, select, widen
 
 @document("sqrt", "tf")
 def sqrt(x: tf.Tensor) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    r"""``tf.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
     upstream zero (from ``tf.where``, a mask, a ReLU) multiplies it; ``tf.sqrt(-1e-9)`` is
     NaN. This op returns the same values and gradients everywhere else.
-
-    {spec}
 
     A subnormal ``x`` (below 1.2e-38 in float32) reads as 0 where TensorFlow flushes subnormals (its CPU kernels and XLA do):
     ``sqrt(1.8e-40)`` is 0 there, with gradient 0, not 1.3e-20.
 
     NaN inputs give NaN.
-
-    {args}
 
     Example:
         >>> x = tf.constant([0.0, 4.0])
@@ -63,19 +55,11 @@ def _positive_power(x: tf.Tensor, p: float) -> tf.Tensor:
 
 @document("pow", "tf")
 def pow(x: tf.Tensor, exponent: float) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    For ``0 < p < 1``, ``tf.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    r"""For ``0 < p < 1``, ``tf.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask). This op equals ``tf.pow`` for ``x > 0``.
-
-    {spec}
 
     ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
     infinite and no finite convention exists.
-
-    {args}
 
     Example:
         >>> x = tf.constant([0.0, 8.0])

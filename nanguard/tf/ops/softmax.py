@@ -7,7 +7,7 @@ from typing import Optional
 import tensorflow as tf
 
 from nanguard.core.opspec import document
-from nanguard.tf._checks import check_floating, check_mask, check_single_axis
+from nanguard.tf._checks import CHECKS, check_floating, check_mask, check_single_axis
 from nanguard.tf.ops._core import narrow, select, widen
 
 _NEG_INF = float("-inf")
@@ -82,25 +82,16 @@ def _prepare(x, axis, mask, op):
 
 @document("softmax", "tf")
 def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    r"""Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``tf.nn.softmax`` returns NaN for it, which poisons every
     gradient. Elsewhere the values equal ``tf.nn.softmax`` of the kept entries.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> scores = tf.constant([[1.0, 2.0], [float("-inf"), float("-inf")]])
         >>> nanguard.tf.softmax(scores, axis=-1)        # [[0.2689, 0.7311], [0.0, 0.0]]
     """
     x, axis, mask = _prepare(x, axis, mask, "softmax")
-    if x.shape.rank == 0:
-        raise ValueError("nanguard.tf.softmax: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "softmax")
     scores = widen(x)
     if mask is not None:
         scores = select(mask, scores, tf.constant(_NEG_INF, scores.dtype))
@@ -109,15 +100,7 @@ def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> t
 
 @document("log_softmax", "tf")
 def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Values equal ``tf.nn.log_softmax`` of the kept entries.
-
-    {spec}
-
-    {args}
+    r"""Values equal ``tf.nn.log_softmax`` of the kept entries.
 
     Example:
         >>> logits = tf.constant([[2.0, 0.0, 5.0]])
@@ -125,8 +108,7 @@ def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) 
         >>> nanguard.tf.log_softmax(logits, axis=-1, mask=keep)   # [[-0.1269, -2.1269, 0.0]]
     """
     x, axis, mask = _prepare(x, axis, mask, "log_softmax")
-    if x.shape.rank == 0:
-        raise ValueError("nanguard.tf.log_softmax: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "log_softmax")
     scores = widen(x)
     if mask is None:
         return narrow(_log_softmax(scores, axis), x.dtype)

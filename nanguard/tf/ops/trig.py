@@ -43,16 +43,8 @@ def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
 
 @document("asin", "tf")
 def asin(x: tf.Tensor) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
+    r"""``tf.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
     dot product of unit vectors easily produces.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> nanguard.tf.asin(tf.constant([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
@@ -63,17 +55,9 @@ def asin(x: tf.Tensor) -> tf.Tensor:
 
 @document("acos", "tf")
 def acos(x: tf.Tensor) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    r"""The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors (``tf.acos(1.)``'s is -inf) and is NaN when rounding pushes
     the cosine to ``1.0000001``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> nanguard.tf.acos(tf.constant([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]

@@ -22,19 +22,11 @@ def safe_where(
     other: Other = 0.0,
     safe: Union[float, tf.Tensor] = 1.0,
 ) -> tf.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``tf.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond`` is
+    r"""``tf.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond`` is
     False the result is discarded, but the backward pass still multiplies a zero upstream
     gradient by ``fn``'s local derivative there, and ``0 * inf = NaN`` (e.g. ``1/x`` or
     ``log(x)`` at 0). The double-where recipe fixes that: evaluate ``fn`` on
     ``where(cond, x, safe)`` so its derivative is finite everywhere, then select.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = tf.constant([-1.0, 0.0, 1.0])

@@ -80,21 +80,13 @@ def _without_nan(is_zero: torch.Tensor, a: torch.Tensor, quotient: torch.Tensor)
 @public_op()
 @document("div", "torch")
 def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The ``torch.where(b == 0, 0, a / b)`` idiom has the right value but a NaN or inf
+    r"""The ``torch.where(b == 0, 0, a / b)`` idiom has the right value but a NaN or inf
     gradient at ``b = 0`` (the discarded branch still divides by zero); this op gives the
     gradient of the branch actually taken. Broadcasts like ``torch.div``.
-
-    {spec}
 
     Dtypes follow torch's promotion (as ``torch.result_type``: a 0-d tensor or a Python number
     does not widen a dimensioned tensor), and a Python number ``b`` is applied in float32
     for float16/bfloat16 ``a``, as torch does, so ``div(x_fp16, 1e5)`` is not ``x / inf``.
-
-    {args}
 
     Example:
         >>> nanguard.div(torch.tensor([1.0, 1.0]), torch.tensor([2.0, 0.0]))
@@ -166,16 +158,8 @@ def masked_mean(
     keepdim: bool = False,
     fill: float = 0.0,
 ) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Mean pooling over padded sequences written as ``x.sum(1) / lengths`` is NaN for an
+    r"""Mean pooling over padded sequences written as ``x.sum(1) / lengths`` is NaN for an
     empty sequence (0/0), and ``(x * mask).sum()`` is NaN when a padded entry holds NaN.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.tensor([[1.0, 3.0, float("nan")], [5.0, 7.0, 9.0]])

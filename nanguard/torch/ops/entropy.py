@@ -56,17 +56,9 @@ class _Xlogy(SafeFunction):
 @public_op(reports_inf=True)
 @document("xlogy", "torch")
 def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.xlogy`` has the right value but its gradient with respect to ``y`` at
+    r"""``torch.xlogy`` has the right value but its gradient with respect to ``y`` at
     ``x = y = 0`` is ``0 / 0 = NaN``; the hand-written ``x * torch.log(y)`` is already NaN
     in the forward pass. This op equals ``torch.xlogy`` in value everywhere.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> p = torch.tensor([0.0, 0.5], requires_grad=True)
@@ -115,18 +107,10 @@ class _Entropy(SafeFunction):
 @public_op()
 @document("entropy", "torch")
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The textbook ``-(p * p.log()).sum()`` is NaN as soon as one probability is exactly 0;
+    r"""The textbook ``-(p * p.log()).sum()`` is NaN as soon as one probability is exactly 0;
     clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    {spec}
-
     The input is not required to sum to 1; no normalisation is applied.
-
-    {args}
 
     Example:
         >>> p = torch.tensor([0.1, 0.2, 0.0, 0.7], requires_grad=True)
@@ -208,11 +192,7 @@ class _CrossEntropy(SafeFunction):
 @public_op(reports_inf=True)
 @document("cross_entropy_probs", "torch")
 def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
+    r"""The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
     a predicted probability is exactly 0, even where the target is 0 too. It does not call
     :func:`xlogy`: it is its own autograd Function, whose forward computes ``target * log(probs)``
     with ``log probs_i`` replaced by 0 exactly where ``target_i = probs_i = 0``, and whose
@@ -222,10 +202,6 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     (terms of opposite sign overflowing to inf - inf, for targets beyond 1e36) is recomputed
     in float64 on eager CPU; elsewhere the targets are scaled by a power of two per slice. If you have
     logits, prefer ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> target = torch.tensor([0.0, 1.0, 0.0])

@@ -26,11 +26,7 @@ _SOFTPLUS_DEFAULT_THRESHOLD = 20.0
 @public_op()
 @document("softplus", "torch")
 def softplus(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The textbook ``x.exp().log1p()`` overflows to inf for ``x > 88`` (float32) or ``x > 11``
+    r"""The textbook ``x.exp().log1p()`` overflows to inf for ``x > 88`` (float32) or ``x > 11``
     (float16), and masking the inf with ``torch.where`` still leaves a NaN *gradient*
     (``0 * inf``). This op is exact everywhere: for large ``beta * x`` it returns ``x``
     only where ``log1p(exp(-beta * x))`` is below half an ulp of ``x``, so there is no
@@ -45,10 +41,6 @@ def softplus(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     beta. Cost, forward and backward on 1e6 floats: ``beta=1`` (or any power of two >= 1)
     as torch; other betas up to 4x torch when some ``beta * x < -4`` (eager CPU recomputes
     only those entries).
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.tensor([0.0, 1.0, 100.0], requires_grad=True)
@@ -217,16 +209,8 @@ class _LogAddExp(SafeFunction):
 @public_op()
 @document("logaddexp", "torch")
 def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN
+    r"""``torch.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN
     (``exp(-inf - (-inf))``). Broadcasts like ``torch.logaddexp``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> a = torch.tensor([float("-inf"), 0.0], requires_grad=True)
@@ -272,16 +256,8 @@ def logsumexp(
     keepdim: bool = False,
     mask: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.logsumexp`` returns -inf for a slice that is all -inf but its gradient there is
+    r"""``torch.logsumexp`` returns -inf for a slice that is all -inf but its gradient there is
     NaN. This op agrees with it everywhere else.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.full((2, 3), float("-inf"), requires_grad=True)

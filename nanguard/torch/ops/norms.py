@@ -92,18 +92,10 @@ class _Norm(SafeFunction):
 @public_op()
 @document("norm", "torch")
 def norm(x: torch.Tensor, dim: Union[int, Sequence[int], None] = None, keepdim: bool = False) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Writing ``torch.sqrt((x ** 2).sum())`` gives an inf/NaN gradient at the zero vector;
+    r"""Writing ``torch.sqrt((x ** 2).sum())`` gives an inf/NaN gradient at the zero vector;
     ``torch.linalg.vector_norm`` fixes the first derivative but its second derivative
     there is NaN, and it overflows for entries above ~1e19 (float32) and returns 0 for
     subnormal vectors. This op is exact at both ends of the range.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.zeros(3, requires_grad=True)
@@ -157,17 +149,9 @@ class _Normalize(SafeFunction):
 @public_op()
 @document("normalize", "torch")
 def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.nn.functional.normalize`` divides by ``max(||x||, 1e-12)``: for the zero vector
+    r"""``torch.nn.functional.normalize`` divides by ``max(||x||, 1e-12)``: for the zero vector
     its gradient is ``1e12``, and vectors shorter than ``1e-12`` come out shorter than 1.
     This op is exact for every nonzero vector, subnormal and huge ones included.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.tensor([[3.0, 4.0], [0.0, 0.0]], requires_grad=True)
@@ -249,20 +233,12 @@ class _Cosine(SafeFunction):
 @public_op()
 @document("cosine_similarity", "torch")
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.nn.functional.cosine_similarity`` clamps ``||a|| ||b||`` below by ``eps``,
+    r"""``torch.nn.functional.cosine_similarity`` clamps ``||a|| ||b||`` below by ``eps``,
     which biases the value for short vectors and makes the gradient at zero vectors
     depend on ``eps``. Broadcasts like the torch function.
 
-    {spec}
-
     Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
     error; :func:`nanguard.acos` accepts that.
-
-    {args}
 
     Example:
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])

@@ -37,19 +37,11 @@ class _Sqrt(SafeFunction):
 @public_op()
 @document("sqrt", "torch")
 def sqrt(x: torch.Tensor) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    r"""``torch.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
     upstream zero (from ``where``, a mask, a ReLU) multiplies it. This op returns the same
     values and gradients everywhere else.
 
-    {spec}
-
     NaN inputs give NaN.
-
-    {args}
 
     Example:
         >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
@@ -99,19 +91,11 @@ class _NonNegativePow(SafeFunction):
 @public_op()
 @document("pow", "torch")
 def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    For ``0 < p < 1``, ``torch.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    r"""For ``0 < p < 1``, ``torch.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask). This op equals ``torch.pow`` for ``x > 0``.
-
-    {spec}
 
     ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
     infinite and no finite convention exists.
-
-    {args}
 
     Example:
         >>> x = torch.tensor([0.0, 8.0], requires_grad=True)

@@ -118,17 +118,9 @@ def _prepare(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor], op: str) -
 @public_op()
 @document("softmax", "torch")
 def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    r"""Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``torch.softmax`` returns NaN for it, which poisons every
     gradient. Elsewhere the values equal ``torch.softmax`` of the kept entries.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> scores = torch.tensor([[1.0, 2.0], [float("-inf"), float("-inf")]])
@@ -143,15 +135,7 @@ def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> t
 @public_op()
 @document("log_softmax", "torch")
 def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    Values equal ``torch.log_softmax`` of the kept entries.
-
-    {spec}
-
-    {args}
+    r"""Values equal ``torch.log_softmax`` of the kept entries.
 
     Example:
         >>> logits = torch.tensor([[2.0, 0.0, 5.0]])

@@ -75,18 +75,10 @@ def _shift_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) ->
 @public_op()
 @document("var", "torch")
 def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.var`` returns NaN (with a warning) when a slice has ``N <= correction``
+    r"""``torch.var`` returns NaN (with a warning) when a slice has ``N <= correction``
     elements, e.g. one element with the default ``correction=1``, or an empty slice.
 
-    {spec}
-
     Elsewhere identical to ``torch.var`` (value, gradient, second derivative).
-
-    {args}
 
     Example:
         >>> nanguard.var(torch.tensor([3.0]))
@@ -176,17 +168,9 @@ class _Std(SafeFunction):
 @public_op()
 @document("std", "torch")
 def std(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.std`` of a constant slice has gradient 0 but its *second* derivative is NaN, and
+    r"""``torch.std`` of a constant slice has gradient 0 but its *second* derivative is NaN, and
     for ``N <= correction`` its value is NaN. Huge inputs whose squares overflow (float64
     beyond 1e154, bfloat16 beyond 1e19) still give the finite standard deviation.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.ones(4, requires_grad=True)

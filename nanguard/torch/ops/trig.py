@@ -72,16 +72,8 @@ class _InverseSine(SafeFunction):
 @public_op()
 @document("asin", "torch")
 def asin(x: torch.Tensor) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
+    r"""``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
     a dot product of unit vectors easily produces.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.tensor([1.0, 0.5], requires_grad=True)
@@ -95,17 +87,9 @@ def asin(x: torch.Tensor) -> torch.Tensor:
 @public_op()
 @document("acos", "torch")
 def acos(x: torch.Tensor) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    r"""The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors and is NaN when rounding pushes the cosine to
     ``1.0000001``.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.tensor([1.0000001, 0.0], requires_grad=True)

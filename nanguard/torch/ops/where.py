@@ -20,19 +20,11 @@ def safe_where(
     other: Other = 0.0,
     safe: Union[float, torch.Tensor] = 1.0,
 ) -> torch.Tensor:
-    r"""{summary}
-
-    {formula}
-
-    ``torch.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond``
+    r"""``torch.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond``
     is False the result is discarded, but the backward pass still multiplies a zero
     upstream gradient by ``fn``'s local derivative there, and ``0 * inf = NaN``
     (e.g. ``1/x`` or ``log(x)`` at 0). The double-where recipe fixes that: evaluate ``fn``
     on ``where(cond, x, safe)`` so its derivative is finite everywhere, then select.
-
-    {spec}
-
-    {args}
 
     Example:
         >>> x = torch.tensor([-1.0, 0.0, 1.0], requires_grad=True)
