@@ -171,6 +171,26 @@ def rows_and_features(x: Optional[Tuple[Optional[int], ...]], y: Optional[Tuple[
             raise ValueError(f"{where}: batch dimensions {x[:-2]} and {y[:-2]} do not broadcast")
 
 
+def need_callable(fn: object, name: str, op: str, sp: Spelling) -> None:
+    """Refuse an argument ``name`` that should be a function."""
+    if not callable(fn):
+        raise TypeError(f"{sp.where(op)}: `{name}` must be callable, got {type(fn).__name__}")
+
+
+def branch_value(value: object, name: str, op: str, sp: Spelling, is_tensor: Callable[[object], bool]) -> object:
+    """``safe_where``'s ``safe``, ``other`` (already called when a callable) or ``fn``'s result
+    (``name`` ``"fn"``): a tensor, returned as it is, or for ``safe``/``other`` a real number,
+    returned as a float."""
+    if is_tensor(value):
+        return value
+    if name == "fn":
+        raise TypeError(f"{sp.where(op)}: `fn` must return {sp.a_noun}, got {type(value).__name__}")
+    if not arguments.is_real_number(value):
+        what = f"a number or {sp.noun}" if name == "safe" else f"{sp.a_noun}, number or callable"
+        raise TypeError(f"{sp.where(op)}: `{name}` must be {what}, got {type(value).__name__}")
+    return float(cast(float, value))
+
+
 class Checks:
     """The argument checks of one backend, from how it reads its tensors.
 
@@ -236,5 +256,5 @@ class Checks:
         need_rank(rank, least, what, shape, op, self.spelling)
 
 
-__all__ = ["Checks", "correction", "need_rank", "rows_and_features", "Spelling", "FLOATING_NAMES", "refuse_type", "check_float_dtype", "check_bool_dtype", "setting",
+__all__ = ["Checks", "correction", "need_rank", "rows_and_features", "need_callable", "branch_value", "Spelling", "FLOATING_NAMES", "refuse_type", "check_float_dtype", "check_bool_dtype", "setting",
            "axes", "single_axis", "no_broadcast", "mask_misfit", "pick_mask"]

@@ -95,7 +95,8 @@ SPECS: Tuple[OpSpec, ...] = (
                                   Arg("axis", "axis", "the {axis} to sum over.")), (
         "``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf; the convention "
         "of the double-where recipe).",
-        "``p_i < 0`` or NaN: NaN, as in the textbook formula.")),
+        "``p_i < 0`` or NaN: NaN, as in the textbook formula.",
+        "``p`` that does not sum to 1: used as it is (no normalisation is applied).")),
     OpSpec("cross_entropy_probs", "entropy",
            'Cross-entropy ``-sum(target * log(probs))`` over ``{axis}`` between two distributions.',
            (r'H(t, q) = -\sum_i t_i \log q_i',),
@@ -112,7 +113,8 @@ SPECS: Tuple[OpSpec, ...] = (
            (_X,), (
         "``x = 0``: value 0, gradient 0 (the minimum-norm subgradient).",
         "``x < 0`` (e.g. ``-1e-9`` from cancellation in ``a² + b² - 2ab``): treated as 0, value 0, gradient 0.",
-        "Second and higher derivatives at 0 are 0 as well.")),
+        "Second and higher derivatives at 0 are 0 as well.",
+        "NaN inputs give NaN.")),
     OpSpec("pow", "roots",
            'Power of the non-negative part, ``max(x, 0) ** p`` for ``p > 0``, finite gradient at 0.',
            (r'\operatorname{pow}(x, p) = \max(x, 0)^p, \qquad',
@@ -121,7 +123,9 @@ SPECS: Tuple[OpSpec, ...] = (
         "``x = 0``: value 0, gradient 0 for every ``p > 0`` (minimum-norm subgradient; for ``p = 1`` this "
         "makes ``pow(x, 1)`` a ReLU with ReLU's gradient convention).",
         "``x < 0``: treated as 0 (value 0, gradient 0), as in :func:`sqrt`.",
-        "Second and higher derivatives at 0 are 0.")),
+        "Second and higher derivatives at 0 are 0.",
+        "``p <= 0`` is refused (``exponent`` must be a finite number > 0): the value at 0 is infinite and no "
+        "finite convention exists (use ``div(1, pow(x, -p))``).")),
     OpSpec("norm", "norms",
            'Euclidean (L2) norm over ``{axis}`` (all {axes} by default), safe at the zero vector.',
            (r'\|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad',
@@ -144,7 +148,9 @@ SPECS: Tuple[OpSpec, ...] = (
                                           Arg("b", "tensor", "floating {tensor}, broadcast with ``a``."),
                                           Arg("axis", "axis", "the {axis} of the vectors.")), (
         "``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare); but NaN, with NaN "
-        "gradients, when the other vector holds NaN.",)),
+        "gradients, when the other vector holds NaN.",
+        "a value above 1 by a rounding error (nearly parallel vectors): returned as it is; :func:`acos` "
+        "accepts it.")),
     OpSpec("distance_matrix", "distance",
            'Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).',
            (r'D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =',

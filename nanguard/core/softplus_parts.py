@@ -11,6 +11,18 @@ textbook formula cannot see (``nanguard.torch`` repairs the same ones):
 The backends therefore compute ``beta * x = hi + lo`` exactly (Dekker's two-product, with
 the constants below) and the tail as ``exp(hi - log(beta))`` with ``log(beta)`` in two parts.
 Everything here is plain Python: rounding to float32 goes through :mod:`struct`.
+
+The branches, with t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x
+exactly, e = exp(-|t|) and s = sigmoid(t):
+
+* t > HUGE: x (gradient 1), also where t overflows;
+* tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
+  gradient exp(t) (1 + lo);
+* otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
+
+Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
+replaced, the tail's t capped), so the native derivative of the gradient, the second
+derivative, has no 0 * inf.
 """
 
 from __future__ import annotations

@@ -20,6 +20,13 @@ def check_tensor(x: object, name: str, op: str) -> torch.Tensor:
     return x
 
 
+def check_cond(cond: object, op: str) -> torch.Tensor:
+    """``safe_where``'s condition: a bool tensor."""
+    cond = check_tensor(cond, "cond", op)
+    op_checks.check_bool_dtype(str(cond.dtype).removeprefix("torch."), "cond", op, SPELLING)
+    return cond
+
+
 def check_floating(x: object, name: str, op: str) -> torch.Tensor:
     """A real floating-point tensor; integer, bool and complex tensors are refused."""
     x = check_tensor(x, name, op)

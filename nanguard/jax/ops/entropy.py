@@ -82,8 +82,7 @@ def entropy(p: jax.Array, axis: int = -1) -> jax.Array:
     0; ``jax.scipy.special.entr`` has the value but a +inf gradient at 0; clipping ``p`` to
     ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
-    are computed in float32.
+    float16/bfloat16 are computed in float32.
 
     Example:
         >>> p = jnp.array([0.1, 0.2, 0.0, 0.7])

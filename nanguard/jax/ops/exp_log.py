@@ -20,17 +20,15 @@ _NEG_INF = float("-inf")
 
 @document("softplus", "jax")
 def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
-    r"""The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32) or
-    ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
-    *gradient* (``0 * inf``). ``jax.nn.softplus`` is finite, but its gradient is 27 float64
-    ulps off (``logaddexp``'s), and ``jax.nn.softplus(beta * x) / beta`` overflows where
-    ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is x) and turns the
-    rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in float32 at
-    ``beta = 0.3``, 391 in float64). This op is ``max(t, 0) + log1p(exp(-|t|))`` with
-    ``beta * x = t + lo`` split exactly (Dekker's two-product) and ``lo`` added to first
-    order, the tail ``beta * x < -18`` (float32; -38 in float64) as ``exp(t - log beta)``
-    (never subnormal before the result), and ``x`` itself where the correction is below
-    half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
+    r"""The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32)
+    or ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
+    *gradient* (``0 * inf``). ``jax.nn.softplus`` is finite, but its gradient is 27
+    float64 ulps off (``logaddexp``'s), and ``jax.nn.softplus(beta * x) / beta``
+    overflows where ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is
+    x) and turns the rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in
+    float32 at ``beta = 0.3``, 391 in float64). The method (``beta * x`` split exactly,
+    the tail through ``exp(t - log beta)``) is :mod:`nanguard.core.softplus_parts`'s:
+    value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
     ``nanguard.torch``. float16/bfloat16 are computed in float32.
 
     Example:
@@ -47,19 +45,8 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
 
 def _softplus_and_gradient(x: jax.Array, p: BetaParts, exact: bool):
     """(softplus(x, beta), sigmoid(beta x)) with the constants ``p`` of beta; ``exact``: beta x
-    is exact (a power of two >= 1): no product correction, no tail.
-
-    With t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x exactly, e = exp(-|t|)
-    and s = sigmoid(t):
-
-    * t > HUGE: x (gradient 1), also where t overflows;
-    * tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
-      gradient exp(t) (1 + lo);
-    * otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
-
-    Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
-    replaced, the tail's t capped), so the native derivative of the gradient, the second
-    derivative, has no 0 * inf.
+    is exact (a power of two >= 1): no product correction, no tail. The branches are those of
+    :mod:`nanguard.core.softplus_parts`.
     """
     dtype = x.dtype
     t = x if p.b == 1.0 else x * jnp.asarray(p.b, dtype)

@@ -219,8 +219,7 @@ def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
     binary ops.
 
     Huge and tiny vectors give the exact cosine; subnormal ones count as 0 where XLA flushes
-    subnormals (on CPU). The value can exceed 1 by a rounding error; :func:`acos` accepts
-    that.
+    subnormals (on CPU).
 
     Example:
         >>> a = jnp.array([[1.0, 0.0], [0.0, 0.0]])

@@ -21,8 +21,6 @@ def sqrt(x: jax.Array) -> jax.Array:
     A subnormal ``x`` (below 1.2e-38 in float32) reads as 0 where XLA flushes subnormals (on CPU):
     ``sqrt(1.8e-40)`` is 0 there, with gradient 0, not 1.3e-20.
 
-    NaN inputs give NaN.
-
     Example:
         >>> x = jnp.array([0.0, 4.0])
         >>> nanguard.jax.sqrt(x)          # [0.0, 2.0]; gradient [0.0, 0.25]
@@ -57,9 +55,6 @@ def pow(x: jax.Array, exponent: float) -> jax.Array:
     r"""For ``0 < p < 1``, ``jnp.power(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask): ``jax.grad(lambda x: x ** (1 / 3))(0.0)`` is inf. This op equals
     ``jnp.power`` for ``x > 0``.
-
-    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
-    infinite and no finite convention exists (use ``div(1, pow(x, -p))``).
 
     Example:
         >>> x = jnp.array([0.0, 8.0])

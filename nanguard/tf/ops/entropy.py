@@ -77,8 +77,7 @@ def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
     r"""The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
     exactly 0; clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
-    are computed in float32.
+    float16/bfloat16 are computed in float32.
 
     Example:
         >>> p = tf.constant([0.1, 0.2, 0.0, 0.7])

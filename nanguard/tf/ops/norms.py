@@ -168,8 +168,7 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     TensorFlow's binary ops.
 
     Huge vectors give the exact cosine; subnormal ones count as 0 where TensorFlow flushes
-    subnormals (its CPU kernels and XLA do). The value can exceed 1 by a rounding error;
-    :func:`acos` accepts that.
+    subnormals (its CPU kernels and XLA do).
 
     Example:
         >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])

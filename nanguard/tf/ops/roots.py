@@ -18,8 +18,6 @@ def sqrt(x: tf.Tensor) -> tf.Tensor:
     A subnormal ``x`` (below 1.2e-38 in float32) reads as 0 where TensorFlow flushes subnormals (its CPU kernels and XLA do):
     ``sqrt(1.8e-40)`` is 0 there, with gradient 0, not 1.3e-20.
 
-    NaN inputs give NaN.
-
     Example:
         >>> x = tf.constant([0.0, 4.0])
         >>> nanguard.tf.sqrt(x)          # [0.0, 2.0]; gradient [0.0, 0.25]
@@ -57,9 +55,6 @@ def _positive_power(x: tf.Tensor, p: float) -> tf.Tensor:
 def pow(x: tf.Tensor, exponent: float) -> tf.Tensor:
     r"""For ``0 < p < 1``, ``tf.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask). This op equals ``tf.pow`` for ``x > 0``.
-
-    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
-    infinite and no finite convention exists.
 
     Example:
         >>> x = tf.constant([0.0, 8.0])

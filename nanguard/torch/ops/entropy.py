@@ -110,8 +110,6 @@ def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     r"""The textbook ``-(p * p.log()).sum()`` is NaN as soon as one probability is exactly 0;
     clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    The input is not required to sum to 1; no normalisation is applied.
-
     Example:
         >>> p = torch.tensor([0.1, 0.2, 0.0, 0.7], requires_grad=True)
         >>> nanguard.entropy(p)

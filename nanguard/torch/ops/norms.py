@@ -237,8 +237,7 @@ def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.
     which biases the value for short vectors and makes the gradient at zero vectors
     depend on ``eps``. Broadcasts like the torch function.
 
-    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
-    error; :func:`nanguard.acos` accepts that.
+    Huge and subnormal vectors give the exact cosine.
 
     Example:
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])

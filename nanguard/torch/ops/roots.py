@@ -41,8 +41,6 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     upstream zero (from ``where``, a mask, a ReLU) multiplies it. This op returns the same
     values and gradients everywhere else.
 
-    NaN inputs give NaN.
-
     Example:
         >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
         >>> nanguard.sqrt(x).sum().backward()
@@ -93,9 +91,6 @@ class _NonNegativePow(SafeFunction):
 def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:
     r"""For ``0 < p < 1``, ``torch.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask). This op equals ``torch.pow`` for ``x > 0``.
-
-    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
-    infinite and no finite convention exists.
 
     Example:
         >>> x = torch.tensor([0.0, 8.0], requires_grad=True)

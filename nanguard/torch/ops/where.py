@@ -6,20 +6,16 @@ from typing import Callable, Union
 
 import torch
 
+from nanguard.core import op_checks
 from nanguard.core.opspec import document
-from nanguard.torch._checks import broadcast_pair, check_floating, check_tensor
+from nanguard.torch._checks import SPELLING, broadcast_pair, check_cond, check_floating
 
 Other = Union[torch.Tensor, float, Callable[[torch.Tensor], torch.Tensor]]
 
 
 @document("safe_where", "torch")
-def safe_where(
-    cond: torch.Tensor,
-    fn: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    other: Other = 0.0,
-    safe: Union[float, torch.Tensor] = 1.0,
-) -> torch.Tensor:
+def safe_where(cond: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, other: Other = 0.0,
+               safe: Union[float, torch.Tensor] = 1.0) -> torch.Tensor:
     r"""``torch.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond``
     is False the result is discarded, but the backward pass still multiplies a zero
     upstream gradient by ``fn``'s local derivative there, and ``0 * inf = NaN``
@@ -32,25 +28,13 @@ def safe_where(
         >>> x.grad
         tensor([-1.,  0., -1.])
     """
-    check_tensor(cond, "cond", "safe_where")
-    if cond.dtype != torch.bool:
-        raise TypeError(f"nanguard.safe_where: `cond` must be a bool tensor, got dtype {cond.dtype}")
-    if not callable(fn):
-        raise TypeError(f"nanguard.safe_where: `fn` must be callable, got {type(fn).__name__}")
+    check_cond(cond, "safe_where")
+    op_checks.need_callable(fn, "fn", "safe_where", SPELLING)
     check_floating(x, "x", "safe_where")
     broadcast_pair(cond, x, "safe_where", ("cond", "x"))
-    if isinstance(safe, torch.Tensor):
-        safe = safe.to(x.dtype)
-    elif isinstance(safe, bool) or not isinstance(safe, (int, float)):
-        raise TypeError(f"nanguard.safe_where: `safe` must be a number or tensor, got {type(safe).__name__}")
-    safe_x = torch.where(cond, x, safe)
-    taken = fn(safe_x)
-    if not isinstance(taken, torch.Tensor):
-        raise TypeError(f"nanguard.safe_where: `fn` must return a tensor, got {type(taken).__name__}")
-    if callable(other):
-        other = other(x)
-    if isinstance(other, torch.Tensor):
-        return torch.where(cond, taken, other.to(taken.dtype))
-    if isinstance(other, bool) or not isinstance(other, (int, float)):
-        raise TypeError(f"nanguard.safe_where: `other` must be a tensor, number or callable, got {type(other).__name__}")
-    return torch.where(cond, taken, float(other))
+    safe = op_checks.branch_value(safe, "safe", "safe_where", SPELLING, torch.is_tensor)
+    taken = fn(torch.where(cond, x, safe.to(x.dtype) if isinstance(safe, torch.Tensor) else safe))
+    op_checks.branch_value(taken, "fn", "safe_where", SPELLING, torch.is_tensor)
+    other = op_checks.branch_value(other(x) if callable(other) else other, "other", "safe_where", SPELLING,
+                                   torch.is_tensor)
+    return torch.where(cond, taken, other.to(taken.dtype) if isinstance(other, torch.Tensor) else other)
