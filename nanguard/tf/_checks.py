@@ -18,7 +18,8 @@ from nanguard.core import op_checks
 Axis = Union[int, Sequence[int], None]
 
 _HALF = (tf.float16, tf.bfloat16)
-SPELLING = op_checks.Spelling("tf", "a tf.Tensor (or tf.Variable, numpy array)", "", "tf.cast({name}, tf.float32)",
+SPELLING = op_checks.Spelling("tf", "a tf.Tensor (or tf.Variable, numpy array)", "tf.constant({name})",
+                              "tf.cast({name}, tf.float32)",
                               "tf.not_equal(mask, 0)")
 
 
