@@ -256,5 +256,6 @@ class Checks:
         need_rank(rank, least, what, shape, op, self.spelling)
 
 
-__all__ = ["Checks", "correction", "need_rank", "rows_and_features", "need_callable", "branch_value", "Spelling", "FLOATING_NAMES", "refuse_type", "check_float_dtype", "check_bool_dtype", "setting",
-           "axes", "single_axis", "no_broadcast", "mask_misfit", "pick_mask"]
+__all__ = ["Checks", "FLOATING_NAMES", "Spelling", "axes", "branch_value", "check_bool_dtype", "check_float_dtype",
+           "correction", "mask_misfit", "need_callable", "need_rank", "no_broadcast", "pick_mask", "refuse_type",
+           "rows_and_features", "setting", "single_axis"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
+from nanguard.core.dtypes import TRIG_ROUNDING_ULPS
 from nanguard.core.opspec_types import Arg, OpSpec
 
 _ALL_AXES = "axis or axes to reduce (None: all)"
@@ -22,8 +23,8 @@ _MASK = Arg("mask", "mask", "optional bool {tensor} broadcastable to ``x``; True
 _WHERE = Arg("where", "mask", "jax.nn's name for ``mask`` (give one of them).", backends=("jax",))
 _DDOF = Arg("ddof", "nonnegative", "numpy's name for ``correction`` (give one of them).", backends=("tf", "jax"))
 _X = Arg("x", "tensor", "floating {tensor}.")
-_ROUNDING = ("``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as ±1 exactly, "
-             "gradient 0.")
+_ROUNDING = (f"``1 < |x| <= 1 + {TRIG_ROUNDING_ULPS}·eps`` (a rounding error; eps of the input's dtype): treated "
+             "as ±1 exactly, gradient 0.")
 
 SPECS: Tuple[OpSpec, ...] = (
     OpSpec("softplus", "exp_log",
@@ -216,7 +217,8 @@ SPECS: Tuple[OpSpec, ...] = (
            (_X,), (
         "``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second derivative 0.",
         _ROUNDING,
-        "``|x| > 1 + 4·eps``: NaN value and gradient; such an input is a bug, not rounding.")),
+        f"``|x| > 1 + {TRIG_ROUNDING_ULPS}·eps``: NaN value and gradient; such an input is a bug, not "
+        "rounding.")),
     OpSpec("asin", "trig",
            'Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.',
            (r'\operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}',
@@ -225,7 +227,8 @@ SPECS: Tuple[OpSpec, ...] = (
         "``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided derivative is +inf), "
         "second derivative 0.",
         _ROUNDING,
-        "``|x| > 1 + 4·eps``: NaN value and gradient; such an input is a bug, not rounding.")),
+        f"``|x| > 1 + {TRIG_ROUNDING_ULPS}·eps``: NaN value and gradient; such an input is a bug, not "
+        "rounding.")),
     OpSpec("safe_where", "where",
            '``fn(x)`` where ``cond``, ``other`` elsewhere, with a gradient that is never NaN.',
            (r'\operatorname{safe\_where}(c, f, x) = \begin{cases} f(x) & c \\',

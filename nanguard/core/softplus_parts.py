@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 
 def round_to(value: float, dtype: str) -> float:
@@ -96,3 +97,17 @@ def product_is_exact(beta: float) -> bool:
     """True for a power of two >= 1: ``beta * x`` is exact, and ``exp(beta * x) / beta`` is
     no more subnormal than ``exp(beta * x)``; the plain formula is accurate."""
     return math.frexp(beta)[0] == 0.5 and beta >= 1
+
+
+_T = TypeVar("_T")
+
+
+def product_low(xs: _T, p: BetaParts) -> _T:
+    """The rounding error of ``xs * p.b``, exactly (Dekker's two-product with ``p``'s split of
+    b), for ``|xs|`` below ``p.big``. Only ``+``, ``-`` and ``*`` with Python floats: it runs
+    the same on a TensorFlow tensor, a JAX array or a float."""
+    t: Any = xs
+    c = t * p.splitter
+    x_hi = c - (c - t)
+    x_lo = t - x_hi
+    return cast(_T, ((x_hi * p.b_hi - t * p.b) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo)

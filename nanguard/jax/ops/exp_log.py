@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from nanguard.core.opspec import document
-from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
+from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact, product_low
 from nanguard.jax._checks import (
     as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, pick_mask, promote, setting,
 )
@@ -92,13 +92,7 @@ def _product_error(x: jax.Array, p: BetaParts) -> jax.Array:
     x beyond the largest float / (4 · splitter) is split scaled by 2**-64 (exact), so that
     x · splitter cannot overflow; where b x itself overflows the result is not used."""
     scale = jnp.where(jnp.abs(x) > p.big, jnp.asarray(2.0**-64, x.dtype), jnp.asarray(1.0, x.dtype))
-    xs = x * scale
-    c = xs * p.splitter
-    x_hi = c - (c - xs)
-    x_lo = xs - x_hi
-    ts = xs * p.b
-    lo = ((x_hi * p.b_hi - ts) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo
-    return lo / scale + x * p.b_rest
+    return product_low(x * scale, p) / scale + x * p.b_rest
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1, 2))

@@ -7,18 +7,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from nanguard.core.dtypes import trig_rounding_tolerance
 from nanguard.core.opspec import document
 from nanguard.jax._checks import check_floating
 from nanguard.jax.ops._core import narrow, reciprocal_sqrt_or_zero, widen
-
-# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
-# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
-_ROUNDING_ULPS = 4
-
-
-def _rounding_tolerance(dtype) -> float:
-    return _ROUNDING_ULPS * float(jnp.finfo(dtype).eps)
-
 
 def _pulled_in(x: jax.Array, tolerance: float) -> jax.Array:
     """±1 for 1 < |x| <= 1 + tolerance (a rounding error), x itself elsewhere (beyond: NaN later)."""
@@ -52,7 +44,7 @@ def asin(x: jax.Array) -> jax.Array:
         >>> nanguard.jax.asin(jnp.array([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
     """
     x = check_floating(x, "x", "asin")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), 1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(str(x.dtype)), 1.0), x.dtype)
 
 
 @document("acos", "jax")
@@ -65,4 +57,4 @@ def acos(x: jax.Array) -> jax.Array:
         >>> nanguard.jax.acos(jnp.array([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]
     """
     x = check_floating(x, "x", "acos")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), -1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(str(x.dtype)), -1.0), x.dtype)

@@ -7,7 +7,7 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from nanguard.core.opspec import document
-from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
+from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact, product_low
 from nanguard.tf._checks import (
     as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, promote, setting,
 )
@@ -98,13 +98,7 @@ def _product_error(x: tf.Tensor, t: tf.Tensor, p: BetaParts) -> tf.Tensor:
     x beyond the largest float / (4 · splitter) is split scaled by 2**-64 (exact), so that
     x · splitter cannot overflow; where b x itself overflows the result is not used."""
     scale = select(tf.abs(x) > p.big, tf.fill(tf.shape(x), tf.constant(2.0**-64, x.dtype)), tf.ones_like(x))
-    xs = x * scale
-    c = xs * p.splitter
-    x_hi = c - (c - xs)
-    x_lo = xs - x_hi
-    ts = xs * p.b
-    lo = ((x_hi * p.b_hi - ts) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo
-    return lo / scale + x * p.b_rest
+    return product_low(x * scale, p) / scale + x * p.b_rest
 
 
 @tf.custom_gradient

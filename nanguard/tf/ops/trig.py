@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from nanguard.core.dtypes import trig_rounding_tolerance
 from nanguard.core.opspec import document
 from nanguard.tf._checks import check_floating
 from nanguard.tf.ops._core import narrow, reciprocal_sqrt_or_zero, widen
-
-# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
-# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
-_ROUNDING_ULPS = 4
-
-
-def _rounding_tolerance(dtype: tf.DType) -> float:
-    return _ROUNDING_ULPS * float(tf.experimental.numpy.finfo(dtype.as_numpy_dtype).eps)
-
 
 def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
     """asin (sign = +1) or acos (sign = -1) of ``x`` pulled onto ±1 when within ``tolerance`` outside."""
@@ -50,7 +42,7 @@ def asin(x: tf.Tensor) -> tf.Tensor:
         >>> nanguard.tf.asin(tf.constant([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
     """
     x = check_floating(x, "x", "asin")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), 1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(x.dtype.name), 1.0), x.dtype)
 
 
 @document("acos", "tf")
@@ -63,4 +55,4 @@ def acos(x: tf.Tensor) -> tf.Tensor:
         >>> nanguard.tf.acos(tf.constant([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]
     """
     x = check_floating(x, "x", "acos")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), -1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(x.dtype.name), -1.0), x.dtype)

@@ -5,18 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from nanguard.core.dtypes import trig_rounding_tolerance
 from nanguard.core.opspec import document
 from nanguard.torch._checks import check_floating
 from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan, public_op
-
-# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
-# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
-_ROUNDING_ULPS = 4
-
-
-def rounding_tolerance(dtype: torch.dtype) -> float:
-    return _ROUNDING_ULPS * torch.finfo(dtype).eps
-
 
 def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
     """Move inputs at most `tol` outside [-1, 1] onto ±1 (exactly); leave the rest alone.
@@ -24,7 +16,7 @@ def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
     Without comparisons: subtract the overshoot, but never more than tol, so an input
     further out stays outside and gives NaN like the textbook op.
     """
-    tol = rounding_tolerance(x.dtype)
+    tol = trig_rounding_tolerance(str(x.dtype))
     overshoot = torch.sub(x, torch.clamp(x, -1.0, 1.0))
     # (out of place under vmap, which has no batching rule for clamp_)
     overshoot = overshoot.clamp_(-tol, tol) if can_branch_on_data(x) else overshoot.clamp(-tol, tol)
