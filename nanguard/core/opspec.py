@@ -1,8 +1,8 @@
 """Readers of the op specification (:mod:`nanguard.core.opspec_table`): one fact in one place.
 
 From the table come each backend's list of ops (:func:`op_names`, for ``__all__``), the
-"Singular points" and "Args" sections of every op's docstring (:func:`document`), and the
-check of each setting (``fill``, ``beta``, ``keepdims``...) by its kind
+summary, formula, "Singular points" and "Args" of every op's docstring (:func:`document`),
+and the check of each setting (``fill``, ``beta``, ``keepdims``...) by its kind
 (:func:`check_setting`), so PyTorch, TensorFlow and JAX say the same thing in the same words.
 No framework is imported.
 """
@@ -49,8 +49,7 @@ def op_names(backend: str = "torch") -> Tuple[str, ...]:
 
 def arg_name(arg: Arg, backend: str) -> str:
     """``arg``'s name in ``backend``'s signature (torch says ``dim``/``keepdim``)."""
-    return WORDS[backend]["axis" if arg.name == "axis" else "keepdims"] if arg.name in ("axis", "keepdims") \
-        else arg.name
+    return WORDS[backend][arg.name] if arg.name in ("axis", "keepdims") else arg.name
 
 
 def args_of(name: str, backend: str) -> Tuple[Arg, ...]:
