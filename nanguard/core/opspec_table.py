@@ -32,7 +32,7 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{softplus}(x) = \tfrac{1}{\beta}\log\!\left(1 + e^{\beta x}\right),',
             r'\qquad \frac{d}{dx} = \sigma(\beta x)'),
            (Arg("x", "tensor", "floating {tensor} of any shape."),
-                                   Arg("beta", "positive", "a finite number > 0.")),
+            Arg("beta", "positive", "a finite number > 0.")),
            (), heading="Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf; value -> x "
                        "and gradient -> 1 as x -> +inf, reached exactly in every dtype."),
     OpSpec("logaddexp", "exp_log",
@@ -40,7 +40,7 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad',
             r'\frac{\partial}{\partial a} = \sigma(a - b)'),
            (Arg("a", "tensor", "floating {tensor}."),
-                                    Arg("b", "operand", "floating {tensor} or number, broadcast with ``a``.")), (
+            Arg("b", "operand", "floating {tensor} or number, broadcast with ``a``.")), (
         "``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.",
         "``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``; "
         "``torch.logaddexp``'s is NaN).",
@@ -56,7 +56,7 @@ SPECS: Tuple[OpSpec, ...] = (
            'Softmax over ``{axis}`` that never returns NaN for a fully masked slice.',
            (r'\operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}',),
            (Arg("x", "tensor", "floating {tensor} of scores."),
-                                  Arg("axis", "axis", "the {axis} to normalise over."), _MASK, _WHERE), (
+            Arg("axis", "axis", "the {axis} to normalise over."), _MASK, _WHERE), (
         "masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0, whatever the masked "
         "entry holds (NaN and inf included).",
         "a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.",
@@ -66,7 +66,7 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}',
             r'\quad (m_i \text{ True})'),
            (Arg("x", "tensor", "floating {tensor} of scores."),
-                                      Arg("axis", "axis", "the {axis} to normalise over."), _MASK, _WHERE), (
+            Arg("axis", "axis", "the {axis} to normalise over."), _MASK, _WHERE), (
         "masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``, and receive "
         "gradient 0; so ``-sum(target * log_softmax(x, {axis}, mask))`` is finite when ``target`` is 0 there. "
         "Use ``{where}(mask, out, -inf)`` if you need the log-probability ``-inf`` instead.",
@@ -81,7 +81,7 @@ SPECS: Tuple[OpSpec, ...] = (
             r'\end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad',
             r'\frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)'),
            (Arg("x", "tensor", "floating {tensor}."),
-                                Arg("y", "operand", "floating {tensor} or number, broadcast with ``x``.")), (
+            Arg("y", "operand", "floating {tensor} or number, broadcast with ``x``.")), (
         "``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).",
         "``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial derivative; "
         "``torch.xlogy`` reports 0 here) and 0 in ``y``.",
@@ -93,7 +93,7 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =',
             r'-(\log p_i + 1) \quad (p_i > 0)'),
            (Arg("p", "tensor", "floating {tensor} of probabilities."),
-                                  Arg("axis", "axis", "the {axis} to sum over.")), (
+            Arg("axis", "axis", "the {axis} to sum over.")), (
         "``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf; the convention "
         "of the double-where recipe).",
         "``p_i < 0`` or NaN: NaN, as in the textbook formula.",
@@ -102,8 +102,8 @@ SPECS: Tuple[OpSpec, ...] = (
            'Cross-entropy ``-sum(target * log(probs))`` over ``{axis}`` between two distributions.',
            (r'H(t, q) = -\sum_i t_i \log q_i',),
            (Arg("target", "tensor", "floating {tensor} of target probabilities."),
-                                              Arg("probs", "tensor", "floating {tensor} of predicted probabilities."),
-                                              Arg("axis", "axis", "the {axis} to sum over.")), (
+            Arg("probs", "tensor", "floating {tensor} of predicted probabilities."),
+            Arg("axis", "axis", "the {axis} to sum over.")), (
         "``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when ``probs_i = 0``); the gradient "
         "in ``target_i`` is ``-log probs_i``, or 0 when ``probs_i = 0`` too.",
         "``target_i > 0, probs_i = 0``: +inf, the true value of the loss.")),
@@ -146,8 +146,8 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad',
             r'\frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}'),
            (Arg("a", "tensor", "floating {tensor}."),
-                                          Arg("b", "tensor", "floating {tensor}, broadcast with ``a``."),
-                                          Arg("axis", "axis", "the {axis} of the vectors.")), (
+            Arg("b", "tensor", "floating {tensor}, broadcast with ``a``."),
+            Arg("axis", "axis", "the {axis} of the vectors.")), (
         "``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare); but NaN, with NaN "
         "gradients, when the other vector holds NaN.",
         "a value above 1 by a rounding error (nearly parallel vectors): returned as it is; :func:`acos` "
@@ -168,8 +168,8 @@ SPECS: Tuple[OpSpec, ...] = (
             r'\end{cases}, \qquad \frac{\partial}{\partial a} = \frac{1}{b},\quad',
             r'\frac{\partial}{\partial b} = -\frac{a}{b^2} \quad (b \ne 0)'),
            (Arg("a", "operand", "numerator (floating {tensor}, or a number when ``b`` is one)."),
-                               Arg("b", "operand", "denominator, {tensor} or number."),
-                               Arg("fill", "number", "finite number returned where ``b == 0``.")), (
+            Arg("b", "operand", "denominator, {tensor} or number."),
+            Arg("fill", "number", "finite number returned where ``b == 0``.")), (
         "``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a`` (as TensorFlow's "
         "``divide_no_nan``), gradient 0 for ``a`` and ``b`` (the result does not depend on them there).",
         "``a`` or ``b`` NaN: NaN, also where ``b = 0`` (unlike ``divide_no_nan``: a NaN from the data is "
@@ -179,12 +179,10 @@ SPECS: Tuple[OpSpec, ...] = (
            'Mean of the kept entries of ``x`` over ``{axis}``; an empty slice gives ``fill``.',
            (r'\operatorname{masked\_mean}(x) = \frac{\sum_i m_i x_i}{\sum_i m_i}, \qquad',
             r'\frac{\partial}{\partial x_i} = \frac{m_i}{\sum_j m_j}'),
-           (_X, Arg("mask", "mask", "bool {tensor} broadcastable to ``x``; True keeps "
-                                                             "an entry."),
-                                       Arg("axis", "axes", "axis or axes to average over (None: all)."), _KEEP,
-                                       Arg("fill", "number", "finite number returned for empty slices."),
-                                       Arg("where", "mask", "``jnp.mean``'s name for ``mask`` (give one of them).",
-                                           backends=("jax",))), (
+           (_X, Arg("mask", "mask", "bool {tensor} broadcastable to ``x``; True keeps an entry."),
+            Arg("axis", "axes", "axis or axes to average over (None: all)."), _KEEP,
+            Arg("fill", "number", "finite number returned for empty slices."),
+            Arg("where", "mask", "``jnp.mean``'s name for ``mask`` (give one of them).", backends=("jax",))), (
         "a slice with no kept entry (empty sequence): value ``fill``, gradient 0.",
         "masked entries (``mask`` False): no gradient (exactly 0) and no influence on the value, whatever "
         "they hold, NaN and inf included.",
@@ -195,8 +193,8 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{std}(x) = \sqrt{\operatorname{var}(x)}, \qquad',
             r'\frac{\partial}{\partial x_i} = \frac{x_i - \bar x}{(N - c)\,\operatorname{std}(x)}'),
            (_X, Arg("axis", "axes", _ALL_AXES + "."),
-                            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
-                            _KEEP, _DDOF), (
+            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
+            _KEEP, _DDOF), (
         "constant slice (std = 0): value 0, gradient 0 (minimum-norm subgradient, as for :func:`sqrt` at 0), "
         "second derivative finite.",
         "``N - correction <= 0``: value 0, gradient 0 (see :func:`var`).")),
@@ -205,8 +203,8 @@ SPECS: Tuple[OpSpec, ...] = (
            (r'\operatorname{var}(x) = \frac{1}{N - c} \sum_i (x_i - \bar x)^2,',
             r'\qquad \frac{\partial}{\partial x_i} = \frac{2 (x_i - \bar x)}{N - c}'),
            (_X, Arg("axis", "axes", _ALL_AXES + "."),
-                            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
-                            _KEEP, _DDOF), (
+            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
+            _KEEP, _DDOF), (
         "``N - correction <= 0`` (one element with Bessel's correction, or empty): value 0, gradient 0 (no "
         "spread can be measured, and none is reported); NaN if the slice holds NaN.",
         "constant input: value 0, gradient 0 (exact).")),
