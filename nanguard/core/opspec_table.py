@@ -23,6 +23,8 @@ _MASK = Arg("mask", "mask", "optional bool {tensor} broadcastable to ``x``; True
 _WHERE = Arg("where", "mask", "jax.nn's name for ``mask`` (give one of them).", backends=("jax",))
 _DDOF = Arg("ddof", "nonnegative", "numpy's name for ``correction`` (give one of them).", backends=("tf", "jax"))
 _X = Arg("x", "tensor", "floating {tensor}.")
+_SPREAD = (_X, Arg("axis", "axes", _ALL_AXES + "."),  # std and var
+           Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."), _KEEP, _DDOF)
 _ROUNDING = (f"``1 < |x| <= 1 + {TRIG_ROUNDING_ULPS}·eps`` (a rounding error; eps of the input's dtype): treated "
              "as ±1 exactly, gradient 0.")
 
@@ -192,9 +194,7 @@ SPECS: Tuple[OpSpec, ...] = (
            'Standard deviation over ``{axis}``, finite in value and gradient for constant input.',
            (r'\operatorname{std}(x) = \sqrt{\operatorname{var}(x)}, \qquad',
             r'\frac{\partial}{\partial x_i} = \frac{x_i - \bar x}{(N - c)\,\operatorname{std}(x)}'),
-           (_X, Arg("axis", "axes", _ALL_AXES + "."),
-            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
-            _KEEP, _DDOF), (
+           _SPREAD, (
         "constant slice (std = 0): value 0, gradient 0 (minimum-norm subgradient, as for :func:`sqrt` at 0), "
         "second derivative finite.",
         "``N - correction <= 0``: value 0, gradient 0 (see :func:`var`).")),
@@ -202,9 +202,7 @@ SPECS: Tuple[OpSpec, ...] = (
            "Variance over ``{axis}`` with ``correction`` (Bessel's by default), finite for small slices.",
            (r'\operatorname{var}(x) = \frac{1}{N - c} \sum_i (x_i - \bar x)^2,',
             r'\qquad \frac{\partial}{\partial x_i} = \frac{2 (x_i - \bar x)}{N - c}'),
-           (_X, Arg("axis", "axes", _ALL_AXES + "."),
-            Arg("correction", "nonnegative", "subtracted from the count (1: Bessel's correction)."),
-            _KEEP, _DDOF), (
+           _SPREAD, (
         "``N - correction <= 0`` (one element with Bessel's correction, or empty): value 0, gradient 0 (no "
         "spread can be measured, and none is reported); NaN if the slice holds NaN.",
         "constant input: value 0, gradient 0 (exact).")),
