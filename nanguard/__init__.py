@@ -13,15 +13,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, List
 
+from nanguard.core.opspec import op_names
+
 __version__ = "0.1.0"
 
 # The framework-neutral names; everything else in __all__ comes from the default backend.
 _NEUTRAL = {"NonFiniteError": "nanguard.errors"}
 _DEFAULT_BACKEND = "nanguard.torch"
 _BACKEND_NAMES = (
-    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
-    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
-    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
+    *op_names("torch"),  # the safe ops, as the op specification lists them
     "detect", "Report", "TensorSummary", "NonFiniteWarning",
     "GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert",
     "audit", "audit_script",

@@ -77,4 +77,15 @@ def is_extreme(value: float, dtype: Optional[str] = None) -> bool:
     return found is not None and abs(value) == found.max
 
 
-__all__ = ["DEFAULT", "EXTREMES", "LIMITS", "Limits", "exp_limit", "is_extreme", "limits", "max_finite"]
+# How far outside [-1, 1] the safe acos/asin take an input for a rounding error: a few ulps
+# of 1 in its dtype (a cosine computed as a dot product of unit vectors lands there).
+TRIG_ROUNDING_ULPS = 4
+
+
+def trig_rounding_tolerance(dtype: str) -> float:
+    """:data:`TRIG_ROUNDING_ULPS` epsilons of ``dtype`` (float32's outside the table)."""
+    return TRIG_ROUNDING_ULPS * (limits(dtype) or LIMITS[DEFAULT]).eps
+
+
+__all__ = ["DEFAULT", "EXTREMES", "LIMITS", "Limits", "TRIG_ROUNDING_ULPS", "exp_limit", "is_extreme", "limits",
+           "max_finite", "trig_rounding_tolerance"]

@@ -11,6 +11,18 @@ textbook formula cannot see (``nanguard.torch`` repairs the same ones):
 The backends therefore compute ``beta * x = hi + lo`` exactly (Dekker's two-product, with
 the constants below) and the tail as ``exp(hi - log(beta))`` with ``log(beta)`` in two parts.
 Everything here is plain Python: rounding to float32 goes through :mod:`struct`.
+
+The branches, with t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x
+exactly, e = exp(-|t|) and s = sigmoid(t):
+
+* t > HUGE: x (gradient 1), also where t overflows;
+* tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
+  gradient exp(t) (1 + lo);
+* otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
+
+Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
+replaced, the tail's t capped), so the native derivative of the gradient, the second
+derivative, has no 0 * inf.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 
 def round_to(value: float, dtype: str) -> float:
@@ -84,3 +97,17 @@ def product_is_exact(beta: float) -> bool:
     """True for a power of two >= 1: ``beta * x`` is exact, and ``exp(beta * x) / beta`` is
     no more subnormal than ``exp(beta * x)``; the plain formula is accurate."""
     return math.frexp(beta)[0] == 0.5 and beta >= 1
+
+
+_T = TypeVar("_T")
+
+
+def product_low(xs: _T, p: BetaParts) -> _T:
+    """The rounding error of ``xs * p.b``, exactly (Dekker's two-product with ``p``'s split of
+    b), for ``|xs|`` below ``p.big``. Only ``+``, ``-`` and ``*`` with Python floats: it runs
+    the same on a TensorFlow tensor, a JAX array or a float."""
+    t: Any = xs
+    c = t * p.splitter
+    x_hi = c - (c - t)
+    x_lo = t - x_hi
+    return cast(_T, ((x_hi * p.b_hi - t * p.b) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo)

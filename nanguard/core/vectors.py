@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from nanguard.core.dtypes import LIMITS
+from nanguard.core.opspec import op_names
 
 Nested = Union[float, str, Sequence["Nested"]]
 
@@ -259,9 +260,5 @@ VECTORS: Tuple[Vector, ...] = (
        where="positive", fn="log", other="identity"),
 )
 
-# every op of the catalogue, in the order of the README's table
-OPS: Tuple[str, ...] = (
-    "softplus", "logaddexp", "logsumexp", "softmax", "log_softmax", "xlogy", "entropy", "cross_entropy_probs",
-    "sqrt", "pow", "norm", "normalize", "cosine_similarity", "distance_matrix", "div", "masked_mean", "std", "var",
-    "acos", "asin", "safe_where",
-)
+# every op of the catalogue, in the order of the README's table (the op specification's list)
+OPS: Tuple[str, ...] = op_names()

@@ -1,39 +1,16 @@
 """nanguard for JAX and optax: the safe ops, the detector and the guard, on the user's own JAX.
 
-Importing this package needs JAX; without it the error names the extra to install. The
-names below are looked up in their pillar's subpackage on first use, so importing
-``nanguard.jax`` costs only the JAX import.
-
-Subpackages, one pillar each: ``ops`` (prevent), ``detector`` (detect, locate, explain),
-``guard`` (recover).
+A JAX install is checked on import, with an error naming the ``jax`` extra; the names below
+come from their pillar on first use (``ops``: prevent; ``detector``: detect, locate,
+explain; ``guard``: recover), so ``import nanguard.jax`` costs the JAX import alone.
 """
 
 from __future__ import annotations
 
-from typing import Tuple
+from nanguard._lazy import backend_names, require
+from nanguard.errors import NonFiniteError  # noqa: F401  (public here too)
 
-try:
-    import jax as _framework  # noqa: F401  (the check; every submodule imports JAX itself)
-except ImportError as error:  # pragma: no cover - exercised in a subprocess by tests/core
-    raise ImportError(
-        "nanguard's JAX pillars (safe ops, detect, guard) need JAX, which is not installed. "
-        "Install it with `pip install 'nanguard[jax]'` (or your own JAX build), "
-        "or use only `nanguard lint`, which needs no framework."
-    ) from error
-
-from nanguard._lazy import lazy_names
-from nanguard.errors import NonFiniteError
-
-# Each pillar lists the public names its subpackage defines.
-_OPS: Tuple[str, ...] = (
-    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
-    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
-    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
-)
-
-_DETECT: Tuple[str, ...] = ("detect", "Report", "TensorSummary", "ScalarArg", "NonFiniteWarning")
-
-_GUARD: Tuple[str, ...] = ("guarded", "GuardState", "check_guard", "guard_records", "resume_guard")
-
-__all__ = [*_OPS, *_DETECT, *_GUARD, "NonFiniteError"]
-__getattr__, __dir__ = lazy_names("nanguard.jax", globals(), {"ops": _OPS, "detector": _DETECT, "guard": _GUARD})
+require("jax", "JAX", "jax", "safe ops, detect, guard")
+__all__, __getattr__, __dir__ = backend_names(
+    "jax", globals(), detector=("detect", "Report", "TensorSummary", "ScalarArg", "NonFiniteWarning"),
+    guard=("guarded", "GuardState", "check_guard", "guard_records", "resume_guard"))

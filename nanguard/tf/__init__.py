@@ -1,39 +1,16 @@
 """nanguard for TensorFlow 2 and Keras 3 on the TF backend: the safe ops, the detector and the guard, on the user's own TensorFlow.
 
-Importing this package needs TensorFlow; without it the error names the extra to install. The
-names below are looked up in their pillar's subpackage on first use, so importing
-``nanguard.tf`` costs only the TensorFlow import.
-
-Subpackages, one pillar each: ``ops`` (prevent), ``detector`` (detect, locate, explain),
-``guard`` (recover).
+Importing it imports TensorFlow (the error names the extra to install when that fails) and
+nothing more: each public name is looked up in its pillar's subpackage on first use. The
+pillars: ``ops`` (prevent), ``detector`` (detect, locate, explain), ``guard`` (recover).
 """
 
 from __future__ import annotations
 
-from typing import Tuple
+from nanguard._lazy import backend_names, require
+from nanguard.errors import NonFiniteError  # noqa: F401  (public here too)
 
-try:
-    import tensorflow as _framework  # noqa: F401  (the check; every submodule imports TensorFlow itself)
-except ImportError as error:  # pragma: no cover - exercised in a subprocess by tests/core
-    raise ImportError(
-        "nanguard's TensorFlow pillars (safe ops, detect, guard) need TensorFlow, which is not installed. "
-        "Install it with `pip install 'nanguard[tf]'` (or your own TensorFlow build), "
-        "or use only `nanguard lint`, which needs no framework."
-    ) from error
-
-from nanguard._lazy import lazy_names
-from nanguard.errors import NonFiniteError
-
-# Each pillar lists the public names its subpackage defines.
-_OPS: Tuple[str, ...] = (
-    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
-    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
-    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
-)
-
-_DETECT: Tuple[str, ...] = ("detect", "Report", "TensorSummary", "NonFiniteWarning")
-
-_GUARD: Tuple[str, ...] = ("GuardedOptimizer", "GuardCallback")
-
-__all__ = [*_OPS, *_DETECT, *_GUARD, "NonFiniteError"]
-__getattr__, __dir__ = lazy_names("nanguard.tf", globals(), {"ops": _OPS, "detector": _DETECT, "guard": _GUARD})
+require("tensorflow", "TensorFlow", "tf", "safe ops, detect, guard")
+__all__, __getattr__, __dir__ = backend_names(
+    "tf", globals(), detector=("detect", "Report", "TensorSummary", "NonFiniteWarning"),
+    guard=("GuardedOptimizer", "GuardCallback"))

@@ -19,19 +19,17 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
         "or use only `nanguard lint`, which needs no framework."
     ) from error
 
+from nanguard.core.opspec import op_names
 from nanguard.errors import NonFiniteError
 from nanguard.torch.auditor import audit, audit_script
 from nanguard.torch.detector import NonFiniteWarning, Report, TensorSummary, detect
 from nanguard.torch.guard import GradGuard, GradientGrowthWarning, GradNormMonitor, GrowthAlert
-from nanguard.torch.ops import (
-    acos, asin, cosine_similarity, cross_entropy_probs, distance_matrix, div, entropy, log_softmax, logaddexp,
-    logsumexp, masked_mean, norm, normalize, pow, safe_where, softmax, softplus, sqrt, std, var, xlogy,
-)
+from nanguard.torch import ops
+
+globals().update({name: getattr(ops, name) for name in ops.__all__})
 
 __all__ = [
-    "acos", "asin", "cosine_similarity", "cross_entropy_probs", "distance_matrix", "div", "entropy",
-    "log_softmax", "logaddexp", "logsumexp", "masked_mean", "norm", "normalize", "pow", "safe_where",
-    "softmax", "softplus", "sqrt", "std", "var", "xlogy",
+    *op_names("torch"),
     "detect", "Report", "TensorSummary", "NonFiniteWarning",
     "GradGuard", "GradNormMonitor", "GradientGrowthWarning", "GrowthAlert",
     "audit", "audit_script",

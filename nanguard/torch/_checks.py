@@ -6,15 +6,25 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from nanguard.core import arguments
+from nanguard.core import arguments, op_checks
 
 Dim = Union[int, Sequence[int], None]
+
+# how the shared checks (nanguard.core.op_checks) name torch's things
+SPELLING = op_checks.Spelling("torch", "a torch.Tensor", "", "{name}.float()", "mask != 0")
 
 
 def check_tensor(x: object, name: str, op: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"nanguard.{op}: `{name}` must be a torch.Tensor, got {type(x).__name__}")
     return x
+
+
+def check_cond(cond: object, op: str) -> torch.Tensor:
+    """``safe_where``'s condition: a bool tensor."""
+    cond = check_tensor(cond, "cond", op)
+    op_checks.check_bool_dtype(str(cond.dtype).removeprefix("torch."), "cond", op, SPELLING)
+    return cond
 
 
 def check_floating(x: object, name: str, op: str) -> torch.Tensor:

@@ -6,9 +6,10 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from nanguard.jax._checks import check_floating, promote
+from nanguard.core import op_checks
+from nanguard.core.opspec import document
+from nanguard.jax._checks import SPELLING, check_floating, promote
 from nanguard.jax.ops._core import divide_no_nan, narrow, widen
 from nanguard.jax.ops.norms import norm_value
 
@@ -48,30 +49,18 @@ def _distances_jvp(primals, tangents):
     return distances, jnp.sum(direction * _differences(tx, ty), axis=-1)
 
 
+@document("distance_matrix", "jax")
 def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
-    r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
-
-    .. math:: D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =
-              \frac{x_i - y_j}{D_{ij}} \quad (D_{ij} > 0)
-
-    The usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the diagonal, where the sqrt
+    r"""The usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the diagonal, where the sqrt
     gradient is inf and training turns NaN after one step, and
     ``jnp.linalg.norm(x[:, None] - y[None], axis=-1)`` has a NaN gradient there. The
     subtraction of the Gram form also cancels for nearby rows (tiny negative values). This
     op works from the differences themselves (``O(n·m·d)`` memory) with the safe norm.
 
-    Singular points:
-        * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
-          (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
-        * rows closer than sqrt(smallest normal float) (~1e-19 in float32), whose squared
-          differences underflow, are exact, as huge distances are (a second pass, taken
-          only when some entry is nonzero and below 2**-38 in float32). Where XLA flushes
-          subnormals (CPU), entries below the smallest normal float read as 0.
-
-    Args:
-        x: ``(..., n, d)`` floating array.
-        y: ``(..., m, d)`` floating array, or None for ``y = x``; batch dimensions
-           broadcast.
+    Rows closer than sqrt(smallest normal float) (~1e-19 in float32), whose squared
+    differences underflow, are exact, as huge distances are (a second pass, taken only when
+    some entry is nonzero and below 2**-38 in float32). Where XLA flushes subnormals (CPU),
+    entries below the smallest normal float read as 0.
 
     Returns:
         ``(..., n, m)`` distances in the promoted dtype of ``x`` and ``y``.
@@ -82,18 +71,7 @@ def distance_matrix(x: jax.Array, y: Optional[jax.Array] = None) -> jax.Array:
     """
     x = check_floating(x, "x", "distance_matrix")
     y = x if y is None else check_floating(y, "y", "distance_matrix")
-    for name, t in (("x", x), ("y", y)):
-        if t.ndim < 2:
-            raise ValueError(f"nanguard.jax.distance_matrix: `{name}` must have shape (..., rows, features), "
-                             f"got shape {t.shape}")
-    if x.shape[-1] != y.shape[-1]:
-        raise ValueError(f"nanguard.jax.distance_matrix: x and y need the same number of features (last "
-                         f"dimension), got {x.shape[-1]} and {y.shape[-1]}")
-    try:
-        np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    except ValueError:
-        raise ValueError(f"nanguard.jax.distance_matrix: batch dimensions {x.shape[:-2]} and {y.shape[:-2]} "
-                         f"do not broadcast") from None
+    op_checks.rows_and_features(tuple(x.shape), tuple(y.shape), "distance_matrix", SPELLING)
     dtype = promote(x.dtype, y.dtype)
     wx, wy = widen(narrow(x, dtype)), widen(narrow(y, dtype))
     return narrow(_distances(wx, wy), dtype)

@@ -8,18 +8,10 @@ from typing import Optional, Union
 import jax
 import jax.numpy as jnp
 
+from nanguard.core.opspec import document
 from nanguard.jax._checks import (
-    Axis,
-    as_floating,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_mask,
-    check_number,
-    compute_dtype,
-    pick_mask,
-    promote,
+    as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, compute_dtype, pick_mask,
+    promote, setting,
 )
 from nanguard.jax.ops._core import divide_no_nan, keep_axes, narrow, widen
 
@@ -58,43 +50,27 @@ def _over_jvp(primals, tangents):
     return q, _over(tu, b) - tb * _over(q, b)
 
 
+@document("div", "jax")
 def div(a: Union[jax.Array, float], b: Union[jax.Array, float], fill: float = 0.0) -> jax.Array:
-    r"""Divide-no-nan: ``a / b`` where ``b != 0`` and ``fill`` where ``b == 0``.
-
-    .. math:: \operatorname{div}(a, b) = \begin{cases} a / b & b \ne 0 \\ \text{fill} & b = 0
-              \end{cases}, \qquad \frac{\partial}{\partial a} = \frac{1}{b},\quad
-              \frac{\partial}{\partial b} = -\frac{a}{b^2} \quad (b \ne 0)
-
-    The ``jnp.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
+    r"""The ``jnp.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
     at ``b = 0`` (the discarded branch still divides by zero). A divide-no-nan that returns
     0 for ``0 / 0`` also turns a NaN numerator into 0, hiding it; this one does not.
     Broadcasts like ``jnp.divide``.
 
-    Singular points:
-        * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``,
-          gradient 0 for ``a`` and ``b`` (the result does not depend on them there).
-        * ``a`` or ``b`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never
-          hidden), and NaN gradients for both.
-        * tiny nonzero ``b``: the exact quotient, which may overflow to inf; the derivatives
-          never square ``b`` (``div(0, 1e-20)`` has ∂b = 0, not 0·inf). A subnormal ``b``
-          counts as 0 where XLA flushes subnormals (on CPU): ``div(1e-30, 1e-40)`` is
-          ``fill`` there.
+    The derivatives never square ``b`` (``div(0, 1e-20)`` has ∂b = 0, not 0·inf). A
+    subnormal ``b`` counts as 0 where XLA flushes subnormals (on CPU): ``div(1e-30, 1e-40)``
+    is ``fill`` there.
 
     Dtypes promote as in torch (float16 with float32 gives float32); a Python number takes
     the other operand's dtype (``div(1, x)`` works) and float16/bfloat16 are computed in
     float32, so ``div(x_fp16, 1e5)`` is not ``x / inf``.
-
-    Args:
-        a: numerator (floating array, or a number when ``b`` is an array).
-        b: denominator, array or number.
-        fill: finite number returned where ``b == 0``.
 
     Example:
         >>> nanguard.jax.div(jnp.array([1.0, 1.0]), jnp.array([2.0, 0.0]))   # [0.5, 0.0]
     """
     a = as_floating(a, "a", "div")
     b = as_floating(b, "b", "div")
-    fill = check_number(fill, "fill", "div")
+    fill = setting(fill, "fill", "div")
     if isinstance(a, float) and isinstance(b, float):
         raise TypeError("nanguard.jax.div: at least one of `a` and `b` must be an array, got two numbers")
     if isinstance(b, float):
@@ -129,31 +105,12 @@ def _masked_mean_jvp(axes, primals, tangents):
     return _masked_mean(x, mask, axes), jnp.sum(t * local, axis=axes, keepdims=True)
 
 
+@document("masked_mean", "jax")
 def masked_mean(x: jax.Array, mask: Optional[jax.Array] = None, axis: Axis = None, keepdims: bool = False,
                 fill: float = 0.0, *, where: Optional[jax.Array] = None) -> jax.Array:
-    r"""Mean of the kept entries of ``x`` over ``axis``; an empty slice gives ``fill``.
-
-    .. math:: \operatorname{masked\_mean}(x) = \frac{\sum_i m_i x_i}{\sum_i m_i}, \qquad
-              \frac{\partial}{\partial x_i} = \frac{m_i}{\sum_j m_j}
-
-    Mean pooling over padded sequences written as ``jnp.sum(x, 1) / lengths`` is NaN for an
+    r"""Mean pooling over padded sequences written as ``jnp.sum(x, 1) / lengths`` is NaN for an
     empty sequence (0/0), so is ``jnp.mean(x, where=mask)`` of an empty row (value and
     gradient), and ``jnp.sum(x * mask)`` is NaN when a padded entry holds NaN.
-
-    Singular points:
-        * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
-          value, whatever they hold, NaN and inf included.
-        * a kept NaN: NaN value, and NaN gradient for that entry (the others keep
-          ``1 / count``: the mean's derivative does not read the values).
-
-    Args:
-        x: floating array.
-        mask: bool array broadcastable to ``x``; True keeps an entry.
-        axis: axis or axes to average over, or None for all.
-        keepdims: keep reduced axes with size 1.
-        fill: finite number returned for empty slices.
-        where: ``jnp.mean``'s name for ``mask`` (give one of them).
 
     Example:
         >>> x = jnp.array([[1.0, 3.0, jnp.nan], [5.0, 7.0, 9.0]])
@@ -166,8 +123,8 @@ def masked_mean(x: jax.Array, mask: Optional[jax.Array] = None, axis: Axis = Non
         raise TypeError("nanguard.jax.masked_mean: `mask` (or `where`) is required: a bool array, True = keep")
     mask = check_mask(mask, x, "masked_mean")
     axes = check_axis(x, axis, "masked_mean")
-    keepdims = check_bool(keepdims, "keepdims", "masked_mean")
-    fill = check_number(fill, "fill", "masked_mean")
+    keepdims = setting(keepdims, "keepdims", "masked_mean")
+    fill = setting(fill, "fill", "masked_mean")
     if x.ndim == 0:
         axes = None
     wide = widen(x)

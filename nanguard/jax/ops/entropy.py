@@ -8,7 +8,8 @@ from typing import Union
 import jax
 import jax.numpy as jnp
 
-from nanguard.jax._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
+from nanguard.core.opspec import document
+from nanguard.jax._checks import CHECKS, as_floating, broadcast_static, check_floating, check_single_axis, promote
 from nanguard.jax.ops._core import narrow, ratio_unless_both_zero, widen
 
 
@@ -38,24 +39,11 @@ def _xlogy_jvp(primals, tangents):
     return _xlogy(x, y), tx * d_x + ty * ratio_unless_both_zero(x, y)
 
 
+@document("xlogy", "jax")
 def xlogy(x: jax.Array, y: Union[jax.Array, float]) -> jax.Array:
-    r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
-
-    .. math:: \operatorname{xlogy}(x, y) = \begin{cases} 0 & x = 0 \\ x \log y & x \ne 0
-              \end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad
-              \frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)
-
-    ``jax.scipy.special.xlogy`` has the right value at ``x = y = 0``, but its gradient there
+    r"""``jax.scipy.special.xlogy`` has the right value at ``x = y = 0``, but its gradient there
     is ``-inf`` in ``x`` and NaN in ``y``, and it turns a NaN ``y`` into 0 when ``x = 0``;
     the hand-written ``x * jnp.log(y)`` is NaN already in the forward pass.
-
-    Singular points:
-        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
-        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
-          derivative) and 0 in ``y``.
-        * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
-        * ``y < 0`` or NaN: value NaN.
-        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
 
     Example:
         >>> p = jnp.array([0.0, 0.5])
@@ -88,23 +76,13 @@ def _entropy_jvp(axis, primals, tangents):
     return _entropy(p, axis), -jnp.sum(t * local, axis=axis)
 
 
+@document("entropy", "jax")
 def entropy(p: jax.Array, axis: int = -1) -> jax.Array:
-    r"""Shannon entropy ``-sum(p * log p)`` over ``axis``, in nats, with ``0 · log 0 = 0``.
-
-    .. math:: H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =
-              -(\log p_i + 1) \quad (p_i > 0)
-
-    The textbook ``-jnp.sum(p * jnp.log(p))`` is NaN as soon as one probability is exactly
+    r"""The textbook ``-jnp.sum(p * jnp.log(p))`` is NaN as soon as one probability is exactly
     0; ``jax.scipy.special.entr`` has the value but a +inf gradient at 0; clipping ``p`` to
     ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    Singular points:
-        * ``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf;
-          the convention of the double-where recipe).
-        * ``p_i < 0`` or NaN: NaN, as in the textbook formula.
-
-    The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
-    are computed in float32.
+    float16/bfloat16 are computed in float32.
 
     Example:
         >>> p = jnp.array([0.1, 0.2, 0.0, 0.7])
@@ -112,8 +90,7 @@ def entropy(p: jax.Array, axis: int = -1) -> jax.Array:
         >>> # gradient: [1.3025851, 0.6094379, 0.0, -0.643325]
     """
     p = check_floating(p, "p", "entropy")
-    if p.ndim == 0:
-        raise ValueError("nanguard.jax.entropy: `p` must have at least one dimension")
+    CHECKS.rank(p, 1, "`p`", "entropy")
     axis = check_single_axis(p, axis, "entropy")
     return narrow(_entropy(widen(p), axis), p.dtype)
 
@@ -133,23 +110,14 @@ def _cross_entropy_jvp(axis, primals, tangents):
     return _cross_entropy(target, probs, axis), -jnp.sum(terms, axis=axis)
 
 
+@document("cross_entropy_probs", "jax")
 def cross_entropy_probs(target: jax.Array, probs: jax.Array, axis: int = -1) -> jax.Array:
-    r"""Cross-entropy ``-sum(target * log(probs))`` over ``axis`` between two distributions.
-
-    .. math:: H(t, q) = -\sum_i t_i \log q_i
-
-    The hand-written ``-jnp.sum(y * jnp.log(y_conv))`` of the seed stories is NaN when a
+    r"""The hand-written ``-jnp.sum(y * jnp.log(y_conv))`` of the seed stories is NaN when a
     predicted probability is exactly 0, even where the target is 0 too. Terms with
     ``target_i = 0`` contribute 0 with gradient 0 in ``probs_i`` for every probability
     (0 included). float16/bfloat16 inputs are computed in float32. If you have logits,
     prefer ``-jnp.sum(target * nanguard.jax.log_softmax(logits, axis), axis)`` (or
     ``optax.softmax_cross_entropy``).
-
-    Singular points:
-        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
-          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
-          ``probs_i = 0`` too.
-        * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
 
     Example:
         >>> target = jnp.array([0.0, 1.0, 0.0])
@@ -159,8 +127,7 @@ def cross_entropy_probs(target: jax.Array, probs: jax.Array, axis: int = -1) -> 
     target = check_floating(target, "target", "cross_entropy_probs")
     probs = check_floating(probs, "probs", "cross_entropy_probs")
     shape = broadcast_static(target, probs, "cross_entropy_probs", ("target", "probs"))
-    if len(shape) == 0:
-        raise ValueError("nanguard.jax.cross_entropy_probs: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cross_entropy_probs")
     axis = check_single_axis(shape, axis, "cross_entropy_probs")
     dtype = promote(target.dtype, probs.dtype)
     wt, wq = jnp.broadcast_arrays(widen(narrow(target, dtype)), widen(narrow(probs, dtype)))

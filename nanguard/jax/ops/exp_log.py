@@ -8,49 +8,28 @@ from typing import Optional, Union
 import jax
 import jax.numpy as jnp
 
-from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
+from nanguard.core.opspec import document
+from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact, product_low
 from nanguard.jax._checks import (
-    Axis,
-    as_floating,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_mask,
-    check_number,
-    pick_mask,
-    promote,
+    as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, pick_mask, promote, setting,
 )
 from nanguard.jax.ops._core import Axes, divide_no_nan, keep_axes, narrow, widen
 
 _NEG_INF = float("-inf")
 
 
+@document("softplus", "jax")
 def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
-    r"""Softplus ``log(1 + exp(beta * x)) / beta``, finite for every finite input.
-
-    .. math:: \operatorname{softplus}(x) = \tfrac{1}{\beta}\log\!\left(1 + e^{\beta x}\right),
-              \qquad \frac{d}{dx} = \sigma(\beta x)
-
-    The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32) or
-    ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
-    *gradient* (``0 * inf``). ``jax.nn.softplus`` is finite, but its gradient is 27 float64
-    ulps off (``logaddexp``'s), and ``jax.nn.softplus(beta * x) / beta`` overflows where
-    ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is x) and turns the
-    rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in float32 at
-    ``beta = 0.3``, 391 in float64). This op is ``max(t, 0) + log1p(exp(-|t|))`` with
-    ``beta * x = t + lo`` split exactly (Dekker's two-product) and ``lo`` added to first
-    order, the tail ``beta * x < -18`` (float32; -38 in float64) as ``exp(t - log beta)``
-    (never subnormal before the result), and ``x`` itself where the correction is below
-    half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
+    r"""The textbook ``jnp.log1p(jnp.exp(x))`` overflows to inf for ``x > 88`` (float32)
+    or ``x > 11`` (float16), and masking the inf with ``jnp.where`` still leaves a NaN
+    *gradient* (``0 * inf``). ``jax.nn.softplus`` is finite, but its gradient is 27
+    float64 ulps off (``logaddexp``'s), and ``jax.nn.softplus(beta * x) / beta``
+    overflows where ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is
+    x) and turns the rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in
+    float32 at ``beta = 0.3``, 391 in float64). The method (``beta * x`` split exactly,
+    the tail through ``exp(t - log beta)``) is :mod:`nanguard.core.softplus_parts`'s:
+    value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
     ``nanguard.torch``. float16/bfloat16 are computed in float32.
-
-    Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
-    value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
-
-    Args:
-        x: floating array of any shape.
-        beta: a finite number > 0.
 
     Example:
         >>> x = jnp.array([0.0, 1.0, 100.0])
@@ -59,26 +38,15 @@ def softplus(x: jax.Array, beta: float = 1.0) -> jax.Array:
         >>> # gradient: [0.5, 0.7310586, 1.0]
     """
     x = check_floating(x, "x", "softplus")
-    beta = check_number(beta, "beta", "softplus", positive=True)
+    beta = setting(beta, "beta", "softplus")
     wide = widen(x)
     return narrow(_softplus(wide, beta_parts(beta, wide.dtype.name), product_is_exact(beta)), x.dtype)
 
 
 def _softplus_and_gradient(x: jax.Array, p: BetaParts, exact: bool):
     """(softplus(x, beta), sigmoid(beta x)) with the constants ``p`` of beta; ``exact``: beta x
-    is exact (a power of two >= 1): no product correction, no tail.
-
-    With t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x exactly, e = exp(-|t|)
-    and s = sigmoid(t):
-
-    * t > HUGE: x (gradient 1), also where t overflows;
-    * tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
-      gradient exp(t) (1 + lo);
-    * otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
-
-    Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
-    replaced, the tail's t capped), so the native derivative of the gradient, the second
-    derivative, has no 0 * inf.
+    is exact (a power of two >= 1): no product correction, no tail. The branches are those of
+    :mod:`nanguard.core.softplus_parts`.
     """
     dtype = x.dtype
     t = x if p.b == 1.0 else x * jnp.asarray(p.b, dtype)
@@ -124,13 +92,7 @@ def _product_error(x: jax.Array, p: BetaParts) -> jax.Array:
     x beyond the largest float / (4 · splitter) is split scaled by 2**-64 (exact), so that
     x · splitter cannot overflow; where b x itself overflows the result is not used."""
     scale = jnp.where(jnp.abs(x) > p.big, jnp.asarray(2.0**-64, x.dtype), jnp.asarray(1.0, x.dtype))
-    xs = x * scale
-    c = xs * p.splitter
-    x_hi = c - (c - xs)
-    x_lo = xs - x_hi
-    ts = xs * p.b
-    lo = ((x_hi * p.b_hi - ts) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo
-    return lo / scale + x * p.b_rest
+    return product_low(x * scale, p) / scale + x * p.b_rest
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1, 2))
@@ -177,19 +139,10 @@ def _logaddexp_jvp(primals, tangents):
     return _logaddexp(a, b), ta * jnp.where(ahead, larger, smaller) + tb * jnp.where(ahead, smaller, larger)
 
 
+@document("logaddexp", "jax")
 def logaddexp(a: jax.Array, b: Union[jax.Array, float]) -> jax.Array:
-    r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
-
-    .. math:: \operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad
-              \frac{\partial}{\partial a} = \sigma(a - b)
-
-    ``jnp.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN.
+    r"""``jnp.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN.
     Broadcasts like ``jnp.logaddexp``.
-
-    Singular points:
-        * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
-        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
-        * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:
         >>> a = jnp.array([-jnp.inf, 0.0])
@@ -230,27 +183,11 @@ def _logsumexp_jvp(axes, primals, tangents):
     return _logsumexp(x, axes), jnp.sum(t * prob, axis=axes, keepdims=True)
 
 
+@document("logsumexp", "jax")
 def logsumexp(x: jax.Array, axis: Axis = None, keepdims: bool = False, mask: Optional[jax.Array] = None, *,
               where: Optional[jax.Array] = None) -> jax.Array:
-    r"""``log(sum(exp(x)))`` over ``axis``, optionally over the kept entries only.
-
-    .. math:: \operatorname{logsumexp}(x) = \log \sum_{i:\,m_i} e^{x_i}, \qquad
-              \frac{\partial}{\partial x_i} = m_i\, e^{x_i - \operatorname{logsumexp}(x)}
-
-    ``jax.nn.logsumexp`` returns -inf for a slice that is all -inf (or fully masked with
+    r"""``jax.nn.logsumexp`` returns -inf for a slice that is all -inf (or fully masked with
     ``where=``) but its gradient there is NaN. This op agrees with it everywhere else.
-
-    Singular points:
-        * a slice that is all -inf, or all masked out (or empty): value -inf, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0), whatever they hold,
-          NaN and inf included.
-
-    Args:
-        x: floating array.
-        axis: axis or axes to reduce (None: all).
-        keepdims: keep the reduced axes with size 1.
-        mask: optional bool array broadcastable to ``x``; True keeps an entry.
-        where: jax.nn's name for ``mask`` (give one of them).
 
     Example:
         >>> x = jnp.full((2, 3), -jnp.inf)
@@ -258,7 +195,7 @@ def logsumexp(x: jax.Array, axis: Axis = None, keepdims: bool = False, mask: Opt
     """
     x = check_floating(x, "x", "logsumexp")
     axes = check_axis(x, axis, "logsumexp")
-    keepdims = check_bool(keepdims, "keepdims", "logsumexp")
+    keepdims = setting(keepdims, "keepdims", "logsumexp")
     mask = pick_mask(mask, where, "logsumexp")
     if mask is not None:
         mask = check_mask(mask, x, "logsumexp")

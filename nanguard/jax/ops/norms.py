@@ -14,14 +14,9 @@ from typing import Callable, Optional, Tuple
 import jax
 import jax.numpy as jnp
 
+from nanguard.core.opspec import document
 from nanguard.jax._checks import (
-    Axis,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_single_axis,
-    promote,
+    CHECKS, Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
 )
 from nanguard.jax.ops._core import Axes, divide_no_nan, keep_axes, narrow, safe_range, safe_sqrt, widen
 
@@ -106,21 +101,13 @@ def _l2_norm_jvp(axes, primals, tangents):
     return n, jnp.sum(divide_no_nan(x, n) * t, axis=axes, keepdims=True)
 
 
+@document("norm", "jax")
 def norm(x: jax.Array, axis: Axis = None, keepdims: bool = False) -> jax.Array:
-    r"""Euclidean (L2) norm over ``axis`` (all axes by default), safe at the zero vector.
-
-    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
-              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
-
-    ``jnp.linalg.norm`` has a NaN gradient at the zero vector, and ``jnp.linalg.norm`` of
+    r"""``jnp.linalg.norm`` has a NaN gradient at the zero vector, and ``jnp.linalg.norm`` of
     ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of the range:
     huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries (below
     1.2e-38 in float32) read as 0 where XLA flushes subnormals (on CPU): a subnormal vector
     is the zero vector there (value 0, gradient 0).
-
-    Singular points:
-        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
-          ``norm``; ``optax.safe_norm(x, 0.0)`` agrees), second derivative 0.
 
     Example:
         >>> x = jnp.zeros(3)
@@ -128,7 +115,7 @@ def norm(x: jax.Array, axis: Axis = None, keepdims: bool = False) -> jax.Array:
     """
     x = check_floating(x, "x", "norm")
     axes = check_axis(x, axis, "norm")
-    keepdims = check_bool(keepdims, "keepdims", "norm")
+    keepdims = setting(keepdims, "keepdims", "norm")
     if x.ndim == 0:
         axes = None
     return narrow(keep_axes(l2_norm(widen(x), axes), axes, keepdims), x.dtype)
@@ -206,50 +193,33 @@ def _cosine_jvp(axis, primals, tangents):
     return cos, da + db
 
 
+@document("normalize", "jax")
 def normalize(x: jax.Array, axis: int = -1) -> jax.Array:
-    r"""Unit vector ``x / ||x||`` along ``axis``; the zero vector maps to 0 with gradient 0.
-
-    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
-              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
-
-    ``x / jnp.linalg.norm(x, axis=-1, keepdims=True)`` is NaN at the zero vector, and the
+    r"""``x / jnp.linalg.norm(x, axis=-1, keepdims=True)`` is NaN at the zero vector, and the
     usual ``x / jnp.maximum(norm, 1e-12)`` biases vectors shorter than the epsilon. This op
     is exact for every nonzero vector, tiny (1e-30) and huge ones included; subnormal
     entries read as 0 where XLA flushes subnormals (on CPU), so a subnormal vector is the
     zero vector there.
-
-    Singular points:
-        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
-          choice), second derivative finite.
 
     Example:
         >>> x = jnp.array([[3.0, 4.0], [0.0, 0.0]])
         >>> nanguard.jax.normalize(x)      # [[0.6, 0.8], [0.0, 0.0]]
     """
     x = check_floating(x, "x", "normalize")
-    if x.ndim == 0:
-        raise ValueError("nanguard.jax.normalize: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "normalize")
     axis = check_single_axis(x, axis, "normalize")
     return narrow(unit(widen(x), axis), x.dtype)
 
 
+@document("cosine_similarity", "jax")
 def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
-    r"""Cosine of the angle between ``a`` and ``b`` along ``axis``; 0 when either is zero.
-
-    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
-              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
-
-    ``optax.cosine_similarity`` and the usual ``a @ b / max(|a| |b|, eps)`` clamp the norm
+    r"""``optax.cosine_similarity`` and the usual ``a @ b / max(|a| |b|, eps)`` clamp the norm
     below by an epsilon, which biases the value for short vectors and makes the gradient at
     zero vectors depend on it; without the epsilon it is NaN there. Broadcasts like ``jnp``
     binary ops.
 
-    Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare).
-
     Huge and tiny vectors give the exact cosine; subnormal ones count as 0 where XLA flushes
-    subnormals (on CPU). The value can exceed 1 by a rounding error; :func:`acos` accepts
-    that.
+    subnormals (on CPU).
 
     Example:
         >>> a = jnp.array([[1.0, 0.0], [0.0, 0.0]])
@@ -258,8 +228,7 @@ def cosine_similarity(a: jax.Array, b: jax.Array, axis: int = -1) -> jax.Array:
     a = check_floating(a, "a", "cosine_similarity")
     b = check_floating(b, "b", "cosine_similarity")
     shape = broadcast_static(a, b, "cosine_similarity", ("a", "b"))
-    if len(shape) == 0:
-        raise ValueError("nanguard.jax.cosine_similarity: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cosine_similarity")
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = jnp.broadcast_arrays(widen(narrow(a, dtype)), widen(narrow(b, dtype)))

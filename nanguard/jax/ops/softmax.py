@@ -8,7 +8,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from nanguard.jax._checks import Axis, check_axis, check_floating, check_mask, pick_mask
+from nanguard.core.opspec import document
+from nanguard.jax._checks import CHECKS, Axis, check_axis, check_floating, check_mask, pick_mask
 from nanguard.jax.ops._core import Axes, divide_no_nan, narrow, widen
 
 _NEG_INF = float("-inf")
@@ -59,8 +60,7 @@ def _log_softmax_jvp(axes, primals, tangents):
 
 def _prepare(x, axis, mask, where, op):
     x = check_floating(x, "x", op)
-    if x.ndim == 0:
-        raise ValueError(f"nanguard.jax.{op}: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", op)
     axes = check_axis(x, axis, op)
     mask = pick_mask(mask, where, op)
     if mask is not None:
@@ -68,28 +68,13 @@ def _prepare(x, axis, mask, where, op):
     return x, axes, mask
 
 
+@document("softmax", "jax")
 def softmax(x: jax.Array, axis: Axis = -1, mask: Optional[jax.Array] = None, *,
             where: Optional[jax.Array] = None) -> jax.Array:
-    r"""Softmax over ``axis`` that never returns NaN for a fully masked slice.
-
-    .. math:: \operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}
-
-    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    r"""Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``jax.nn.softmax`` returns NaN for it (without ``where=``),
     which poisons every gradient. Elsewhere the values equal ``jax.nn.softmax`` of the kept
     entries.
-
-    Singular points:
-        * masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0,
-          whatever the masked entry holds (NaN and inf included).
-        * a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in JAX.
-
-    Args:
-        x: floating array of scores.
-        axis: the axis (or axes) to normalise over.
-        mask: optional bool array broadcastable to ``x``; True keeps an entry.
-        where: jax.nn's name for ``mask`` (give one of them).
 
     Example:
         >>> scores = jnp.array([[1.0, 2.0], [-jnp.inf, -jnp.inf]])
@@ -102,32 +87,13 @@ def softmax(x: jax.Array, axis: Axis = -1, mask: Optional[jax.Array] = None, *,
     return narrow(_softmax(scores, axes), x.dtype)
 
 
+@document("log_softmax", "jax")
 def log_softmax(x: jax.Array, axis: Axis = -1, mask: Optional[jax.Array] = None, *,
                 where: Optional[jax.Array] = None) -> jax.Array:
-    r"""Log-softmax over ``axis`` for masked or all ``-inf`` slices, without NaN.
+    r"""Values equal ``jax.nn.log_softmax`` of the kept entries.
 
-    .. math:: \operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}
-              \quad (m_i \text{ True})
-
-    Values equal ``jax.nn.log_softmax`` of the kept entries.
-
-    Singular points:
-        * masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``
-          (``jax.nn.log_softmax(where=)`` puts ``-inf`` there), and receive gradient 0; so
-          ``-jnp.sum(target * log_softmax(x, axis, mask=mask))`` is finite when ``target``
-          is 0 there. Use ``jnp.where(mask, out, -jnp.inf)`` if you need the
-          log-probability ``-inf`` instead.
-        * a fully masked slice (by ``mask``) is all 0 with gradient 0.
-        * without ``mask``, ``-inf`` scores give ``-inf`` (exactly ``log 0``), and a slice
-          that is all ``-inf`` gives ``-inf`` everywhere instead of NaN; the gradient there is
-          the upstream gradient (``g - softmax * sum(g)`` with softmax 0).
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in JAX.
-
-    Args:
-        x: floating array of scores.
-        axis: the axis (or axes) to normalise over.
-        mask: optional bool array broadcastable to ``x``; True keeps an entry.
-        where: jax.nn's name for ``mask`` (give one of them).
+    ``jax.nn.log_softmax(where=)`` puts ``-inf`` at masked entries; this op puts the 0
+    placeholder there.
 
     Example:
         >>> logits = jnp.array([[2.0, 0.0, 5.0]])

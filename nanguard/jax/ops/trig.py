@@ -7,17 +7,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from nanguard.core.dtypes import trig_rounding_tolerance
+from nanguard.core.opspec import document
 from nanguard.jax._checks import check_floating
 from nanguard.jax.ops._core import narrow, reciprocal_sqrt_or_zero, widen
-
-# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
-# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
-_ROUNDING_ULPS = 4
-
-
-def _rounding_tolerance(dtype) -> float:
-    return _ROUNDING_ULPS * float(jnp.finfo(dtype).eps)
-
 
 def _pulled_in(x: jax.Array, tolerance: float) -> jax.Array:
     """±1 for 1 < |x| <= 1 + tolerance (a rounding error), x itself elsewhere (beyond: NaN later)."""
@@ -42,48 +35,26 @@ def _inverse_sine_jvp(tolerance, sign, primals, tangents):
     return _inverse_sine(x, tolerance, sign), t * local if sign > 0 else -(t * local)
 
 
+@document("asin", "jax")
 def asin(x: jax.Array) -> jax.Array:
-    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
-
-    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
-
-    ``jnp.arcsin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
+    r"""``jnp.arcsin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
     dot product of unit vectors easily produces.
-
-    Singular points:
-        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
-          derivative is +inf), second derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN value and gradient; such an input is a bug, not rounding.
 
     Example:
         >>> nanguard.jax.asin(jnp.array([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
     """
     x = check_floating(x, "x", "asin")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), 1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(str(x.dtype)), 1.0), x.dtype)
 
 
+@document("acos", "jax")
 def acos(x: jax.Array) -> jax.Array:
-    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
-
-    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
-
-    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    r"""The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors (``jax.grad(jnp.arccos)(1.0)`` is -inf) and is NaN when
     rounding pushes the cosine to ``1.0000001``.
-
-    Singular points:
-        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
-          derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN value and gradient.
 
     Example:
         >>> nanguard.jax.acos(jnp.array([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]
     """
     x = check_floating(x, "x", "acos")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), -1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(str(x.dtype)), -1.0), x.dtype)

@@ -6,31 +6,20 @@ from typing import Optional
 
 import tensorflow as tf
 
-from nanguard.tf._checks import broadcast_static, check_floating, promote
+from nanguard.core import op_checks
+from nanguard.core.opspec import document
+from nanguard.tf._checks import SPELLING, check_floating, promote
 from nanguard.tf.ops._core import narrow, widen
 from nanguard.tf.ops.norms import l2_norm
 
 
+@document("distance_matrix", "tf")
 def distance_matrix(x: tf.Tensor, y: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
-
-    .. math:: D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =
-              \frac{x_i - y_j}{D_{ij}} \quad (D_{ij} > 0)
-
-    TensorFlow has no ``cdist``; the usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the
+    r"""TensorFlow has no ``cdist``; the usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the
     diagonal, where the sqrt gradient is inf and training turns NaN after one step, and
     ``tf.norm(x[:, None] - y[None], axis=-1)`` has a NaN gradient there. The subtraction of
     the Gram form also cancels for nearby rows (tiny negative values). This op works from the
     differences themselves (``O(n·m·d)`` memory) with the safe norm.
-
-    Singular points:
-        * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
-          (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
-
-    Args:
-        x: ``(..., n, d)`` floating tensor.
-        y: ``(..., m, d)`` floating tensor, or None for ``y = x``; batch dimensions
-           broadcast.
 
     Returns:
         ``(..., n, m)`` distances in the promoted dtype of ``x`` and ``y``.
@@ -41,19 +30,8 @@ def distance_matrix(x: tf.Tensor, y: Optional[tf.Tensor] = None) -> tf.Tensor:
     """
     x = check_floating(x, "x", "distance_matrix")
     y = x if y is None else check_floating(y, "y", "distance_matrix")
-    for name, t in (("x", x), ("y", y)):
-        if t.shape.rank is None or t.shape.rank < 2:
-            raise ValueError(f"nanguard.tf.distance_matrix: `{name}` must have shape (..., rows, features), "
-                             f"got shape {t.shape}")
-    dx, dy = x.shape[-1], y.shape[-1]
-    if dx is not None and dy is not None and dx != dy:
-        raise ValueError(f"nanguard.tf.distance_matrix: x and y need the same number of features (last "
-                         f"dimension), got {dx} and {dy}")
-    try:
-        broadcast_static(x.shape[:-2], y.shape[:-2], "distance_matrix", ("x", "y"))
-    except ValueError:
-        raise ValueError(f"nanguard.tf.distance_matrix: batch dimensions {x.shape[:-2]} and {y.shape[:-2]} "
-                         f"do not broadcast") from None
+    op_checks.rows_and_features(*(None if t.shape.rank is None else tuple(t.shape.as_list()) for t in (x, y)),
+                                "distance_matrix", SPELLING)
     dtype = promote(x.dtype, y.dtype)
     wx, wy = widen(narrow(x, dtype)), widen(narrow(y, dtype))
     differences = tf.expand_dims(wx, -2) - tf.expand_dims(wy, -3)  # (..., n, m, d)

@@ -6,17 +6,9 @@ from typing import Union
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.tf._checks import (
-    Axis,
-    as_floating,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_mask,
-    check_number,
-    compute_dtype,
-    promote,
+    as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, compute_dtype, promote, setting,
 )
 from nanguard.tf.ops._core import broadcast_pair, keep_axes, nan_term, nan_where_nan, narrow, select, widen
 
@@ -43,41 +35,25 @@ def _div(a: tf.Tensor, b: tf.Tensor, fill: float) -> tf.Tensor:
     return div(a, b)
 
 
+@document("div", "tf")
 def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tensor:
-    r"""Divide-no-nan: ``a / b`` where ``b != 0`` and ``fill`` where ``b == 0``.
-
-    .. math:: \operatorname{div}(a, b) = \begin{cases} a / b & b \ne 0 \\ \text{fill} & b = 0
-              \end{cases}, \qquad \frac{\partial}{\partial a} = \frac{1}{b},\quad
-              \frac{\partial}{\partial b} = -\frac{a}{b^2} \quad (b \ne 0)
-
-    The ``tf.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
+    r"""The ``tf.where(b == 0, 0., a / b)`` idiom has the right value but a NaN or inf gradient
     at ``b = 0`` (the discarded branch still divides by zero). ``tf.math.divide_no_nan`` is
     right there but turns a NaN numerator into 0, hiding it. Broadcasts like ``tf.math.divide``.
 
-    Singular points:
-        * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``,
-          gradient 0 for ``a`` and ``b`` (the result does not depend on them there).
-        * ``a`` or ``b`` NaN: NaN, also where ``b = 0`` (a NaN from the data is never
-          hidden), and NaN gradients for both.
-        * tiny nonzero ``b``: the exact quotient, which may overflow to inf. A subnormal
-          ``b`` counts as 0 where TensorFlow flushes subnormals (its CPU kernels and XLA do):
-          ``div(1e-30, 1e-40)`` is ``fill`` there.
+    A subnormal ``b`` counts as 0 where TensorFlow flushes subnormals (its CPU kernels and
+    XLA do): ``div(1e-30, 1e-40)`` is ``fill`` there.
 
     Dtypes promote as in torch (float16 with float32 gives float32); a Python number ``b``
     takes ``a``'s dtype and float16/bfloat16 are computed in float32, so ``div(x_fp16, 1e5)``
     is not ``x / inf``.
-
-    Args:
-        a: numerator (floating tensor).
-        b: denominator, tensor or number.
-        fill: finite number returned where ``b == 0``.
 
     Example:
         >>> nanguard.tf.div(tf.constant([1.0, 1.0]), tf.constant([2.0, 0.0]))   # [0.5, 0.0]
     """
     a = check_floating(a, "a", "div")
     b = as_floating(b, "b", "div")
-    fill = check_number(fill, "fill", "div")
+    fill = setting(fill, "fill", "div")
     if isinstance(b, float):
         dtype = a.dtype
         b = tf.constant(b, compute_dtype(dtype))
@@ -88,30 +64,12 @@ def div(a: tf.Tensor, b: Union[tf.Tensor, float], fill: float = 0.0) -> tf.Tenso
     return narrow(_div(wa, wb, fill), dtype)
 
 
+@document("masked_mean", "tf")
 def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool = False,
                 fill: float = 0.0) -> tf.Tensor:
-    r"""Mean of the kept entries of ``x`` over ``axis``; an empty slice gives ``fill``.
-
-    .. math:: \operatorname{masked\_mean}(x) = \frac{\sum_i m_i x_i}{\sum_i m_i}, \qquad
-              \frac{\partial}{\partial x_i} = \frac{m_i}{\sum_j m_j}
-
-    Mean pooling over padded sequences written as ``reduce_sum(x, 1) / lengths`` is NaN for
+    r"""Mean pooling over padded sequences written as ``reduce_sum(x, 1) / lengths`` is NaN for
     an empty sequence (0/0, also Keras ``GlobalAveragePooling1D`` with a mask), and
     ``reduce_sum(x * mask)`` is NaN when a padded entry holds NaN.
-
-    Singular points:
-        * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
-          value, whatever they hold, NaN and inf included.
-        * a kept NaN: NaN value, and NaN gradient for that entry (the others keep
-          ``1 / count``: the mean's derivative does not read the values).
-
-    Args:
-        x: floating tensor.
-        mask: bool tensor broadcastable to ``x``; True keeps an entry.
-        axis: axis or axes to average over, or None for all.
-        keepdims: keep reduced axes with size 1.
-        fill: finite number returned for empty slices.
 
     Example:
         >>> x = tf.constant([[1.0, 3.0, float("nan")], [5.0, 7.0, 9.0]])
@@ -121,8 +79,8 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor, axis: Axis = None, keepdims: bool
     x = check_floating(x, "x", "masked_mean")
     mask = check_mask(mask, x, "masked_mean")
     axes = check_axis(x, axis, "masked_mean")
-    keepdims = check_bool(keepdims, "keepdims", "masked_mean")
-    fill = check_number(fill, "fill", "masked_mean")
+    keepdims = setting(keepdims, "keepdims", "masked_mean")
+    fill = setting(fill, "fill", "masked_mean")
     if x.shape.rank == 0:
         axes = None
     wide = widen(x)

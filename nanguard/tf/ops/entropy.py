@@ -6,7 +6,8 @@ from typing import Union
 
 import tensorflow as tf
 
-from nanguard.tf._checks import as_floating, broadcast_static, check_floating, check_single_axis, promote
+from nanguard.core.opspec import document
+from nanguard.tf._checks import CHECKS, as_floating, broadcast_static, check_floating, check_single_axis, promote
 from nanguard.tf.ops._core import broadcast_pair, nan_where_nan, narrow, ratio_unless_both_zero, select, widen
 
 
@@ -34,25 +35,12 @@ def _xlogy(x: tf.Tensor, y: tf.Tensor):
     return out, grad
 
 
+@document("xlogy", "tf")
 def xlogy(x: tf.Tensor, y: Union[tf.Tensor, float]) -> tf.Tensor:
-    r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
-
-    .. math:: \operatorname{xlogy}(x, y) = \begin{cases} 0 & x = 0 \\ x \log y & x \ne 0
-              \end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad
-              \frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)
-
-    ``tf.math.xlogy`` has the right value at ``x = y = 0``, but its gradient in ``x`` at
+    r"""``tf.math.xlogy`` has the right value at ``x = y = 0``, but its gradient in ``x`` at
     ``x = 0 < y`` is 0 instead of ``log y``, it turns a NaN ``y`` into 0 when ``x = 0``,
     and its second derivative at ``x = y = 0`` is NaN; the hand-written ``x * tf.math.log(y)``
     is NaN already in the forward pass.
-
-    Singular points:
-        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
-        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
-          derivative) and 0 in ``y``.
-        * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
-        * ``y < 0`` or NaN: value NaN.
-        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
 
     Example:
         >>> p = tf.constant([0.0, 0.5])
@@ -84,22 +72,12 @@ def _entropy(p: tf.Tensor, axis: int) -> tf.Tensor:
     return entropy(p)
 
 
+@document("entropy", "tf")
 def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Shannon entropy ``-sum(p * log p)`` over ``axis``, in nats, with ``0 · log 0 = 0``.
-
-    .. math:: H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =
-              -(\log p_i + 1) \quad (p_i > 0)
-
-    The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
+    r"""The textbook ``-tf.reduce_sum(p * tf.math.log(p))`` is NaN as soon as one probability is
     exactly 0; clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
 
-    Singular points:
-        * ``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf;
-          the convention of the double-where recipe).
-        * ``p_i < 0`` or NaN: NaN, as in the textbook formula.
-
-    The input is not required to sum to 1; no normalisation is applied. float16/bfloat16
-    are computed in float32.
+    float16/bfloat16 are computed in float32.
 
     Example:
         >>> p = tf.constant([0.1, 0.2, 0.0, 0.7])
@@ -108,8 +86,7 @@ def entropy(p: tf.Tensor, axis: int = -1) -> tf.Tensor:
     """
     p = check_floating(p, "p", "entropy")
     axis = check_single_axis(p, axis, "entropy")
-    if p.shape.rank == 0:
-        raise ValueError("nanguard.tf.entropy: `p` must have at least one dimension")
+    CHECKS.rank(p, 1, "`p`", "entropy")
     return narrow(_entropy(widen(p), axis), p.dtype)
 
 
@@ -145,22 +122,13 @@ def _cross_entropy(target: tf.Tensor, probs: tf.Tensor, axis: int) -> tf.Tensor:
     return cross_entropy(target, probs)
 
 
+@document("cross_entropy_probs", "tf")
 def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Cross-entropy ``-sum(target * log(probs))`` over ``axis`` between two distributions.
-
-    .. math:: H(t, q) = -\sum_i t_i \log q_i
-
-    The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
+    r"""The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
     a predicted probability is exactly 0, even where the target is 0 too. Terms with
     ``target_i = 0`` contribute 0 with gradient 0 in ``probs_i`` for every probability
     (0 included). float16/bfloat16 inputs are computed in float32. If you have logits,
     prefer ``-tf.reduce_sum(target * nanguard.tf.log_softmax(logits, axis), axis)``.
-
-    Singular points:
-        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
-          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
-          ``probs_i = 0`` too.
-        * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
 
     Example:
         >>> target = tf.constant([0.0, 1.0, 0.0])
@@ -170,8 +138,7 @@ def cross_entropy_probs(target: tf.Tensor, probs: tf.Tensor, axis: int = -1) -> 
     target = check_floating(target, "target", "cross_entropy_probs")
     probs = check_floating(probs, "probs", "cross_entropy_probs")
     shape = broadcast_static(target.shape, probs.shape, "cross_entropy_probs", ("target", "probs"))
-    if shape.rank == 0:
-        raise ValueError("nanguard.tf.cross_entropy_probs: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cross_entropy_probs")
     axis = check_single_axis(shape, axis, "cross_entropy_probs")
     dtype = promote(target.dtype, probs.dtype)
     wt, wq = broadcast_pair(widen(narrow(target, dtype)), widen(narrow(probs, dtype)))

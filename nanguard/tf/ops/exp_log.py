@@ -6,48 +6,29 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
-from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact
+from nanguard.core.opspec import document
+from nanguard.core.softplus_parts import BetaParts, beta_parts, product_is_exact, product_low
 from nanguard.tf._checks import (
-    Axis,
-    as_floating,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_mask,
-    check_number,
-    promote,
+    as_floating, Axis, broadcast_static, check_axis, check_floating, check_mask, promote, setting,
 )
 from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, select, widen
 
 _NEG_INF = float("-inf")
 
 
+@document("softplus", "tf")
 def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
-    r"""Softplus ``log(1 + exp(beta * x)) / beta``, finite for every finite input.
-
-    .. math:: \operatorname{softplus}(x) = \tfrac{1}{\beta}\log\!\left(1 + e^{\beta x}\right),
-              \qquad \frac{d}{dx} = \sigma(\beta x)
-
-    The textbook ``tf.math.log1p(tf.exp(x))`` overflows to inf for ``x > 88`` (float32) or
-    ``x > 11`` (float16), and masking the inf with ``tf.where`` still leaves a NaN *gradient*
-    (``0 * inf``). ``tf.nn.softplus`` is finite but returns ``exp(x)`` below ``x = -13.9``
-    in float32, 7 ulps off (``log1p(e) = e - e²/2``), and ``tf.nn.softplus(beta * x) / beta``
-    overflows where ``beta * x`` does (inf at ``x = 1e38, beta = 7``, where softplus is x)
-    and turns the rounding of ``beta * x`` into up to ``|beta * x| / 2`` ulps (91 in float32
-    at ``beta = 0.3``, 391 in float64). This op is ``max(t, 0) + log1p(exp(-|t|))`` with
-    ``beta * x = t + lo`` split exactly (Dekker's two-product) and ``lo`` added to first
-    order, the tail ``beta * x < -18`` (float32; -38 in float64) as ``exp(t - log beta)``
-    (never subnormal before the result), and ``x`` itself where the correction is below
-    half an ulp: value and gradient ``sigmoid(beta * x)`` within 4 ulps for every beta, as
-    ``nanguard.torch``. float16/bfloat16 are computed in float32.
-
-    Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
-    value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
-
-    Args:
-        x: floating tensor of any shape.
-        beta: a finite number > 0.
+    r"""The textbook ``tf.math.log1p(tf.exp(x))`` overflows to inf for ``x > 88``
+    (float32) or ``x > 11`` (float16), and masking the inf with ``tf.where`` still
+    leaves a NaN *gradient* (``0 * inf``). ``tf.nn.softplus`` is finite but returns
+    ``exp(x)`` below ``x = -13.9`` in float32, 7 ulps off (``log1p(e) = e - e²/2``), and
+    ``tf.nn.softplus(beta * x) / beta`` overflows where ``beta * x`` does (inf at ``x =
+    1e38, beta = 7``, where softplus is x) and turns the rounding of ``beta * x`` into
+    up to ``|beta * x| / 2`` ulps (91 in float32 at ``beta = 0.3``, 391 in float64). The
+    method (``beta * x`` split exactly, the tail through ``exp(t - log beta)``) is
+    :mod:`nanguard.core.softplus_parts`'s: value and gradient ``sigmoid(beta * x)``
+    within 4 ulps for every beta, as ``nanguard.torch``. float16/bfloat16 are computed
+    in float32.
 
     Example:
         >>> x = tf.constant([0.0, 1.0, 100.0])
@@ -56,26 +37,15 @@ def softplus(x: tf.Tensor, beta: float = 1.0) -> tf.Tensor:
         >>> # gradient: [0.5, 0.7310586, 1.0]
     """
     x = check_floating(x, "x", "softplus")
-    beta = check_number(beta, "beta", "softplus", positive=True)
+    beta = setting(beta, "beta", "softplus")
     wide = widen(x)
     return narrow(_softplus(wide, beta_parts(beta, wide.dtype.name), product_is_exact(beta)), x.dtype)
 
 
 def _softplus(x: tf.Tensor, p: BetaParts, exact: bool) -> tf.Tensor:
     """softplus(x, beta) with the constants ``p`` of beta; ``exact``: beta * x is exact (a
-    power of two >= 1): no product correction, no tail.
-
-    With t = fl(b x) (b: beta in the dtype), lo = b x - t + (beta - b) x exactly, e = exp(-|t|)
-    and s = sigmoid(t):
-
-    * t > HUGE: x (gradient 1), also where t overflows;
-    * tail, t < TAIL: exp(t - log beta) (1 + lo + the two-sum's error - log beta's low part),
-      gradient exp(t) (1 + lo);
-    * otherwise (max(t, 0) + log1p(e) + lo s) / beta, gradient s + lo s (1 - s).
-
-    Every branch is computed on inputs that keep it finite where it is not taken (t = ±inf
-    replaced, the tail's t capped), so the native derivative of the gradient, the second
-    derivative, has no 0 * inf.
+    power of two >= 1): no product correction, no tail. The branches are those of
+    :mod:`nanguard.core.softplus_parts`.
     """
     dtype = x.dtype
 
@@ -128,13 +98,7 @@ def _product_error(x: tf.Tensor, t: tf.Tensor, p: BetaParts) -> tf.Tensor:
     x beyond the largest float / (4 · splitter) is split scaled by 2**-64 (exact), so that
     x · splitter cannot overflow; where b x itself overflows the result is not used."""
     scale = select(tf.abs(x) > p.big, tf.fill(tf.shape(x), tf.constant(2.0**-64, x.dtype)), tf.ones_like(x))
-    xs = x * scale
-    c = xs * p.splitter
-    x_hi = c - (c - xs)
-    x_lo = xs - x_hi
-    ts = xs * p.b
-    lo = ((x_hi * p.b_hi - ts) + x_hi * p.b_lo + x_lo * p.b_hi) + x_lo * p.b_lo
-    return lo / scale + x * p.b_rest
+    return product_low(x * scale, p) / scale + x * p.b_rest
 
 
 @tf.custom_gradient
@@ -157,19 +121,10 @@ def _logaddexp(a: tf.Tensor, b: tf.Tensor):
     return out, grad
 
 
+@document("logaddexp", "tf")
 def logaddexp(a: tf.Tensor, b: Union[tf.Tensor, float]) -> tf.Tensor:
-    r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
-
-    .. math:: \operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad
-              \frac{\partial}{\partial a} = \sigma(a - b)
-
-    ``tf.experimental.numpy.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient
+    r"""``tf.experimental.numpy.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient
     there is NaN. Broadcasts like TensorFlow's binary ops.
-
-    Singular points:
-        * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
-        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``).
-        * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:
         >>> a = tf.constant([float("-inf"), 0.0])
@@ -206,25 +161,10 @@ def _logsumexp(x: tf.Tensor, axes) -> tf.Tensor:
     return lse(x)
 
 
+@document("logsumexp", "tf")
 def logsumexp(x: tf.Tensor, axis: Axis = None, keepdims: bool = False, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""``log(sum(exp(x)))`` over ``axis``, optionally over the kept entries only.
-
-    .. math:: \operatorname{logsumexp}(x) = \log \sum_{i:\,m_i} e^{x_i}, \qquad
-              \frac{\partial}{\partial x_i} = m_i\, e^{x_i - \operatorname{logsumexp}(x)}
-
-    ``tf.reduce_logsumexp`` returns -inf for a slice that is all -inf but its gradient there
+    r"""``tf.reduce_logsumexp`` returns -inf for a slice that is all -inf but its gradient there
     is NaN. This op agrees with it everywhere else.
-
-    Singular points:
-        * a slice that is all -inf, or all masked out (or empty): value -inf, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0), whatever they hold,
-          NaN and inf included.
-
-    Args:
-        x: floating tensor.
-        axis: axis or axes to reduce (None: all).
-        keepdims: keep the reduced axes with size 1.
-        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
 
     Example:
         >>> x = tf.fill([2, 3], float("-inf"))
@@ -232,7 +172,7 @@ def logsumexp(x: tf.Tensor, axis: Axis = None, keepdims: bool = False, mask: Opt
     """
     x = check_floating(x, "x", "logsumexp")
     axes = check_axis(x, axis, "logsumexp")
-    keepdims = check_bool(keepdims, "keepdims", "logsumexp")
+    keepdims = setting(keepdims, "keepdims", "logsumexp")
     if mask is not None:
         mask = check_mask(mask, x, "logsumexp")
         x = select(mask, x, tf.constant(_NEG_INF, x.dtype))

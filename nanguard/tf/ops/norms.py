@@ -11,14 +11,9 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+from nanguard.core.opspec import document
 from nanguard.tf._checks import (
-    Axis,
-    broadcast_static,
-    check_axis,
-    check_bool,
-    check_floating,
-    check_single_axis,
-    promote,
+    CHECKS, Axis, broadcast_static, check_axis, setting, check_floating, check_single_axis, promote,
 )
 from nanguard.tf.ops._core import broadcast_pair, keep_axes, narrow, safe_range, safe_sqrt, widen
 
@@ -97,21 +92,13 @@ def l2_norm(x: tf.Tensor, axes: Optional[Tuple[int, ...]]) -> tf.Tensor:
     return l2(x)
 
 
+@document("norm", "tf")
 def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
-    r"""Euclidean (L2) norm over ``axis`` (all axes by default), safe at the zero vector.
-
-    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
-              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
-
-    ``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
+    r"""``tf.norm`` and ``keras.ops.norm`` have a NaN gradient at the zero vector, and
     ``tf.norm`` of ``[3e20]`` (float32) overflows to inf. This op is exact at both ends of
     the range: huge entries, and tiny ones whose squares underflow (1e-30). Subnormal entries
     (below 1.2e-38 in float32) read as 0, since TensorFlow's CPU kernels and XLA flush
     subnormals: a subnormal vector is the zero vector there (value 0, gradient 0).
-
-    Singular points:
-        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's rule for
-          ``norm``), second derivative 0.
 
     Example:
         >>> x = tf.zeros([3])
@@ -119,7 +106,7 @@ def norm(x: tf.Tensor, axis: Axis = None, keepdims: bool = False) -> tf.Tensor:
     """
     x = check_floating(x, "x", "norm")
     axes = check_axis(x, axis, "norm")
-    keepdims = check_bool(keepdims, "keepdims", "norm")
+    keepdims = setting(keepdims, "keepdims", "norm")
     if x.shape.rank == 0:
         axes = None
     return narrow(keep_axes(l2_norm(widen(x), axes), axes, keepdims), x.dtype)
@@ -155,51 +142,33 @@ def unit(x: tf.Tensor, axis: int) -> tf.Tensor:
     return unit_vector(x)
 
 
+@document("normalize", "tf")
 def normalize(x: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Unit vector ``x / ||x||`` along ``axis``; the zero vector maps to 0 with gradient 0.
-
-    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
-              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
-
-    ``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
+    r"""``tf.math.l2_normalize`` divides by ``sqrt(max(||x||², 1e-12))``: vectors shorter than
     ``1e-6`` come out shorter than 1, and ``keras.ops.normalize`` has a NaN second derivative
     at the zero vector. This op is exact for every nonzero vector, tiny (1e-30) and huge ones
     included; subnormal entries read as 0 where TensorFlow flushes subnormals (its CPU
     kernels and XLA do), so a subnormal vector is the zero vector there.
-
-    Singular points:
-        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
-          choice), second derivative 0.
 
     Example:
         >>> x = tf.constant([[3.0, 4.0], [0.0, 0.0]])
         >>> nanguard.tf.normalize(x)      # [[0.6, 0.8], [0.0, 0.0]]
     """
     x = check_floating(x, "x", "normalize")
-    if x.shape.rank == 0:
-        raise ValueError("nanguard.tf.normalize: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "normalize")
     axis = check_single_axis(x, axis, "normalize")
     return narrow(unit(widen(x), axis), x.dtype)
 
 
+@document("cosine_similarity", "tf")
 def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
-    r"""Cosine of the angle between ``a`` and ``b`` along ``axis``; 0 when either is zero.
-
-    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
-              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
-
-    ``keras.losses.cosine_similarity`` and ``tf.math.l2_normalize`` clamp the norm below by
+    r"""``keras.losses.cosine_similarity`` and ``tf.math.l2_normalize`` clamp the norm below by
     an epsilon, which biases the value for short vectors and makes the gradient at zero
     vectors depend on it. Computed as ``sum(normalize(a) * normalize(b))``; broadcasts like
     TensorFlow's binary ops.
 
-    Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare);
-          but NaN, with NaN gradients, when the other vector holds NaN.
-
     Huge vectors give the exact cosine; subnormal ones count as 0 where TensorFlow flushes
-    subnormals (its CPU kernels and XLA do). The value can exceed 1 by a rounding error;
-    :func:`acos` accepts that.
+    subnormals (its CPU kernels and XLA do).
 
     Example:
         >>> a = tf.constant([[1.0, 0.0], [0.0, 0.0]])
@@ -208,8 +177,7 @@ def cosine_similarity(a: tf.Tensor, b: tf.Tensor, axis: int = -1) -> tf.Tensor:
     a = check_floating(a, "a", "cosine_similarity")
     b = check_floating(b, "b", "cosine_similarity")
     shape = broadcast_static(a.shape, b.shape, "cosine_similarity", ("a", "b"))
-    if shape.rank == 0:
-        raise ValueError("nanguard.tf.cosine_similarity: inputs must have at least one dimension")
+    CHECKS.rank(shape, 1, "inputs", "cosine_similarity")
     axis = check_single_axis(shape, axis, "cosine_similarity")
     dtype = promote(a.dtype, b.dtype)
     wa, wb = broadcast_pair(widen(narrow(a, dtype)), widen(narrow(b, dtype)))

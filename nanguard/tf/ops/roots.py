@@ -4,30 +4,19 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from nanguard.tf._checks import check_floating, check_number
+from nanguard.core.opspec import document
+from nanguard.tf._checks import check_floating, setting
 from nanguard.tf.ops._core import narrow, safe_sqrt, select, widen
 
 
+@document("sqrt", "tf")
 def sqrt(x: tf.Tensor) -> tf.Tensor:
-    r"""Square root with a finite gradient at 0.
-
-    .. math:: \operatorname{sqrt}(x) = \sqrt{\max(x, 0)}, \qquad
-              \frac{d}{dx} = \frac{1}{2\sqrt{x}} \ (x > 0)
-
-    ``tf.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    r"""``tf.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
     upstream zero (from ``tf.where``, a mask, a ReLU) multiplies it; ``tf.sqrt(-1e-9)`` is
     NaN. This op returns the same values and gradients everywhere else.
 
-    Singular points:
-        * ``x = 0``: value 0, gradient 0 (the minimum-norm subgradient).
-        * ``x < 0`` (e.g. ``-1e-9`` from cancellation in ``a² + b² - 2ab``): treated as 0,
-          value 0, gradient 0.
-        * Second and higher derivatives at 0 are 0 as well.
-
     A subnormal ``x`` (below 1.2e-38 in float32) reads as 0 where TensorFlow flushes subnormals (its CPU kernels and XLA do):
     ``sqrt(1.8e-40)`` is 0 there, with gradient 0, not 1.3e-20.
-
-    NaN inputs give NaN.
 
     Example:
         >>> x = tf.constant([0.0, 4.0])
@@ -62,28 +51,15 @@ def _positive_power(x: tf.Tensor, p: float) -> tf.Tensor:
     return power(x)
 
 
+@document("pow", "tf")
 def pow(x: tf.Tensor, exponent: float) -> tf.Tensor:
-    r"""Power of the non-negative part, ``max(x, 0) ** p`` for ``p > 0``, finite gradient at 0.
-
-    .. math:: \operatorname{pow}(x, p) = \max(x, 0)^p, \qquad
-              \frac{d}{dx} = p\,x^{p-1} \ (x > 0)
-
-    For ``0 < p < 1``, ``tf.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    r"""For ``0 < p < 1``, ``tf.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask). This op equals ``tf.pow`` for ``x > 0``.
-
-    Singular points:
-        * ``x = 0``: value 0, gradient 0 for every ``p > 0`` (minimum-norm subgradient; for
-          ``p = 1`` this makes ``pow(x, 1)`` a ReLU with ReLU's gradient convention).
-        * ``x < 0``: treated as 0 (value 0, gradient 0), as in :func:`sqrt`.
-        * Second and higher derivatives at 0 are 0.
-
-    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
-    infinite and no finite convention exists.
 
     Example:
         >>> x = tf.constant([0.0, 8.0])
         >>> nanguard.tf.pow(x, 1 / 3)     # [0.0, 2.0]; gradient [0.0, 0.0833]
     """
     x = check_floating(x, "x", "pow")
-    p = check_number(exponent, "exponent", "pow", positive=True)
+    p = setting(exponent, "exponent", "pow")
     return narrow(_positive_power(widen(x), p), x.dtype)

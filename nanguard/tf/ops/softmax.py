@@ -6,7 +6,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from nanguard.tf._checks import check_floating, check_mask, check_single_axis
+from nanguard.core.opspec import document
+from nanguard.tf._checks import CHECKS, check_floating, check_mask, check_single_axis
 from nanguard.tf.ops._core import narrow, select, widen
 
 _NEG_INF = float("-inf")
@@ -79,57 +80,27 @@ def _prepare(x, axis, mask, op):
     return x, axis, mask
 
 
+@document("softmax", "tf")
 def softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""Softmax over ``axis`` that never returns NaN for a fully masked slice.
-
-    .. math:: \operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}
-
-    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    r"""Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``tf.nn.softmax`` returns NaN for it, which poisons every
     gradient. Elsewhere the values equal ``tf.nn.softmax`` of the kept entries.
-
-    Singular points:
-        * masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0,
-          whatever the masked entry holds (NaN and inf included).
-        * a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in TensorFlow.
-
-    Args:
-        x: floating tensor of scores.
-        axis: the axis to normalise over.
-        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
 
     Example:
         >>> scores = tf.constant([[1.0, 2.0], [float("-inf"), float("-inf")]])
         >>> nanguard.tf.softmax(scores, axis=-1)        # [[0.2689, 0.7311], [0.0, 0.0]]
     """
     x, axis, mask = _prepare(x, axis, mask, "softmax")
-    if x.shape.rank == 0:
-        raise ValueError("nanguard.tf.softmax: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "softmax")
     scores = widen(x)
     if mask is not None:
         scores = select(mask, scores, tf.constant(_NEG_INF, scores.dtype))
     return narrow(_softmax(scores, axis), x.dtype)
 
 
+@document("log_softmax", "tf")
 def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r"""Log-softmax over ``axis`` for masked or all ``-inf`` slices, without NaN.
-
-    .. math:: \operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}
-              \quad (m_i \text{ True})
-
-    Values equal ``tf.nn.log_softmax`` of the kept entries.
-
-    Singular points:
-        * masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``,
-          and receive gradient 0; so ``-tf.reduce_sum(target * log_softmax(x, axis, mask))``
-          is finite when ``target`` is 0 there. Use ``tf.where(mask, out, -inf)`` if you need
-          the log-probability ``-inf`` instead.
-        * a fully masked slice (by ``mask``) is all 0 with gradient 0.
-        * without ``mask``, ``-inf`` scores give ``-inf`` (exactly ``log 0``), and a slice
-          that is all ``-inf`` gives ``-inf`` everywhere instead of TensorFlow's NaN; the
-          gradient there is the upstream gradient (``g - softmax * sum(g)`` with softmax 0).
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in TensorFlow.
+    r"""Values equal ``tf.nn.log_softmax`` of the kept entries.
 
     Example:
         >>> logits = tf.constant([[2.0, 0.0, 5.0]])
@@ -137,8 +108,7 @@ def log_softmax(x: tf.Tensor, axis: int = -1, mask: Optional[tf.Tensor] = None) 
         >>> nanguard.tf.log_softmax(logits, axis=-1, mask=keep)   # [[-0.1269, -2.1269, 0.0]]
     """
     x, axis, mask = _prepare(x, axis, mask, "log_softmax")
-    if x.shape.rank == 0:
-        raise ValueError("nanguard.tf.log_softmax: `x` must have at least one dimension")
+    CHECKS.rank(x, 1, "`x`", "log_softmax")
     scores = widen(x)
     if mask is None:
         return narrow(_log_softmax(scores, axis), x.dtype)

@@ -6,20 +6,9 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from nanguard.tf._checks import Axis, check_axis, check_bool, check_floating
+from nanguard.core.opspec import document
+from nanguard.tf._checks import CHECKS, Axis, check_axis, setting, check_floating
 from nanguard.tf.ops._core import keep_axes, nan_marks, narrow, pow2_scale, safe_range, select, widen, zero_spread
-
-
-def _check_correction(correction: object, ddof: object, op: str) -> float:
-    if ddof is not None:
-        if correction != 1:
-            raise ValueError(f"nanguard.tf.{op}: give `correction` or its numpy name `ddof`, not both")
-        correction = ddof
-    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
-        raise TypeError(f"nanguard.tf.{op}: `correction` must be a number, got {type(correction).__name__}")
-    if not 0 <= correction < float("inf"):
-        raise ValueError(f"nanguard.tf.{op}: `correction` must be a finite number >= 0, got {correction}")
-    return float(correction)
 
 
 def _count(x: tf.Tensor, axes: Optional[Tuple[int, ...]]):
@@ -135,28 +124,18 @@ def _spread(x: tf.Tensor, axes, correction: float, root: bool) -> tf.Tensor:
 def _prepare(x, axis, correction, ddof, keepdims, op):
     x = check_floating(x, "x", op)
     axes = check_axis(x, axis, op)
-    keepdims = check_bool(keepdims, "keepdims", op)
+    keepdims = setting(keepdims, "keepdims", op)
     if x.shape.rank == 0:
         axes = None
-    return x, axes, _check_correction(correction, ddof, op), keepdims
+    return x, axes, CHECKS.correction(correction, ddof, op), keepdims
 
 
+@document("var", "tf")
 def var(x: tf.Tensor, axis: Axis = None, correction: float = 1, keepdims: bool = False,
         ddof: Optional[float] = None) -> tf.Tensor:
-    r"""Variance over ``axis`` with ``correction`` (Bessel's by default), finite for small slices.
-
-    .. math:: \operatorname{var}(x) = \frac{1}{N - c} \sum_i (x_i - \bar x)^2,
-              \qquad \frac{\partial}{\partial x_i} = \frac{2 (x_i - \bar x)}{N - c}
-
-    ``tf.math.reduce_variance`` has no correction (it is ``correction=0``); ``torch.var``'s
+    r"""``tf.math.reduce_variance`` has no correction (it is ``correction=0``); ``torch.var``'s
     default ``correction=1`` is NaN for one element. ``ddof`` is numpy's name for
     ``correction``.
-
-    Singular points:
-        * ``N - correction <= 0`` (one element with Bessel's correction, or empty): value 0,
-          gradient 0 (no spread can be measured, and none is reported); NaN if the slice
-          holds NaN.
-        * constant input: value 0, gradient 0 (exact).
 
     Example:
         >>> nanguard.tf.var(tf.constant([3.0]))        # 0.0, gradient [0.0]
@@ -166,21 +145,12 @@ def var(x: tf.Tensor, axis: Axis = None, correction: float = 1, keepdims: bool =
     return narrow(keep_axes(_spread(widen(x), axes, correction, root=False), axes, keepdims), x.dtype)
 
 
+@document("std", "tf")
 def std(x: tf.Tensor, axis: Axis = None, correction: float = 1, keepdims: bool = False,
         ddof: Optional[float] = None) -> tf.Tensor:
-    r"""Standard deviation over ``axis``, finite in value and gradient for constant input.
-
-    .. math:: \operatorname{std}(x) = \sqrt{\operatorname{var}(x)}, \qquad
-              \frac{\partial}{\partial x_i} = \frac{x_i - \bar x}{(N - c)\,\operatorname{std}(x)}
-
-    ``tf.math.reduce_std`` of a constant or one-element slice has a NaN gradient
+    r"""``tf.math.reduce_std`` of a constant or one-element slice has a NaN gradient
     (``sqrt``'s at 0), and is NaN for float32 slices whose sum overflows (entries near
     3e38) and 0 for slices whose squares underflow (below ~1e-19); this op is exact there.
-
-    Singular points:
-        * constant slice (std = 0): value 0, gradient 0 (minimum-norm subgradient, as for
-          :func:`sqrt` at 0), second derivative finite.
-        * ``N - correction <= 0``: value 0, gradient 0 (see :func:`var`).
 
     Example:
         >>> nanguard.tf.std(tf.ones([4]))      # 0.0, gradient [0.0, 0.0, 0.0, 0.0]

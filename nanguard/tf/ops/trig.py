@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from nanguard.core.dtypes import trig_rounding_tolerance
+from nanguard.core.opspec import document
 from nanguard.tf._checks import check_floating
 from nanguard.tf.ops._core import narrow, reciprocal_sqrt_or_zero, widen
-
-# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
-# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
-_ROUNDING_ULPS = 4
-
-
-def _rounding_tolerance(dtype: tf.DType) -> float:
-    return _ROUNDING_ULPS * float(tf.experimental.numpy.finfo(dtype.as_numpy_dtype).eps)
-
 
 def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
     """asin (sign = +1) or acos (sign = -1) of ``x`` pulled onto ±1 when within ``tolerance`` outside."""
@@ -40,48 +33,26 @@ def _inverse_sine(x: tf.Tensor, tolerance: float, sign: float) -> tf.Tensor:
     return inverse_sine(x)
 
 
+@document("asin", "tf")
 def asin(x: tf.Tensor) -> tf.Tensor:
-    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
-
-    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
-
-    ``tf.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
+    r"""``tf.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which a
     dot product of unit vectors easily produces.
-
-    Singular points:
-        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
-          derivative is +inf), second derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN value and gradient; such an input is a bug, not rounding.
 
     Example:
         >>> nanguard.tf.asin(tf.constant([1.0, 0.5]))   # [1.5707964, 0.5235988]; gradient [0.0, 1.1547005]
     """
     x = check_floating(x, "x", "asin")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), 1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(x.dtype.name), 1.0), x.dtype)
 
 
+@document("acos", "tf")
 def acos(x: tf.Tensor) -> tf.Tensor:
-    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
-
-    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
-
-    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    r"""The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors (``tf.acos(1.)``'s is -inf) and is NaN when rounding pushes
     the cosine to ``1.0000001``.
-
-    Singular points:
-        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
-          derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN value and gradient.
 
     Example:
         >>> nanguard.tf.acos(tf.constant([1.0000001, 0.0]))   # [0.0, 1.5707964]; gradient [0.0, -1.0]
     """
     x = check_floating(x, "x", "acos")
-    return narrow(_inverse_sine(widen(x), _rounding_tolerance(x.dtype), -1.0), x.dtype)
+    return narrow(_inverse_sine(widen(x), trig_rounding_tolerance(x.dtype.name), -1.0), x.dtype)

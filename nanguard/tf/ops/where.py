@@ -6,70 +6,40 @@ from typing import Callable, Union
 
 import tensorflow as tf
 
-from nanguard.tf._checks import broadcast_static, check_floating, check_tensor
+from nanguard.core import op_checks
+from nanguard.core.opspec import document
+from nanguard.tf._checks import SPELLING, broadcast_static, check_cond, check_floating
 from nanguard.tf.ops._core import select
 
 Other = Union[tf.Tensor, float, Callable[[tf.Tensor], tf.Tensor]]
 
 
 
-def safe_where(
-    cond: tf.Tensor,
-    fn: Callable[[tf.Tensor], tf.Tensor],
-    x: tf.Tensor,
-    other: Other = 0.0,
-    safe: Union[float, tf.Tensor] = 1.0,
-) -> tf.Tensor:
-    r"""``fn(x)`` where ``cond``, ``other`` elsewhere, with a gradient that is never NaN.
+def _in(value, dtype: tf.DType) -> tf.Tensor:
+    """A tensor cast to ``dtype``, or a number made a ``dtype`` constant (exactly, not via float32)."""
+    return tf.cast(value, dtype) if tf.is_tensor(value) else tf.constant(value, dtype)
 
-    .. math:: \operatorname{safe\_where}(c, f, x) = \begin{cases} f(x) & c \\
-              \text{other} & \neg c \end{cases}
 
-    ``tf.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond`` is
+@document("safe_where", "tf")
+def safe_where(cond: tf.Tensor, fn: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, other: Other = 0.0,
+               safe: Union[float, tf.Tensor] = 1.0) -> tf.Tensor:
+    r"""``tf.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond`` is
     False the result is discarded, but the backward pass still multiplies a zero upstream
     gradient by ``fn``'s local derivative there, and ``0 * inf = NaN`` (e.g. ``1/x`` or
     ``log(x)`` at 0). The double-where recipe fixes that: evaluate ``fn`` on
     ``where(cond, x, safe)`` so its derivative is finite everywhere, then select.
 
-    Conventions:
-        * where ``cond`` is False: value ``other`` and no gradient through ``fn`` (the
-          gradient to ``x`` is whatever ``other`` contributes: 0 for a constant).
-        * ``safe`` must be a point where ``fn`` and its derivatives are finite (the
-          default 1.0 suits log, sqrt, 1/x, pow).
-
-    Args:
-        cond: bool tensor broadcastable with ``x``.
-        fn: the function with a singularity, applied elementwise-compatible to ``x``.
-        x: floating tensor.
-        other: a tensor, a number, or a callable of ``x`` giving the value where ``cond``
-            is False.
-        safe: the stand-in input for ``fn`` where ``cond`` is False.
-
     Example:
         >>> x = tf.constant([-1.0, 0.0, 1.0])
         >>> nanguard.tf.safe_where(x != 0, lambda v: 1 / v, x)   # [-1.0, 0.0, 1.0]; gradient [-1.0, 0.0, -1.0]
     """
-    cond = check_tensor(cond, "cond", "safe_where")
-    if cond.dtype != tf.bool:
-        raise TypeError(f"nanguard.tf.safe_where: `cond` must be a bool tensor, got dtype {cond.dtype.name}")
-    if not callable(fn):
-        raise TypeError(f"nanguard.tf.safe_where: `fn` must be callable, got {type(fn).__name__}")
+    cond = check_cond(cond, "safe_where")
+    op_checks.need_callable(fn, "fn", "safe_where", SPELLING)
     x = check_floating(x, "x", "safe_where")
     broadcast_static(cond.shape, x.shape, "safe_where", ("cond", "x"))
-    if tf.is_tensor(safe):
-        safe = tf.cast(safe, x.dtype)
-    elif isinstance(safe, bool) or not isinstance(safe, (int, float)):
-        raise TypeError(f"nanguard.tf.safe_where: `safe` must be a number or tensor, got {type(safe).__name__}")
-    else:
-        safe = tf.constant(safe, x.dtype)
-    taken = fn(select(cond, x, safe))
-    if not tf.is_tensor(taken):
-        raise TypeError(f"nanguard.tf.safe_where: `fn` must return a tensor, got {type(taken).__name__}")
-    if callable(other):
-        other = other(x)
-    if tf.is_tensor(other):
-        return select(cond, taken, tf.cast(other, taken.dtype))
-    if isinstance(other, bool) or not isinstance(other, (int, float)):
-        raise TypeError(f"nanguard.tf.safe_where: `other` must be a tensor, number or callable, "
-                        f"got {type(other).__name__}")
-    return select(cond, taken, tf.constant(float(other), taken.dtype))
+    safe = op_checks.branch_value(safe, "safe", "safe_where", SPELLING, tf.is_tensor)
+    taken = fn(select(cond, x, _in(safe, x.dtype)))
+    op_checks.branch_value(taken, "fn", "safe_where", SPELLING, tf.is_tensor)
+    other = op_checks.branch_value(other(x) if callable(other) else other, "other", "safe_where", SPELLING,
+                                   tf.is_tensor)
+    return select(cond, taken, _in(other, taken.dtype))

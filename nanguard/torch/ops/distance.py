@@ -6,14 +6,11 @@ from typing import Optional
 
 import torch
 
-from nanguard.torch._checks import broadcast_shape, check_floating
+from nanguard.core import op_checks
+from nanguard.core.opspec import document
+from nanguard.torch._checks import SPELLING, broadcast_shape, check_floating
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    nonpositive_is_singular,
-    pow2_scale,
-    public_op,
+    SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular, pow2_scale, public_op,
 )
 
 _EXACT = "donot_use_mm_for_euclid_dist"
@@ -343,13 +340,9 @@ class _DistanceMatrix(SafeFunction):
 
 
 @public_op()
+@document("distance_matrix", "torch")
 def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
-    r"""Euclidean distances between the rows of ``x`` and ``y`` (or of ``x`` with itself).
-
-    .. math:: D_{ij} = \|x_i - y_j\|, \qquad \frac{\partial D_{ij}}{\partial x_i} =
-              \frac{x_i - y_j}{D_{ij}} \quad (D_{ij} > 0)
-
-    The usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the diagonal, where the sqrt
+    r"""The usual ``sqrt(|x|² + |y|² - 2 x yᵀ)`` has zeros on the diagonal, where the sqrt
     gradient is inf and training turns NaN after one step; the subtraction also cancels for
     nearby rows (tiny negative values, errors of 1e-3 and more). This op never lets that
     cancellation through: on eager CPU with at least 8 features it uses the expansion (one
@@ -359,15 +352,6 @@ def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.
     split. Measured: at most 4 ulps from the exact distance in float32. Under
     ``torch.compile``, ``torch.func`` and on accelerators (no look at the values, no float64)
     a float32 distance below ~1e-19 is its rounded square's root, not exact.
-
-    Singular points:
-        * identical rows (the diagonal of ``distance_matrix(x)``): exactly 0, gradient 0
-          (minimum-norm subgradient, as ``torch.cdist``), second derivative finite.
-
-    Args:
-        x: ``(..., n, d)`` floating tensor.
-        y: ``(..., m, d)`` floating tensor, or None for ``y = x``; batch dimensions
-           broadcast.
 
     Returns:
         ``(..., n, m)`` distances in the promoted dtype of ``x`` and ``y``.
@@ -383,24 +367,8 @@ def distance_matrix(x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.
         y = x
     else:
         check_floating(y, "y", "distance_matrix")
-    for name, t in (("x", x), ("y", y)):
-        if t.dim() < 2:
-            raise ValueError(
-                f"nanguard.distance_matrix: `{name}` must have shape (..., rows, features), "
-                f"got shape {tuple(t.shape)}"
-            )
-    if x.shape[-1] != y.shape[-1]:
-        raise ValueError(
-            f"nanguard.distance_matrix: x and y need the same number of features (last "
-            f"dimension), got {x.shape[-1]} and {y.shape[-1]}"
-        )
-    try:
-        batch = broadcast_shape(x.shape[:-2], y.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"nanguard.distance_matrix: batch dimensions {tuple(x.shape[:-2])} and "
-            f"{tuple(y.shape[:-2])} do not broadcast"
-        ) from None
+    op_checks.rows_and_features(tuple(x.shape), tuple(y.shape), "distance_matrix", SPELLING)
+    batch = broadcast_shape(x.shape[:-2], y.shape[:-2])
     dtype = torch.promote_types(x.dtype, y.dtype)
     # torch.cdist has no float16/bfloat16 kernel on CPU: compute in float32, return in dtype
     compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype

@@ -6,18 +6,11 @@ from typing import Sequence, Tuple, Union
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import broadcast_pair, check_dim, check_floating, check_mask, check_number, check_real
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    compute_dtype,
-    fill_at,
-    may_hold_nan,
-    nan_where_nan,
-    public_op,
-    sum_to,
-    zero_positions,
+    SafeFunction, apply_op, can_branch_on_data, compute_dtype, fill_at, may_hold_nan, nan_where_nan, public_op,
+    sum_to, zero_positions,
 )
 
 
@@ -85,33 +78,15 @@ def _without_nan(is_zero: torch.Tensor, a: torch.Tensor, quotient: torch.Tensor)
 
 
 @public_op()
+@document("div", "torch")
 def div(a: torch.Tensor, b: Union[torch.Tensor, float], fill: float = 0.0) -> torch.Tensor:
-    r"""Divide-no-nan: ``a / b`` where ``b != 0`` and ``fill`` where ``b == 0``.
-
-    .. math:: \operatorname{div}(a, b) = \begin{cases} a / b & b \ne 0 \\ \text{fill} & b = 0
-              \end{cases}, \qquad \frac{\partial}{\partial a} = \frac{1}{b},\quad
-              \frac{\partial}{\partial b} = -\frac{a}{b^2} \quad (b \ne 0)
-
-    The ``torch.where(b == 0, 0, a / b)`` idiom has the right value but a NaN or inf
+    r"""The ``torch.where(b == 0, 0, a / b)`` idiom has the right value but a NaN or inf
     gradient at ``b = 0`` (the discarded branch still divides by zero); this op gives the
     gradient of the branch actually taken. Broadcasts like ``torch.div``.
-
-    Singular points:
-        * ``b = 0`` (either sign of zero): value ``fill`` for every finite or infinite ``a``
-          (as TensorFlow's ``divide_no_nan``), gradient 0 for ``a`` and ``b`` (the result
-          does not depend on them there).
-        * ``a`` or ``b`` NaN: NaN, also where ``b = 0`` (unlike ``divide_no_nan``: a NaN from
-          the data is never hidden), and NaN gradients for both.
-        * tiny nonzero ``b``: the exact quotient, which may overflow to inf, as in torch.
 
     Dtypes follow torch's promotion (as ``torch.result_type``: a 0-d tensor or a Python number
     does not widen a dimensioned tensor), and a Python number ``b`` is applied in float32
     for float16/bfloat16 ``a``, as torch does, so ``div(x_fp16, 1e5)`` is not ``x / inf``.
-
-    Args:
-        a: numerator (floating tensor).
-        b: denominator, tensor or number.
-        fill: finite number returned where ``b == 0``.
 
     Example:
         >>> nanguard.div(torch.tensor([1.0, 1.0]), torch.tensor([2.0, 0.0]))
@@ -175,6 +150,7 @@ class _MaskedMean(SafeFunction):
 
 
 @public_op()
+@document("masked_mean", "torch")
 def masked_mean(
     x: torch.Tensor,
     mask: torch.Tensor,
@@ -182,27 +158,8 @@ def masked_mean(
     keepdim: bool = False,
     fill: float = 0.0,
 ) -> torch.Tensor:
-    r"""Mean of the kept entries of ``x`` over ``dim``; an empty slice gives ``fill``.
-
-    .. math:: \operatorname{masked\_mean}(x) = \frac{\sum_i m_i x_i}{\sum_i m_i}, \qquad
-              \frac{\partial}{\partial x_i} = \frac{m_i}{\sum_j m_j}
-
-    Mean pooling over padded sequences written as ``x.sum(1) / lengths`` is NaN for an
+    r"""Mean pooling over padded sequences written as ``x.sum(1) / lengths`` is NaN for an
     empty sequence (0/0), and ``(x * mask).sum()`` is NaN when a padded entry holds NaN.
-
-    Singular points:
-        * a slice with no kept entry (empty sequence): value ``fill``, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0) and no influence on the
-          value, whatever they hold, NaN and inf included.
-        * a kept NaN: NaN value, and NaN gradient for that entry (the others keep
-          ``1 / count``: the mean's derivative does not read the values).
-
-    Args:
-        x: floating tensor.
-        mask: bool tensor broadcastable to ``x``; True keeps an entry.
-        dim: dimension(s) to average over, or None for all.
-        keepdim: keep reduced dimensions with size 1.
-        fill: finite number returned for empty slices.
 
     Example:
         >>> x = torch.tensor([[1.0, 3.0, float("nan")], [5.0, 7.0, 9.0]])

@@ -6,20 +6,11 @@ from typing import Union
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import as_floating, broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    compute_dtype,
-    lowest,
-    nan_where_nan,
-    nonpositive_is_singular,
-    pow2_scale,
-    public_op,
-    sum_to,
-    zero_indicator,
-    zero_over_zero_to_zero,
+    SafeFunction, apply_op, can_branch_on_data, compute_dtype, lowest, nan_where_nan, nonpositive_is_singular,
+    pow2_scale, public_op, sum_to, zero_indicator, zero_over_zero_to_zero,
 )
 
 
@@ -63,24 +54,11 @@ class _Xlogy(SafeFunction):
 
 
 @public_op(reports_inf=True)
+@document("xlogy", "torch")
 def xlogy(x: torch.Tensor, y: Union[torch.Tensor, float]) -> torch.Tensor:
-    r"""``x * log(y)`` with ``0 · log 0 = 0`` and finite gradients there.
-
-    .. math:: \operatorname{xlogy}(x, y) = \begin{cases} 0 & x = 0 \\ x \log y & x \ne 0
-              \end{cases}, \qquad \frac{\partial}{\partial x} = \log y, \quad
-              \frac{\partial}{\partial y} = \frac{x}{y} \quad (x \ne 0)
-
-    ``torch.xlogy`` has the right value but its gradient with respect to ``y`` at
+    r"""``torch.xlogy`` has the right value but its gradient with respect to ``y`` at
     ``x = y = 0`` is ``0 / 0 = NaN``; the hand-written ``x * torch.log(y)`` is already NaN
     in the forward pass. This op equals ``torch.xlogy`` in value everywhere.
-
-    Singular points:
-        * ``x = y = 0``: value 0, both gradients 0 (where ``d/dx = log y = -inf``).
-        * ``x = 0, y > 0``: value 0, gradient ``log y`` in ``x`` (the true partial
-          derivative; ``torch.xlogy`` reports 0 here) and 0 in ``y``.
-        * ``x != 0, y = 0``: value ``-inf * sign(x)``; it is a real infinity, not hidden.
-        * ``y < 0`` or NaN: value NaN, as in torch.
-        * ``x`` or ``y`` NaN: NaN value and NaN gradients for both (``xlogy(0, NaN)`` too).
 
     Example:
         >>> p = torch.tensor([0.0, 0.5], requires_grad=True)
@@ -127,21 +105,10 @@ class _Entropy(SafeFunction):
 
 
 @public_op()
+@document("entropy", "torch")
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""Shannon entropy ``-sum(p * log p)`` over ``dim``, in nats, with ``0 · log 0 = 0``.
-
-    .. math:: H(p) = -\sum_i p_i \log p_i, \qquad \frac{\partial H}{\partial p_i} =
-              -(\log p_i + 1) \quad (p_i > 0)
-
-    The textbook ``-(p * p.log()).sum()`` is NaN as soon as one probability is exactly 0;
+    r"""The textbook ``-(p * p.log()).sum()`` is NaN as soon as one probability is exactly 0;
     clipping ``p`` to ``1e-10`` biases it and zeroes the gradient at the bound.
-
-    Singular points:
-        * ``p_i = 0``: contributes 0, gradient 0 (where ``d/dp`` of ``-p log p`` is +inf;
-          the same convention as TensorFlow's double-where recipe).
-        * ``p_i < 0`` or NaN: NaN, as in the textbook formula.
-
-    The input is not required to sum to 1; no normalisation is applied.
 
     Example:
         >>> p = torch.tensor([0.1, 0.2, 0.0, 0.7], requires_grad=True)
@@ -221,12 +188,9 @@ class _CrossEntropy(SafeFunction):
 
 
 @public_op(reports_inf=True)
+@document("cross_entropy_probs", "torch")
 def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""Cross-entropy ``-sum(target * log(probs))`` over ``dim`` between two distributions.
-
-    .. math:: H(t, q) = -\sum_i t_i \log q_i
-
-    The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
+    r"""The hand-written ``-tf.reduce_sum(y * tf.log(y_conv))`` of the seed stories is NaN when
     a predicted probability is exactly 0, even where the target is 0 too. It does not call
     :func:`xlogy`: it is its own autograd Function, whose forward computes ``target * log(probs)``
     with ``log probs_i`` replaced by 0 exactly where ``target_i = probs_i = 0``, and whose
@@ -236,12 +200,6 @@ def cross_entropy_probs(target: torch.Tensor, probs: torch.Tensor, dim: int = -1
     (terms of opposite sign overflowing to inf - inf, for targets beyond 1e36) is recomputed
     in float64 on eager CPU; elsewhere the targets are scaled by a power of two per slice. If you have
     logits, prefer ``-(target * nanguard.log_softmax(logits, dim)).sum(dim)``.
-
-    Singular points:
-        * ``target_i = 0``: term 0 and gradient 0 in ``probs_i`` (also when
-          ``probs_i = 0``); the gradient in ``target_i`` is ``-log probs_i``, or 0 when
-          ``probs_i = 0`` too.
-        * ``target_i > 0, probs_i = 0``: +inf, the true value of the loss.
 
     Example:
         >>> target = torch.tensor([0.0, 1.0, 0.0])

@@ -9,16 +9,10 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import as_floating, broadcast_pair, check_dim, check_floating, check_mask, check_number
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    compute_dtype,
-    lowest,
-    may_hold_nan,
-    public_op,
-    sum_to,
+    SafeFunction, apply_op, can_branch_on_data, compute_dtype, lowest, may_hold_nan, public_op, sum_to,
     unsqueeze_dims,
 )
 
@@ -30,13 +24,9 @@ _SOFTPLUS_DEFAULT_THRESHOLD = 20.0
 
 
 @public_op()
+@document("softplus", "torch")
 def softplus(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
-    r"""Softplus ``log(1 + exp(beta * x)) / beta``, finite for every finite input.
-
-    .. math:: \operatorname{softplus}(x) = \tfrac{1}{\beta}\log\!\left(1 + e^{\beta x}\right),
-              \qquad \frac{d}{dx} = \sigma(\beta x)
-
-    The textbook ``x.exp().log1p()`` overflows to inf for ``x > 88`` (float32) or ``x > 11``
+    r"""The textbook ``x.exp().log1p()`` overflows to inf for ``x > 88`` (float32) or ``x > 11``
     (float16), and masking the inf with ``torch.where`` still leaves a NaN *gradient*
     (``0 * inf``). This op is exact everywhere: for large ``beta * x`` it returns ``x``
     only where ``log1p(exp(-beta * x))`` is below half an ulp of ``x``, so there is no
@@ -51,13 +41,6 @@ def softplus(x: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     beta. Cost, forward and backward on 1e6 floats: ``beta=1`` (or any power of two >= 1)
     as torch; other betas up to 4x torch when some ``beta * x < -4`` (eager CPU recomputes
     only those entries).
-
-    Singular points: none. Limits: value -> 0 and gradient -> 0 as x -> -inf;
-    value -> x and gradient -> 1 as x -> +inf, reached exactly in every dtype.
-
-    Args:
-        x: floating tensor of any shape.
-        beta: a finite number > 0.
 
     Example:
         >>> x = torch.tensor([0.0, 1.0, 100.0], requires_grad=True)
@@ -224,20 +207,10 @@ class _LogAddExp(SafeFunction):
 
 
 @public_op()
+@document("logaddexp", "torch")
 def logaddexp(a: torch.Tensor, b: Union[torch.Tensor, float]) -> torch.Tensor:
-    r"""``log(exp(a) + exp(b))`` with a NaN-free gradient when both inputs are -inf.
-
-    .. math:: \operatorname{logaddexp}(a, b) = \log(e^a + e^b), \qquad
-              \frac{\partial}{\partial a} = \sigma(a - b)
-
-    ``torch.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN
+    r"""``torch.logaddexp`` returns -inf for ``a = b = -inf`` but its gradient there is NaN
     (``exp(-inf - (-inf))``). Broadcasts like ``torch.logaddexp``.
-
-    Singular points:
-        * ``a = b = -inf`` (e.g. two masked scores): value -inf, gradient 0 for both.
-        * ``a = b = +inf``: value +inf, gradient 1/2 for both (the limit along ``a = b``;
-          ``torch.logaddexp``'s is NaN).
-        * ``a = -inf``, ``b`` finite: value ``b``, gradients 0 and 1.
 
     Example:
         >>> a = torch.tensor([float("-inf"), 0.0], requires_grad=True)
@@ -276,30 +249,15 @@ class _LogSumExp(SafeFunction):
 
 
 @public_op()
+@document("logsumexp", "torch")
 def logsumexp(
     x: torch.Tensor,
     dim: Union[int, Sequence[int]],
     keepdim: bool = False,
     mask: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    r"""``log(sum(exp(x)))`` over ``dim``, optionally over the kept entries only.
-
-    .. math:: \operatorname{logsumexp}(x) = \log \sum_{i:\,m_i} e^{x_i}, \qquad
-              \frac{\partial}{\partial x_i} = m_i\, e^{x_i - \operatorname{logsumexp}(x)}
-
-    ``torch.logsumexp`` returns -inf for a slice that is all -inf but its gradient there is
+    r"""``torch.logsumexp`` returns -inf for a slice that is all -inf but its gradient there is
     NaN. This op agrees with it everywhere else.
-
-    Singular points:
-        * a slice that is all -inf, or all masked out (or empty): value -inf, gradient 0.
-        * masked entries (``mask`` False): no gradient (exactly 0), whatever they hold,
-          NaN and inf included.
-
-    Args:
-        x: floating tensor.
-        dim: dimension or dimensions to reduce.
-        keepdim: keep the reduced dimensions with size 1.
-        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
 
     Example:
         >>> x = torch.full((2, 3), float("-inf"), requires_grad=True)

@@ -6,15 +6,10 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import broadcast_pair, broadcast_shape, check_dim, check_floating
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    compute_dtype,
-    pow2_scale,
-    public_op,
-    unsqueeze_dims,
+    SafeFunction, apply_op, can_branch_on_data, compute_dtype, pow2_scale, public_op, unsqueeze_dims,
 )
 
 
@@ -95,20 +90,12 @@ class _Norm(SafeFunction):
 
 
 @public_op()
+@document("norm", "torch")
 def norm(x: torch.Tensor, dim: Union[int, Sequence[int], None] = None, keepdim: bool = False) -> torch.Tensor:
-    r"""Euclidean (L2) norm over ``dim`` (all dimensions by default), safe at the zero vector.
-
-    .. math:: \|x\| = \sqrt{\textstyle\sum_i x_i^2}, \qquad
-              \frac{\partial \|x\|}{\partial x_i} = \frac{x_i}{\|x\|} \quad (x \ne 0)
-
-    Writing ``torch.sqrt((x ** 2).sum())`` gives an inf/NaN gradient at the zero vector;
+    r"""Writing ``torch.sqrt((x ** 2).sum())`` gives an inf/NaN gradient at the zero vector;
     ``torch.linalg.vector_norm`` fixes the first derivative but its second derivative
     there is NaN, and it overflows for entries above ~1e19 (float32) and returns 0 for
     subnormal vectors. This op is exact at both ends of the range.
-
-    Singular points:
-        * zero vector: value 0, gradient 0 (minimum-norm subgradient, PyTorch's own rule),
-          second derivative 0.
 
     Example:
         >>> x = torch.zeros(3, requires_grad=True)
@@ -160,19 +147,11 @@ class _Normalize(SafeFunction):
 
 
 @public_op()
+@document("normalize", "torch")
 def normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""Unit vector ``x / ||x||`` along ``dim``; the zero vector maps to 0 with gradient 0.
-
-    .. math:: \hat x = \frac{x}{\|x\|}, \qquad
-              \frac{\partial \hat x}{\partial x} = \frac{I - \hat x \hat x^\top}{\|x\|}
-
-    ``torch.nn.functional.normalize`` divides by ``max(||x||, 1e-12)``: for the zero vector
+    r"""``torch.nn.functional.normalize`` divides by ``max(||x||, 1e-12)``: for the zero vector
     its gradient is ``1e12``, and vectors shorter than ``1e-12`` come out shorter than 1.
     This op is exact for every nonzero vector, subnormal and huge ones included.
-
-    Singular points:
-        * zero vector: value 0, gradient 0 (the direction is undefined; the minimum-norm
-          choice), second derivative 0.
 
     Example:
         >>> x = torch.tensor([[3.0, 4.0], [0.0, 0.0]], requires_grad=True)
@@ -252,22 +231,13 @@ class _Cosine(SafeFunction):
 
 
 @public_op()
+@document("cosine_similarity", "torch")
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    r"""Cosine of the angle between ``a`` and ``b`` along ``dim``; 0 when either is zero.
-
-    .. math:: \cos(a, b) = \frac{a \cdot b}{\|a\|\,\|b\|}, \qquad
-              \frac{\partial \cos}{\partial a} = \frac{\hat b - \cos(a, b)\,\hat a}{\|a\|}
-
-    ``torch.nn.functional.cosine_similarity`` clamps ``||a|| ||b||`` below by ``eps``,
+    r"""``torch.nn.functional.cosine_similarity`` clamps ``||a|| ||b||`` below by ``eps``,
     which biases the value for short vectors and makes the gradient at zero vectors
     depend on ``eps``. Broadcasts like the torch function.
 
-    Singular points:
-        * ``a = 0`` or ``b = 0``: value 0, gradient 0 for both (no direction to compare);
-          but NaN, with NaN gradients, when the other vector holds NaN.
-
-    Huge and subnormal vectors give the exact cosine. The value can exceed 1 by a rounding
-    error; :func:`nanguard.acos` accepts that.
+    Huge and subnormal vectors give the exact cosine.
 
     Example:
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])

@@ -5,14 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import check_floating, check_number
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    may_hold_nan,
-    nonpositive_is_singular,
-    public_op,
+    SafeFunction, apply_op, can_branch_on_data, may_hold_nan, nonpositive_is_singular, public_op,
 )
 
 _INF = float("inf")
@@ -39,23 +35,11 @@ class _Sqrt(SafeFunction):
 
 
 @public_op()
+@document("sqrt", "torch")
 def sqrt(x: torch.Tensor) -> torch.Tensor:
-    r"""Square root with a finite gradient at 0.
-
-    .. math:: \operatorname{sqrt}(x) = \sqrt{\max(x, 0)}, \qquad
-              \frac{d}{dx} = \frac{1}{2\sqrt{x}} \ (x > 0)
-
-    ``torch.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
+    r"""``torch.sqrt`` has gradient ``1 / (2 sqrt(x))``: +inf at ``x = 0``, and NaN once an
     upstream zero (from ``where``, a mask, a ReLU) multiplies it. This op returns the same
     values and gradients everywhere else.
-
-    Singular points:
-        * ``x = 0``: value 0, gradient 0 (the minimum-norm subgradient).
-        * ``x < 0`` (e.g. ``-1e-9`` from cancellation in ``a² + b² - 2ab``): treated as 0,
-          value 0, gradient 0.
-        * Second derivative at 0 is 0 as well.
-
-    NaN inputs give NaN.
 
     Example:
         >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
@@ -103,23 +87,10 @@ class _NonNegativePow(SafeFunction):
 
 
 @public_op()
+@document("pow", "torch")
 def pow(x: torch.Tensor, exponent: float) -> torch.Tensor:
-    r"""Power of the non-negative part, ``max(x, 0) ** p`` for ``p > 0``, finite gradient at 0.
-
-    .. math:: \operatorname{pow}(x, p) = \max(x, 0)^p, \qquad
-              \frac{d}{dx} = p\,x^{p-1} \ (x > 0)
-
-    For ``0 < p < 1``, ``torch.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
+    r"""For ``0 < p < 1``, ``torch.pow(x, p)`` has an infinite gradient at ``x = 0`` (and NaN
     behind a mask). This op equals ``torch.pow`` for ``x > 0``.
-
-    Singular points:
-        * ``x = 0``: value 0, gradient 0 for every ``p > 0`` (minimum-norm subgradient; for
-          ``p = 1`` this makes ``pow(x, 1)`` a ReLU with ReLU's gradient convention).
-        * ``x < 0``: treated as 0 (value 0, gradient 0), as in :func:`nanguard.sqrt`.
-        * Second derivative at 0 is 0.
-
-    ``exponent`` must be a finite Python number ``> 0``; for ``p <= 0`` the value at 0 is
-    infinite and no finite convention exists.
 
     Example:
         >>> x = torch.tensor([0.0, 8.0], requires_grad=True)

@@ -6,6 +6,7 @@ from typing import Optional
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import check_dim, check_floating, check_mask
 from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, public_op, sum_is_finite
 
@@ -115,25 +116,11 @@ def _prepare(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor], op: str) -
 
 
 @public_op()
+@document("softmax", "torch")
 def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    r"""Softmax over ``dim`` that never returns NaN for a fully masked slice.
-
-    .. math:: \operatorname{softmax}(x)_i = \frac{m_i e^{x_i}}{\sum_j m_j e^{x_j}}
-
-    Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
+    r"""Attention code masks scores with ``-inf``; a row with nothing to attend to (padding)
     is then all ``-inf`` and ``torch.softmax`` returns NaN for it, which poisons every
     gradient. Elsewhere the values equal ``torch.softmax`` of the kept entries.
-
-    Singular points:
-        * masked entries (``mask`` False) or ``-inf`` scores: probability 0, gradient 0,
-          whatever the masked entry holds (NaN and inf included).
-        * a slice with nothing kept (all masked or all ``-inf``): all zeros, gradient 0.
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in torch.
-
-    Args:
-        x: floating tensor of scores.
-        dim: the dimension to normalise over.
-        mask: optional bool tensor broadcastable to ``x``; True keeps an entry.
 
     Example:
         >>> scores = torch.tensor([[1.0, 2.0], [float("-inf"), float("-inf")]])
@@ -146,24 +133,9 @@ def softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> t
 
 
 @public_op()
+@document("log_softmax", "torch")
 def log_softmax(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    r"""Log-softmax over ``dim`` for masked or all ``-inf`` slices, without NaN.
-
-    .. math:: \operatorname{log\_softmax}(x)_i = x_i - \log \sum_{j:\,m_j} e^{x_j}
-              \quad (m_i \text{ True})
-
-    Values equal ``torch.log_softmax`` of the kept entries.
-
-    Singular points:
-        * masked entries (``mask`` False) hold **0**, a placeholder rather than ``log 0``,
-          and receive gradient 0; so ``-(target * log_softmax(x, dim, mask)).sum()`` is
-          finite when ``target`` is 0 there. Use ``torch.where(mask, out, -inf)`` if you
-          need the log-probability ``-inf`` instead.
-        * a fully masked slice (by ``mask``) is all 0 with gradient 0.
-        * without ``mask``, ``-inf`` scores give ``-inf`` (exactly ``log 0``), and a slice
-          that is all ``-inf`` gives ``-inf`` everywhere instead of torch's NaN; the gradient
-          there is the upstream gradient, as torch's formula ``g - softmax * sum(g)`` gives.
-        * a slice whose kept scores contain NaN or ``+inf`` stays NaN, as in torch.
+    r"""Values equal ``torch.log_softmax`` of the kept entries.
 
     Example:
         >>> logits = torch.tensor([[2.0, 0.0, 5.0]])

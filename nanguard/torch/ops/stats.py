@@ -6,16 +6,10 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
+from nanguard.core.opspec import document
 from nanguard.torch._checks import check_dim, check_floating
 from nanguard.torch.ops._core import (
-    SafeFunction,
-    apply_op,
-    can_branch_on_data,
-    compute_dtype,
-    nan_marks,
-    numel_over,
-    pow2_scale,
-    public_op,
+    SafeFunction, apply_op, can_branch_on_data, compute_dtype, nan_marks, numel_over, pow2_scale, public_op,
     unsqueeze_dims,
 )
 
@@ -79,19 +73,10 @@ def _shift_where_nearly_constant(x: torch.Tensor, dims, spread: torch.Tensor) ->
 
 
 @public_op()
+@document("var", "torch")
 def var(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
-    r"""Variance over ``dim`` with ``correction`` (Bessel's by default), finite for small slices.
-
-    .. math:: \operatorname{var}(x) = \frac{1}{\max(N - c,\, 0)} \sum_i (x_i - \bar x)^2,
-              \qquad \frac{\partial}{\partial x_i} = \frac{2 (x_i - \bar x)}{N - c}
-
-    ``torch.var`` returns NaN (with a warning) when a slice has ``N <= correction``
+    r"""``torch.var`` returns NaN (with a warning) when a slice has ``N <= correction``
     elements, e.g. one element with the default ``correction=1``, or an empty slice.
-
-    Singular points:
-        * ``N - correction <= 0`` (one element with Bessel's correction, or empty): value 0,
-          gradient 0 (no spread can be measured, and none is reported).
-        * constant input: value 0, gradient 0 (exact; the textbook formula already is).
 
     Elsewhere identical to ``torch.var`` (value, gradient, second derivative).
 
@@ -181,20 +166,11 @@ class _Std(SafeFunction):
 
 
 @public_op()
+@document("std", "torch")
 def std(x: torch.Tensor, dim: Dim = None, correction: float = 1, keepdim: bool = False) -> torch.Tensor:
-    r"""Standard deviation over ``dim``, finite in value and gradient for constant input.
-
-    .. math:: \operatorname{std}(x) = \sqrt{\operatorname{var}(x)}, \qquad
-              \frac{\partial}{\partial x_i} = \frac{x_i - \bar x}{(N - c)\,\operatorname{std}(x)}
-
-    ``torch.std`` of a constant slice has gradient 0 but its *second* derivative is NaN, and
+    r"""``torch.std`` of a constant slice has gradient 0 but its *second* derivative is NaN, and
     for ``N <= correction`` its value is NaN. Huge inputs whose squares overflow (float64
     beyond 1e154, bfloat16 beyond 1e19) still give the finite standard deviation.
-
-    Singular points:
-        * constant slice (std = 0): value 0, gradient 0 (minimum-norm subgradient, as for
-          ``sqrt`` at 0), second derivative finite.
-        * ``N - correction <= 0``: value 0, gradient 0 (see :func:`var`).
 
     Example:
         >>> x = torch.ones(4, requires_grad=True)

@@ -5,17 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from nanguard.core.dtypes import trig_rounding_tolerance
+from nanguard.core.opspec import document
 from nanguard.torch._checks import check_floating
 from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, may_hold_nan, public_op
-
-# How far outside [-1, 1] an input may be and still count as a rounding error: a few ulps
-# of 1 in the input's dtype (a cosine computed as a dot product of unit vectors lands there).
-_ROUNDING_ULPS = 4
-
-
-def rounding_tolerance(dtype: torch.dtype) -> float:
-    return _ROUNDING_ULPS * torch.finfo(dtype).eps
-
 
 def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
     """Move inputs at most `tol` outside [-1, 1] onto ±1 (exactly); leave the rest alone.
@@ -23,7 +16,7 @@ def _pull_into_range(x: torch.Tensor) -> torch.Tensor:
     Without comparisons: subtract the overshoot, but never more than tol, so an input
     further out stays outside and gives NaN like the textbook op.
     """
-    tol = rounding_tolerance(x.dtype)
+    tol = trig_rounding_tolerance(str(x.dtype))
     overshoot = torch.sub(x, torch.clamp(x, -1.0, 1.0))
     # (out of place under vmap, which has no batching rule for clamp_)
     overshoot = overshoot.clamp_(-tol, tol) if can_branch_on_data(x) else overshoot.clamp(-tol, tol)
@@ -69,21 +62,10 @@ class _InverseSine(SafeFunction):
 
 
 @public_op()
+@document("asin", "torch")
 def asin(x: torch.Tensor) -> torch.Tensor:
-    r"""Arcsine with a finite gradient at ±1 and tolerance for rounding just outside.
-
-    .. math:: \operatorname{asin}(x), \qquad \frac{d}{dx} = \frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
-
-    ``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
+    r"""``torch.asin`` has an infinite gradient at ±1 and returns NaN for ``1.0000001``, which
     a dot product of unit vectors easily produces.
-
-    Singular points:
-        * ``x = ±1``: value ±π/2, gradient 0 (minimum-norm subgradient; the one-sided
-          derivative is +inf), second derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN, as in torch; such an input is a bug, not rounding.
 
     Example:
         >>> x = torch.tensor([1.0, 0.5], requires_grad=True)
@@ -95,22 +77,11 @@ def asin(x: torch.Tensor) -> torch.Tensor:
 
 
 @public_op()
+@document("acos", "torch")
 def acos(x: torch.Tensor) -> torch.Tensor:
-    r"""Arccosine with a finite gradient at ±1 and tolerance for rounding just outside.
-
-    .. math:: \operatorname{acos}(x), \qquad \frac{d}{dx} = -\frac{1}{\sqrt{1 - x^2}}
-              \quad (|x| < 1)
-
-    The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
+    r"""The angle between two vectors, ``acos(cosine_similarity(a, b))``, has an infinite
     gradient for parallel vectors and is NaN when rounding pushes the cosine to
     ``1.0000001``.
-
-    Singular points:
-        * ``x = ±1``: value 0 or π, gradient 0 (minimum-norm subgradient), second
-          derivative 0.
-        * ``1 < |x| <= 1 + 4·eps`` (a rounding error; eps of the input's dtype): treated as
-          ±1 exactly, gradient 0.
-        * ``|x| > 1 + 4·eps``: NaN, as in torch.
 
     Example:
         >>> x = torch.tensor([1.0000001, 0.0], requires_grad=True)

@@ -6,42 +6,21 @@ from typing import Callable, Union
 
 import torch
 
-from nanguard.torch._checks import broadcast_pair, check_floating, check_tensor
+from nanguard.core import op_checks
+from nanguard.core.opspec import document
+from nanguard.torch._checks import SPELLING, broadcast_pair, check_cond, check_floating
 
 Other = Union[torch.Tensor, float, Callable[[torch.Tensor], torch.Tensor]]
 
 
-def safe_where(
-    cond: torch.Tensor,
-    fn: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    other: Other = 0.0,
-    safe: Union[float, torch.Tensor] = 1.0,
-) -> torch.Tensor:
-    r"""``fn(x)`` where ``cond``, ``other`` elsewhere, with a gradient that is never NaN.
-
-    .. math:: \operatorname{safe\_where}(c, f, x) = \begin{cases} f(x) & c \\
-              \text{other} & \neg c \end{cases}
-
-    ``torch.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond``
+@document("safe_where", "torch")
+def safe_where(cond: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, other: Other = 0.0,
+               safe: Union[float, torch.Tensor] = 1.0) -> torch.Tensor:
+    r"""``torch.where(cond, fn(x), other)`` evaluates ``fn`` on *every* entry. Where ``cond``
     is False the result is discarded, but the backward pass still multiplies a zero
     upstream gradient by ``fn``'s local derivative there, and ``0 * inf = NaN``
     (e.g. ``1/x`` or ``log(x)`` at 0). The double-where recipe fixes that: evaluate ``fn``
     on ``where(cond, x, safe)`` so its derivative is finite everywhere, then select.
-
-    Conventions:
-        * where ``cond`` is False: value ``other`` and no gradient through ``fn`` (the
-          gradient to ``x`` is whatever ``other`` contributes: 0 for a constant).
-        * ``safe`` must be a point where ``fn`` and its derivatives are finite (the
-          default 1.0 suits log, sqrt, 1/x, pow).
-
-    Args:
-        cond: bool tensor broadcastable with ``x``.
-        fn: the function with a singularity, applied elementwise-compatible to ``x``.
-        x: floating tensor.
-        other: a tensor, a number, or a callable of ``x`` giving the value where ``cond``
-            is False.
-        safe: the stand-in input for ``fn`` where ``cond`` is False.
 
     Example:
         >>> x = torch.tensor([-1.0, 0.0, 1.0], requires_grad=True)
@@ -49,25 +28,13 @@ def safe_where(
         >>> x.grad
         tensor([-1.,  0., -1.])
     """
-    check_tensor(cond, "cond", "safe_where")
-    if cond.dtype != torch.bool:
-        raise TypeError(f"nanguard.safe_where: `cond` must be a bool tensor, got dtype {cond.dtype}")
-    if not callable(fn):
-        raise TypeError(f"nanguard.safe_where: `fn` must be callable, got {type(fn).__name__}")
+    check_cond(cond, "safe_where")
+    op_checks.need_callable(fn, "fn", "safe_where", SPELLING)
     check_floating(x, "x", "safe_where")
     broadcast_pair(cond, x, "safe_where", ("cond", "x"))
-    if isinstance(safe, torch.Tensor):
-        safe = safe.to(x.dtype)
-    elif isinstance(safe, bool) or not isinstance(safe, (int, float)):
-        raise TypeError(f"nanguard.safe_where: `safe` must be a number or tensor, got {type(safe).__name__}")
-    safe_x = torch.where(cond, x, safe)
-    taken = fn(safe_x)
-    if not isinstance(taken, torch.Tensor):
-        raise TypeError(f"nanguard.safe_where: `fn` must return a tensor, got {type(taken).__name__}")
-    if callable(other):
-        other = other(x)
-    if isinstance(other, torch.Tensor):
-        return torch.where(cond, taken, other.to(taken.dtype))
-    if isinstance(other, bool) or not isinstance(other, (int, float)):
-        raise TypeError(f"nanguard.safe_where: `other` must be a tensor, number or callable, got {type(other).__name__}")
-    return torch.where(cond, taken, float(other))
+    safe = op_checks.branch_value(safe, "safe", "safe_where", SPELLING, torch.is_tensor)
+    taken = fn(torch.where(cond, x, safe.to(x.dtype) if isinstance(safe, torch.Tensor) else safe))
+    op_checks.branch_value(taken, "fn", "safe_where", SPELLING, torch.is_tensor)
+    other = op_checks.branch_value(other(x) if callable(other) else other, "other", "safe_where", SPELLING,
+                                   torch.is_tensor)
+    return torch.where(cond, taken, other.to(taken.dtype) if isinstance(other, torch.Tensor) else other)
