@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.core.location import Frame
+from nanguard.torch._compat import TorchDispatchMode, current_autograd_node, pytree
 from nanguard.torch.auditor.graph import (
     COMPUTED, DATA, EXACT, FREE_KINDS, PARAM, RANDOM, Node, OpRecord, Ref, StopTrace, Trace, base_name,
     functional_name,
@@ -45,7 +44,7 @@ from nanguard.torch.detector.frames import user_frame
 from nanguard.torch.detector.values import fast_finite
 
 aten = torch.ops.aten
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 
 
 @dataclass

@@ -26,6 +26,7 @@ import torch.autograd
 import torch.autograd.graph
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+from nanguard.torch._compat import dynamo_disable, engine_run_backward
 from nanguard.torch.detector import scaled, workers
 
 
@@ -172,17 +173,15 @@ def no_compile(fn: _F) -> _F:
     def inner(*args: Any, **kwargs: Any) -> Any:
         nonlocal disabled
         if disabled is None:
-            try:
-                import torch._dynamo
-                disabled = torch._dynamo.disable(fn, recursive=True)
-            except Exception:  # a torch without dynamo: nothing to turn off
-                disabled = fn
+            disable = dynamo_disable()
+            # a torch without dynamo: nothing to turn off
+            disabled = fn if disable is None else disable(fn, recursive=True)
         return disabled(*args, **kwargs)
 
     return inner  # type: ignore[return-value]
 
 _ORIG_MODULE_CALL: Callable[..., Any] = torch.nn.Module.__call__
-_ORIG_ENGINE: Optional[Callable[..., Any]] = getattr(torch.autograd, "_engine_run_backward", None)
+_ORIG_ENGINE: Optional[Callable[..., Any]] = engine_run_backward
 _LOCK = threading.Lock()
 _USERS = 0
 _HANDLES: List[Any] = []

@@ -24,9 +24,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from nanguard.torch._compat import TorchDispatchMode, current_autograd_node, pytree
 from nanguard.torch.detector import _state, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
 from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
@@ -41,7 +40,7 @@ from nanguard.torch.detector.values import checkable, fast_finite, judge
 if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
 
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 
 
 class Found(BaseException):
