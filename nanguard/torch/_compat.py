@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable, Optional
 
 import torch
+import torch.autograd.graph
 
 from nanguard._private import PrivateAPI
 
@@ -34,6 +35,8 @@ set_grad_enabled: Callable[[bool], None] = API.attr(
 # the one funnel of backward() and autograd.grad; without it the detector sees backward
 # passes through their tensors only
 engine_run_backward: Optional[Callable[..., Any]] = API.optional(torch.autograd, "_engine_run_backward")
+# where backward() and autograd.grad look it up (the audit's trace stops there)
+ENGINE_RUN_BACKWARD_SITES = ((torch.autograd, "_engine_run_backward"), (torch.autograd.graph, "_engine_run_backward"))
 # C apply of autograd.Function (the fast path of a safe op); None: the public apply
 _function_base = API.optional(_C, "_FunctionBase")
 function_c_apply: Optional[Callable[..., Any]] = (
