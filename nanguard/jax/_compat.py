@@ -16,9 +16,10 @@ import jax
 
 from nanguard._private import PrivateAPI
 
-# The oldest JAX with every API below: the post hook state arrived in 0.8.0 and
-# ``pjit._run_python_pjit`` in 0.9.0 (checked in the released wheels).
-FLOOR = "0.9.0"
+# The oldest JAX ``pyproject.toml`` declares (the ``jax`` extra). In the released wheels the
+# post hook state arrived in 0.8.0, ``pjit._run_python_pjit`` in 0.9.0 and the public
+# ``jax.extend.core.DropVar`` the detector's replay needs in 0.10.0.
+FLOOR = "0.10"
 
 API = PrivateAPI("jax", jax.__version__)
 _DETECT = "nanguard.jax.detect's dispatch hooks"

@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from nanguard._private import PrivateAPI
 
-# The oldest TensorFlow ``pyproject.toml`` declares (the ``tf`` extra).
-FLOOR = "2.16"
+# The oldest TensorFlow ``pyproject.toml`` declares (the ``tf`` and ``tf-cpu`` extras).
+FLOOR = "2.21"
 
 API = PrivateAPI("tensorflow", tf.__version__)
 _DETECT = "nanguard.tf.detect's hooks"

@@ -21,8 +21,8 @@ import torch.autograd.graph
 
 from nanguard._private import PrivateAPI
 
-# The oldest torch ``pyproject.toml`` declares (the ``torch`` extra); every API below is in it.
-FLOOR = "2.2"
+# The oldest torch ``pyproject.toml`` declares (the ``torch`` extra, the version CI tests).
+FLOOR = "2.13"
 
 API = PrivateAPI("torch", torch.__version__.split("+")[0])
 _C = torch._C

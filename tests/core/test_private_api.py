@@ -3,13 +3,22 @@ and a missing one raises `UnsupportedVersionError` when used, never at lookup.""
 
 from __future__ import annotations
 
+import ast
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
 from nanguard._private import Missing, PrivateAPI
 from nanguard.errors import UnsupportedVersionError
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[2]
 MESSAGE = "nanguard needs the frobnicator from fakeframe 3.1+; you have fakeframe 2.0"
 
 
@@ -61,3 +70,21 @@ def test_a_lazy_lookup_runs_once_and_a_failure_is_none() -> None:
     assert api.lazy("k", lambda: calls.append(1) or "w") == "v"
     assert calls == [1]
     assert api.lazy("broken", lambda: 1 / 0) is None
+
+
+def _floor_in(path: Path) -> str:
+    """The ``FLOOR = "..."`` of a backend's compat module, read without importing the backend."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["FLOOR"]:
+            return str(ast.literal_eval(node.value))
+    raise AssertionError(f"no FLOOR in {path}")
+
+
+@pytest.mark.parametrize("backend, packages", [("torch", ("torch",)), ("tf", ("tensorflow", "tensorflow-cpu")),
+                                               ("jax", ("jax",))])
+def test_the_version_an_error_names_is_the_floor_pyproject_declares(backend: str, packages: tuple) -> None:
+    # the error says "from torch X+": X must be what `pip install 'nanguard[torch]'` promises
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    floors = {req.split(">=")[1].split(",")[0].strip() for reqs in extras.values() for req in reqs
+              if req.split(">=")[0].strip() in packages}
+    assert floors == {_floor_in(REPO / "nanguard" / backend / "_compat.py")}

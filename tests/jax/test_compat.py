@@ -36,4 +36,4 @@ def test_a_missing_private_api_fails_detect_only_with_a_clear_message() -> None:
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (f"nanguard needs nanguard.jax.detect's dispatch hooks "
-                                   f"(jax._src.api._post_hook_state) from jax 0.9.0+; you have jax {jax.__version__}")
+                                   f"(jax._src.api._post_hook_state) from jax 0.10+; you have jax {jax.__version__}")

@@ -42,6 +42,6 @@ def test_a_missing_private_api_fails_its_feature_only_with_a_clear_message() -> 
     import torch
     have = torch.__version__.split("+")[0]
     assert done.stdout.splitlines() == [
-        f"nanguard needs torch._softmax_backward_data from torch 2.2+; you have torch {have}",
-        f"nanguard needs TorchDispatchMode from torch 2.2+; you have torch {have}",
+        f"nanguard needs torch._softmax_backward_data from torch 2.13+; you have torch {have}",
+        f"nanguard needs TorchDispatchMode from torch 2.13+; you have torch {have}",
     ]
