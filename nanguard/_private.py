@@ -35,6 +35,8 @@ class Missing:
         raise self.error()
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):   # copy, pickle and inspect probe dunders: not a use
+            raise AttributeError(name)
         raise self.error()
 
     def __bool__(self) -> bool:
