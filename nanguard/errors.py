@@ -16,3 +16,12 @@ class NonFiniteError(FloatingPointError):
     def __init__(self, message: str, report: Optional[Any] = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class UnsupportedVersionError(RuntimeError):
+    """The installed framework lacks a private API that one nanguard feature is built on.
+
+    Raised when that feature is used, never at import, so the features that do not need the
+    missing API keep working. The message names the feature, the first framework version
+    known to have the API, and the installed version.
+    """

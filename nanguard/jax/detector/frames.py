@@ -83,7 +83,7 @@ def traceback_sites(traceback: Any) -> List[Site]:
     """The user frames of a JAX ``source_info`` traceback, innermost first."""
     if traceback is None:
         return []
-    from jax._src import source_info_util
+    from nanguard.jax._compat import source_info_util
     try:
         codes, lastis = traceback.raw_frames()
     except AttributeError:

@@ -17,9 +17,11 @@ import threading
 from typing import Any, Callable, List, Optional
 
 import jax
-from jax._src import api as _api
-from jax._src import pjit as _pjit
 from jax.extend import core as jcore
+
+from nanguard.jax._compat import api as _api
+from nanguard.jax._compat import jit_primitive
+from nanguard.jax._compat import pjit as _pjit
 
 Observer = Callable[[Any, tuple, dict, Any], None]
 
@@ -53,10 +55,11 @@ def _post_hook(fun: Any, args: tuple, kwargs: dict, output: Any) -> None:
     _dispatch(fun, args, kwargs, output)
 
 
-def _python_path(p: Any, args_flat: Any, fun: Callable, args: tuple, kwargs: dict) -> Any:
-    result = _ORIGINAL(p, args_flat, fun, args, kwargs)
+def _python_path(p: Any, args_flat: Any, fun: Callable, *rest: Any) -> Any:
+    # rest ends with (args, kwargs); JAX 0.9.0 passed its jit_info before them
+    result = _ORIGINAL(p, args_flat, fun, *rest)
     if _LOCAL.observers and not _LOCAL.busy:
-        _dispatch(fun, args, kwargs, result[0])
+        _dispatch(fun, rest[-2], rest[-1], result[0])
     return result
 
 
@@ -90,8 +93,8 @@ def _install() -> None:
         if _ORIGINAL is None:
             _ORIGINAL = _pjit._run_python_pjit
             _pjit._run_python_pjit = _python_path
-            _ORIGINAL_IMPL = _pjit.jit_p.impl
-            _pjit.jit_p.impl = _jit_impl
+            _ORIGINAL_IMPL = jit_primitive.impl
+            jit_primitive.impl = _jit_impl
 
 
 def push(observer: Observer) -> None:

@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import jax
 import numpy as np
-from jax._src import source_info_util as _source_info
 
 from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.jax._compat import source_info_util as _source_info
 from nanguard.errors import NonFiniteError
 from nanguard.jax.detector import eager
 from nanguard.jax.detector.build import build

@@ -21,7 +21,7 @@ def input_names(op_type: str, count: int) -> List[str]:
     """The op's argument names (``x``, ``y`` for RealDiv) from its registered definition."""
     names: List[str] = []
     try:
-        from tensorflow.python.framework import op_def_registry
+        from nanguard.tf._compat import op_def_registry
         op_def = op_def_registry.get(op_type)
         names = [arg.name for arg in op_def.input_arg] if op_def is not None else []
     except Exception:  # noqa: BLE001  (a function or an unregistered op: positional names)

@@ -52,7 +52,7 @@ def is_internal(filename: str) -> bool:
 def _mapped_user_frame() -> Optional[Frame]:
     """While a ``tf.function`` is traced, autograph runs a converted copy of the user's code;
     TensorFlow's stack extraction maps its lines back to the user's source."""
-    from tensorflow.python.util import tf_stack
+    from nanguard.tf._compat import tf_stack
     for entry in reversed(list(tf_stack.extract_stack())):
         if not is_internal(entry.filename):
             return Frame(os.path.abspath(entry.filename), entry.lineno, entry.name)

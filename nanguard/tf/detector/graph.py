@@ -40,10 +40,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.eager import record
-from tensorflow.python.ops import control_flow_util
 
 from nanguard.core.location import Frame
+from nanguard.tf._compat import control_flow_util, record
 from nanguard.core.nonfinite import Logic, made_masks
 from nanguard.core.report import Report
 from nanguard.core.report_builder import build_report

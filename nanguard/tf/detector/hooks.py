@@ -19,18 +19,16 @@ import threading
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
-from tensorflow.python import pywrap_tfe
-from tensorflow.python.eager import backprop
-from tensorflow.python.framework import op_callbacks
 
+from nanguard.tf._compat import gradient_function, op_callbacks, pywrap_tfe
 from nanguard.tf.detector import graph
 from nanguard.tf.detector.build import batch_summaries, data_report, eager_report, producer_of
 from nanguard.tf.detector.frames import gradient_call_name, graph_frame, layer_path, user_frame, user_stack
 from nanguard.tf.detector.state import LOCAL, Backward, Session
 from nanguard.tf.detector.values import all_finite, float_tensors, judge
 
-_ORIGINAL_GRADIENT_FUNCTION = backprop._gradient_function
-_ORIGINAL_TAPE_GRADIENT = backprop.GradientTape.gradient
+_ORIGINAL_GRADIENT_FUNCTION = gradient_function
+_ORIGINAL_TAPE_GRADIENT = tf.GradientTape.gradient
 # Forward ops whose gradient TensorFlow computes from their inputs only: {(op, input ids): origin}
 _BY_INPUTS: Dict[Tuple[str, Tuple[int, ...]], tuple] = {}
 _KEEP_INPUTS = frozenset({"Exp", "Expm1"})  # their gradient keeps only the output; the input explains it
@@ -262,7 +260,7 @@ def install() -> None:
         _USERS += 1
         if _USERS == 1:
             pywrap_tfe.TFE_Py_RegisterGradientFunction(_gradient_function)
-            backprop.GradientTape.gradient = _tape_gradient
+            tf.GradientTape.gradient = _tape_gradient
             base = _keras_optimizer_class()
             if base is not None:
                 _ORIGINAL_APPLY = _ORIGINAL_APPLY or base.apply
@@ -279,7 +277,7 @@ def uninstall() -> None:
         _USERS -= 1
         if _USERS == 0:
             pywrap_tfe.TFE_Py_RegisterGradientFunction(_ORIGINAL_GRADIENT_FUNCTION)
-            backprop.GradientTape.gradient = _ORIGINAL_TAPE_GRADIENT
+            tf.GradientTape.gradient = _ORIGINAL_TAPE_GRADIENT
             base = _keras_optimizer_class()
             if base is not None and _ORIGINAL_APPLY is not None:
                 base.apply = _ORIGINAL_APPLY

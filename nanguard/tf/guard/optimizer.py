@@ -39,6 +39,7 @@ from nanguard.core.guard_policy import (
 )
 from nanguard.core.guard_records import GRADIENTS, GuardEvent, GuardRecords
 from nanguard.errors import NonFiniteError
+from nanguard.tf._compat import control_flow_util, strategy_supports_no_merge_call
 from nanguard.tf.guard import checks
 from nanguard.tf.guard.counters import RAISED, SKIPPED, ZEROED, Counters, events, records
 
@@ -54,9 +55,7 @@ OWNER = "nanguard.tf.GuardedOptimizer"
 def _in_xla() -> bool:
     """Whether the graph being traced is compiled by XLA (``jit_compile=True``), which drops
     ``tf.debugging.Assert``."""
-    try:
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # pragma: no cover - another TF layout: let the host deliver
+    if not control_flow_util:  # pragma: no cover - another TF layout: let the host deliver
         return True
     return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
 
@@ -198,7 +197,7 @@ class GuardedOptimizer(keras.optimizers.Optimizer):
         in_graph = self._raises_in_graph()
         with keras.name_scope(self.name, caller=self):
             verdict = checks.agree(*checks.local_verdict(grads, positions, n))
-            if tf.__internal__.distribute.strategy_supports_no_merge_call():
+            if strategy_supports_no_merge_call():
                 self._act(verdict, grads, tvs, None, in_graph)
             else:
                 def cross_replica(distribution: Any, verdict: Any, grads: Any, tvs: Any) -> None:

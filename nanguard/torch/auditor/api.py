@@ -29,7 +29,8 @@ from nanguard.torch.auditor.analysis import Analysis, Ranges
 from nanguard.torch.auditor.checks import Hit
 from nanguard.torch.auditor.replay import slice_spec
 from nanguard.torch.auditor.graph import Trace
-from nanguard.torch.auditor.trace import Tracer, trace_calls
+from nanguard.torch.auditor.trace import Tracer
+from nanguard.torch.auditor.trace_hooks import trace_calls
 from nanguard.torch.auditor.witness import Witness, find_witness
 
 MODES = ("structural", "bounded")

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.core.location import Frame
+from nanguard.torch._compat import TorchDispatchMode, current_autograd_node, pytree
 from nanguard.torch.auditor.graph import (
     COMPUTED, DATA, EXACT, FREE_KINDS, PARAM, RANDOM, Node, OpRecord, Ref, StopTrace, Trace, base_name,
     functional_name,
@@ -45,7 +44,7 @@ from nanguard.torch.detector.frames import user_frame
 from nanguard.torch.detector.values import fast_finite
 
 aten = torch.ops.aten
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 
 
 @dataclass
@@ -343,67 +342,5 @@ class Tracer(TorchDispatchMode):
             self._module_names.setdefault(id(m), prefix + mname if mname else type(module).__name__)
 
 
-# ---------------------------------------------------------------------------- hooks
-_ENGINE_ATTRS = ((torch.autograd, "_engine_run_backward"), (torch.autograd.graph, "_engine_run_backward"))
-
-
-class trace_calls:
-    """``with trace_calls() as tracer:`` records what runs inside into ``tracer.trace``.
-
-    Installs the dispatch mode, global module hooks (module paths, parameter names) and a
-    stop at the first backward (whose roots become ``trace.roots``). `StopTrace` is
-    swallowed at the end of the block.
-    """
-
-    def __init__(self, limit: int = 200_000) -> None:
-        self.tracer = Tracer(limit=limit)
-        self._handles: List[Any] = []
-        self._saved: List[Tuple[Any, str, Any]] = []
-
-    def __enter__(self) -> Tracer:
-        tracer = self.tracer
-        from torch.nn.modules import module as module_mod
-
-        def pre(module: torch.nn.Module, inputs: Any) -> None:
-            tracer.enter_module(module)
-
-        def post(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-            tracer.exit_module()
-
-        self._handles.append(module_mod.register_module_forward_pre_hook(pre))
-        self._handles.append(module_mod.register_module_forward_hook(post, always_call=True))
-
-        def stop(outputs: Any, *args: Any, **kwargs: Any) -> Any:
-            roots = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-            nodes = []
-            for r in roots:
-                if isinstance(r, torch.Tensor):
-                    entry = tracer._table.get(id(r))
-                    if entry is not None and entry.ref() is r:
-                        nodes.append(entry.node)
-            tracer.trace.roots = nodes
-            tracer.trace.stopped_at = "backward"
-            raise StopTrace()
-
-        for owner, attr in _ENGINE_ATTRS:
-            if hasattr(owner, attr):
-                self._saved.append((owner, attr, getattr(owner, attr)))
-                setattr(owner, attr, stop)
-        tracer.__enter__()
-        return tracer
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        try:
-            self.tracer.__exit__(exc_type, exc, tb)
-        finally:
-            for owner, attr, value in reversed(self._saved):
-                setattr(owner, attr, value)
-            self._saved.clear()
-            for h in self._handles:
-                h.remove()
-            self._handles.clear()
-        return exc_type is not None and issubclass(exc_type, StopTrace)
-
-
 __all__ = ["COMPUTED", "DATA", "EXACT", "FREE_KINDS", "Node", "OpRecord", "PARAM", "RANDOM", "Ref", "StopTrace",
-           "Trace", "Tracer", "trace_calls"]
+           "Trace", "Tracer"]

@@ -26,6 +26,7 @@ import torch.autograd
 import torch.autograd.graph
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+from nanguard.torch._compat import ENGINE_RUN_BACKWARD_SITES, dynamo_disable, engine_run_backward
 from nanguard.torch.detector import scaled, workers
 
 
@@ -172,17 +173,15 @@ def no_compile(fn: _F) -> _F:
     def inner(*args: Any, **kwargs: Any) -> Any:
         nonlocal disabled
         if disabled is None:
-            try:
-                import torch._dynamo
-                disabled = torch._dynamo.disable(fn, recursive=True)
-            except Exception:  # a torch without dynamo: nothing to turn off
-                disabled = fn
+            disable = dynamo_disable()
+            # a torch without dynamo: nothing to turn off
+            disabled = fn if disable is None else disable(fn, recursive=True)
         return disabled(*args, **kwargs)
 
     return inner  # type: ignore[return-value]
 
 _ORIG_MODULE_CALL: Callable[..., Any] = torch.nn.Module.__call__
-_ORIG_ENGINE: Optional[Callable[..., Any]] = getattr(torch.autograd, "_engine_run_backward", None)
+_ORIG_ENGINE: Optional[Callable[..., Any]] = engine_run_backward
 _LOCK = threading.Lock()
 _USERS = 0
 _HANDLES: List[Any] = []
@@ -268,8 +267,8 @@ def acquire() -> None:
             return
         torch.nn.Module.__call__ = _module_call  # type: ignore[method-assign]
         if _ORIG_ENGINE is not None:
-            torch.autograd._engine_run_backward = _engine_run_backward  # type: ignore[attr-defined]
-            torch.autograd.graph._engine_run_backward = _engine_run_backward  # type: ignore[attr-defined]
+            for owner, attr in ENGINE_RUN_BACKWARD_SITES:
+                setattr(owner, attr, _engine_run_backward)
         _HANDLES.append(register_optimizer_step_pre_hook(_opt_pre))
         _HANDLES.append(register_optimizer_step_post_hook(_opt_post))
         scaled.install()
@@ -294,10 +293,9 @@ def uninstall() -> None:
         if torch.nn.Module.__call__ is _module_call:
             torch.nn.Module.__call__ = _ORIG_MODULE_CALL  # type: ignore[method-assign]
         if _ORIG_ENGINE is not None:
-            if getattr(torch.autograd, "_engine_run_backward", None) is _engine_run_backward:
-                torch.autograd._engine_run_backward = _ORIG_ENGINE  # type: ignore[attr-defined]
-            if getattr(torch.autograd.graph, "_engine_run_backward", None) is _engine_run_backward:
-                torch.autograd.graph._engine_run_backward = _ORIG_ENGINE  # type: ignore[attr-defined]
+            for owner, attr in ENGINE_RUN_BACKWARD_SITES:
+                if getattr(owner, attr, None) is _engine_run_backward:
+                    setattr(owner, attr, _ORIG_ENGINE)
         while _HANDLES:
             _HANDLES.pop().remove()
         scaled.uninstall()

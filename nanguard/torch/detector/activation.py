@@ -22,6 +22,7 @@ from typing import Iterator, Optional
 import torch
 
 from nanguard.core.report import NonFiniteWarning, Report
+from nanguard.torch._compat import dispatch_stack_at, dispatch_stack_len, dispatch_stack_pop, dispatch_stack_push
 from nanguard.errors import NonFiniteError
 from nanguard.torch.detector import _state, compiled
 from nanguard.torch.detector._state import STATE
@@ -34,10 +35,10 @@ from nanguard.torch.detector.persistent import PersistentChecks
 from nanguard.torch.detector.session import Session
 from nanguard.torch.detector.tape import Tape
 
-_stack_len = torch._C._len_torch_dispatch_stack
-_stack_at = torch._C._get_dispatch_stack_at
-_stack_pop = torch._C._pop_torch_dispatch_stack
-_stack_push = torch._C._push_on_torch_dispatch_stack
+_stack_len = dispatch_stack_len
+_stack_at = dispatch_stack_at
+_stack_pop = dispatch_stack_pop
+_stack_push = dispatch_stack_push
 
 
 class Activation:

@@ -20,10 +20,10 @@ import weakref
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
 from nanguard.errors import NonFiniteError
+from nanguard.torch._compat import functorch_transforms_active, pytree
 from nanguard.torch.detector import _state, collectives, compiled, scaled, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, no_compile, orig_module_call
 from nanguard.torch.detector.build import OptimizerContext, make_report
@@ -161,7 +161,7 @@ class BackwardBoundary:
     @no_compile
     def run(self, orig, outputs, args: tuple, kwargs: dict) -> Any:
         act = self.act
-        if act.tripped or torch._C._are_functorch_transforms_active():
+        if act.tripped or functorch_transforms_active():
             return orig(outputs, *args, **kwargs)
         grad_tensors = args[0] if len(args) > 0 else ()
         retain_graph = bool(args[1]) if len(args) > 1 else False

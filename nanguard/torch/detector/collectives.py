@@ -18,9 +18,9 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
 from nanguard.core.report import Report
+from nanguard.torch._compat import c10d_functional, current_autograd_node, pytree
 from nanguard.torch.detector._state import STATE
 from nanguard.torch.detector.aten import written_tensors
 from nanguard.torch.detector.values import all_finite, checkable, fast_finite, has_nan
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
 
 _Tensor = torch.Tensor
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 
 
 def _local(t: Any) -> Any:
@@ -113,7 +113,7 @@ def replay_guard() -> Iterator[None]:
     if not _multi_rank():
         yield
         return
-    ns = torch.ops._c10d_functional
+    ns = c10d_functional()
     saved = {}
     for name in _FUNCTIONAL:
         if hasattr(ns, name):
@@ -165,7 +165,7 @@ def live_collective(live: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return out
     if getattr(func, "namespace", "") != "c10d":
         for t in _tensors(out):
-            torch.ops._c10d_functional.wait_tensor(t)
+            c10d_functional().wait_tensor(t)
     else:
         _wait(out)
     got = [_local(t) for t in _tensors(out) + written]

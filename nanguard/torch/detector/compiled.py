@@ -34,6 +34,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
+from nanguard.torch._compat import dynamo_eval_frame
 from nanguard.torch.detector.outcome import NotReproduced, ReplayResult, Reproduced
 
 _MAX_NODES = 200_000   # a bound on the graph walk (it only runs once something is non-finite)
@@ -46,8 +47,10 @@ _USER: Optional[Any] = None    # the stance before the first of them
 def _swap(stance: Any) -> Optional[Any]:
     """Set dynamo's stance; the previous one, or None where that is impossible (a torch
     without stances, or a call from inside a region being compiled)."""
+    eval_frame = dynamo_eval_frame()
+    if eval_frame is None:
+        return None
     try:
-        from torch._dynamo import eval_frame
         return eval_frame._set_stance(stance)
     except Exception:
         return None
@@ -59,11 +62,10 @@ def force_eager() -> None:
     with _LOCK:
         _ACTIVE += 1
         if _ACTIVE == 1:
-            try:
-                from torch._dynamo.eval_frame import DynamoStance
-            except Exception:
+            eval_frame = dynamo_eval_frame()
+            if eval_frame is None:
                 return
-            _USER = _swap(DynamoStance("force_eager"))
+            _USER = _swap(eval_frame.DynamoStance("force_eager"))
 
 
 def release() -> None:

@@ -11,10 +11,9 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import torch
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.errors import NonFiniteError
+from nanguard.torch._compat import TorchDispatchMode, current_autograd_node, pytree
 from nanguard.torch.detector import sharded
 from nanguard.torch.detector._state import STATE, capture_rng
 from nanguard.torch.detector.aten import (
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 
 _Tensor = torch.Tensor
 _strided = torch.strided
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 
 
 class LiveMode(WatchesSafeOps, TorchDispatchMode):

@@ -23,8 +23,8 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
+from nanguard.torch._compat import current_autograd_node, pytree
 from nanguard.torch.detector import _state, sharded
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call, restore_rng
 from nanguard.torch.detector.aten import written_tensors
@@ -38,7 +38,7 @@ from nanguard.torch.detector.replay_mode import Found, ReplayMode
 if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
 
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 
 
 class Replay:

@@ -11,10 +11,9 @@ import sys
 from typing import TYPE_CHECKING
 
 import torch
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanguard.core.report import Report
+from nanguard.torch._compat import TorchDispatchMode, pytree
 from nanguard.torch.detector import sharded
 from nanguard.torch.detector.aten import checks_values, result_outputs, written_tensors
 from nanguard.torch.detector.build import ForwardInfo, named_args, split_args

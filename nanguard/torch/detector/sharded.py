@@ -24,8 +24,10 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
+from nanguard.torch._compat import (
+    compute_local_shape_and_global_offset, current_autograd_node, functional_collectives, pytree,
+)
 from nanguard.torch.detector._state import STATE, capture_rng, orig_module_call
 from nanguard.torch.detector.collectives import (  # noqa: F401  (the detector's hooks call them from here)
     COLLECTIVE, ROUTES, SKIP, CollectiveReached, collective_name, live_collective, refuse_collective, replay_guard,
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from nanguard.torch.detector.activation import Activation
 
 _Tensor = torch.Tensor
-_current_node = torch._C._current_autograd_node
+_current_node = current_autograd_node
 _dist = torch.distributed if torch.distributed.is_available() else None
 
 
@@ -92,7 +94,7 @@ def local(t: Any) -> Any:
     if not is_dtensor(t):
         if type(t) in PLAIN_TYPES or not isinstance(t, _Tensor):
             return t
-        funcol = sys.modules.get("torch.distributed._functional_collectives")
+        funcol = functional_collectives()
         pending = getattr(funcol, "AsyncCollectiveTensor", None)
         if pending is not None and isinstance(t, pending):
             return t.trigger_wait()
@@ -111,12 +113,7 @@ def localize(tree: Any) -> Any:
 
 def shard_offset(dt: Any) -> tuple:
     """Where this rank's shard of ``dt`` starts in the global tensor (one offset per dim)."""
-    try:   # private API: the one place nanguard reads it
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-    except ImportError as err:
-        raise RuntimeError("nanguard: torch.distributed.tensor._utils.compute_local_shape_and_global_offset is "
-                           "missing in this torch; the global index of a shard cannot be computed") from err
-    _, offset = compute_local_shape_and_global_offset(dt.shape, dt.device_mesh, dt.placements)
+    _, offset = compute_local_shape_and_global_offset()(dt.shape, dt.device_mesh, dt.placements)
     return tuple(int(o) for o in offset)
 
 

@@ -16,6 +16,7 @@ import torch
 from nanguard.core.nonfinite import INF, NAN, Flags, made
 from nanguard.core.nonfinite import Verdict as _CoreVerdict
 from nanguard.core.summary import ScalarArg, TensorSummary
+from nanguard.torch._compat import set_grad_enabled
 
 FLOATING = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
@@ -68,7 +69,7 @@ def fast_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all())
 
 
-_set_grad = torch._C._set_grad_enabled
+_set_grad = set_grad_enabled
 
 
 def all_finite(tensors: Sequence[torch.Tensor]) -> bool:

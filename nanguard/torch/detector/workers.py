@@ -20,11 +20,8 @@ _ORIGINAL: Optional[tuple] = None   # (ExceptionWrapper.__init__, ExceptionWrapp
 
 
 def _wrapper_class() -> Optional[type]:
-    try:
-        from torch._utils import ExceptionWrapper
-    except ImportError:   # a torch without it: worker exceptions cannot be followed
-        return None
-    return ExceptionWrapper
+    from nanguard.torch._compat import ExceptionWrapper
+    return ExceptionWrapper   # None in a torch without it: worker exceptions cannot be followed
 
 
 def _make_init(original: Callable[..., None]) -> Callable[..., None]:

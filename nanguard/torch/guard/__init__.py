@@ -10,7 +10,8 @@
   also (:class:`HeadroomWarning`) when float16/bfloat16 activations or gradients approach the
   dtype's maximum.
 
-Modules, one concept each: ``guard`` (the GradGuard class and its API), ``policy`` (skip,
+Modules, one concept each: ``guard`` (the GradGuard class, its arguments and its step; its
+other methods in ``guard_loss``, ``guard_recovery``, ``guard_state`` and ``guard_report``), ``policy`` (skip,
 zero, raise or roll back: the arguments, the decision, the error message), ``verdict`` (one step's
 inspection and its single host read), ``check`` (the fused finiteness check), ``amp``
 (GradScaler protocol), ``distributed`` (agreement across ranks), ``clip`` (the guarded clip),

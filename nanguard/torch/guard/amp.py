@@ -18,6 +18,9 @@ from typing import Any, Optional
 
 import torch
 
+# Who marks the GradScaler "stepped" after the guard's decision (see GradGuard._step).
+GUARD, ON_APPLY, FRAMEWORK = "guard", "on_apply", "framework"
+
 try:  # torch >= 2.3
     from torch.amp.grad_scaler import GradScaler as _GradScaler, OptState
 except ImportError:  # pragma: no cover - older torch

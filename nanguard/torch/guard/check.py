@@ -21,6 +21,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
+from nanguard.torch._compat import foreach_mul_, foreach_norm
 from nanguard.torch.guard.distributed import Agreement
 from nanguard.torch.guard.params import ParamTable
 from nanguard.torch.guard.sharded import Sharding, sharding_of
@@ -73,7 +74,7 @@ def foreach_norms(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> torch.Te
     if len(kinds) == 1:  # the common case: one launch
         ((_, dtype),) = kinds
         acc = torch.float32 if dtype in _LOW_PRECISION else None
-        norms = torch._foreach_norm(list(tensors), ord, dtype=acc)
+        norms = foreach_norm(list(tensors), ord, dtype=acc)
         return torch.stack(norms).to(out_dtype)
     by_kind: Dict[Tuple[torch.device, torch.dtype], List[int]] = defaultdict(list)
     for k, t in enumerate(tensors):
@@ -81,7 +82,7 @@ def foreach_norms(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> torch.Te
     ordered: List[torch.Tensor] = [torch.empty(0)] * len(tensors)
     for (device, dtype), positions in by_kind.items():
         acc = torch.float32 if dtype in _LOW_PRECISION else None
-        norms = torch._foreach_norm([tensors[k] for k in positions], ord, dtype=acc)
+        norms = foreach_norm([tensors[k] for k in positions], ord, dtype=acc)
         for k, n in zip(positions, norms):
             ordered[k] = n.to(device=first, dtype=out_dtype)
     return torch.stack(ordered)
@@ -162,4 +163,4 @@ def scale_(tensors: Sequence[torch.Tensor], coef: torch.Tensor) -> None:
     for t in tensors:
         by_kind[(t.device, t.dtype)].append(t)
     for (device, _), group in by_kind.items():
-        torch._foreach_mul_(group, coef.to(device))
+        foreach_mul_(group, coef.to(device))

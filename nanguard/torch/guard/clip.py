@@ -20,8 +20,8 @@ import math
 from typing import List, Sequence, Tuple
 
 import torch
-from torch.utils._foreach_utils import _group_tensors_by_device_and_dtype
 
+from nanguard.torch._compat import group_tensors_by_device_and_dtype
 from nanguard.torch.guard.check import Diagnosis, Grads, grad_norms, scale_, total_norm, zero_nonfinite_
 
 
@@ -47,7 +47,7 @@ def torch_order(grads: Grads, order: Sequence[int]) -> List[int]:
         ks += [k for k in range(len(grads.index)) if k not in listed]
     tensors = [grads.tensors[k] for k in ks]
     if len({(t.device, t.dtype) for t in tensors}) > 1:
-        grouped = _group_tensors_by_device_and_dtype([tensors], with_indices=True)
+        grouped = group_tensors_by_device_and_dtype([tensors], with_indices=True)
         ks = [ks[j] for _, (_, indices) in grouped.items() for j in indices]
     return ks
 

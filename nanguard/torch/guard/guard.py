@@ -15,40 +15,33 @@ snapshot and the way back to it, with the spike test of `nanguard.core.guard_spi
 framework integrations (`nanguard.torch.integrations`) drive the same class through
 ``_micro_batch`` and ``_step``.
 
-This module is the class that ties them together, and its public API.
+This module is the class that ties them together: its arguments and the step. Its other
+methods come from four mixins, one concept each: `guard_loss` (``backward`` and
+``check_loss``), `guard_recovery` (the bad-step path: decision, rollback, event, error,
+dump), `guard_state` (``safe_to_save`` and the guard's ``state_dict``) and `guard_report`
+(``summary``, ``alerts``, ``plot``).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Callable, Sequence
 
 import torch
 
 from nanguard.core.guard_policy import ROLLBACK, check_accumulation, check_rollback
-from nanguard.core.guard_records import (
-    DROPPED,
-    LOSS,
-    LOSS_SPIKE,
-    NORM_SPIKE,
-    RAISED,
-    ROLLED_BACK,
-    ZEROED,
-    GuardEvent,
-    GuardRecords,
-)
+from nanguard.core.guard_records import DROPPED, RAISED, ROLLED_BACK, ZEROED, GuardRecords
 from nanguard.core.guard_spike import SpikeWatch
-from nanguard.errors import NonFiniteError
 from nanguard.torch.guard import amp, checkpoint, clip
+# who marks the GradScaler "stepped" (see GradGuard._step); the integrations import them from here
+from nanguard.torch.guard.amp import FRAMEWORK, GUARD, ON_APPLY  # noqa: F401
 from nanguard.torch.guard.check import zero_nonfinite_
 from nanguard.torch.guard.distributed import Agreement
-from nanguard.torch.guard.monitor import (
-    TOTAL,
-    GradNormMonitor,
-    GrowthAlert,
-    NormHistory,
-)
+from nanguard.torch.guard.guard_loss import LossChecks
+from nanguard.torch.guard.guard_recovery import Recovery
+from nanguard.torch.guard.guard_report import Reporting
+from nanguard.torch.guard.guard_state import CheckpointState
+from nanguard.torch.guard.monitor import TOTAL, GradNormMonitor, NormHistory
 from nanguard.torch.guard.params import (
     NamedParams,
     ParamTable,
@@ -66,27 +59,16 @@ from nanguard.torch.guard.policy import (
     check_max_events,
     check_monitor,
     check_policy,
-    decide,
     gradient_event,
-    raise_message,
 )
-from nanguard.torch.guard.rollback import Rollback, TrainingState, scaled_lr
+from nanguard.torch.guard.rollback import Rollback, scaled_lr
 from nanguard.torch.guard.schedule import ScheduleHold, check_schedulers
 from nanguard.torch.guard.sharded import fsdp1_layout
 from nanguard.torch.guard.verdict import Verdict, inspect, stamp
-from nanguard.torch.guard.window import (
-    Window,
-    check_loss_tensor,
-    loss_flags,
-    loss_rows,
-    loss_value,
-)
-
-# Who marks the GradScaler "stepped" after the guard's decision (see GradGuard._step).
-GUARD, ON_APPLY, FRAMEWORK = "guard", "on_apply", "framework"
+from nanguard.torch.guard.window import Window
 
 
-class GradGuard:
+class GradGuard(LossChecks, Recovery, CheckpointState, Reporting):
     """Guards ``optimizer.step()`` against NaN/Inf gradients: skip, zero, roll back or raise,
     and record.
 
@@ -214,77 +196,6 @@ class GradGuard:
         self._pending: Verdict | None = None
         self._window = Window()
 
-    # -- public API ----------------------------------------------------------------------
-    def backward(self, loss: torch.Tensor, *, batch: Any | None = None, **kwargs: Any) -> bool:
-        """``loss.backward()`` for a finite loss; a NaN/Inf loss is kept out of the step.
-
-        Returns whether the backward pass ran. Each call adds a micro-batch to the window
-        that the next :meth:`step` closes, so gradient accumulation needs nothing else: a
-        non-finite loss makes that step skip the whole window (``accumulation=
-        "skip_window"``, the default; the window's remaining micro-batches are then not
-        backpropagated, their gradients would be thrown away) or leaves this micro-batch out
-        (``"drop"``). Policy "raise" raises at once. With a ``scaler`` it runs
-        ``scaler.scale(loss).backward()``. One host sync (agreed across ranks, so every rank
-        skips the same backward passes); extra arguments go to ``loss.backward``.
-
-        `batch` is kept until the step only when ``dump_dir`` is set, to be written out if
-        the step turns out bad.
-
-        Example:
-            >>> for i, (x, y) in enumerate(batches):
-            ...     guard.backward(criterion(model(x), y) / accum, batch=(x, y))
-            ...     if (i + 1) % accum == 0:
-            ...         guard.step()          # one optimizer step per window
-            ...         optimizer.zero_grad()
-        """
-        loss = check_loss_tensor(loss, "backward")
-
-        def run() -> None:
-            (self.scaler.scale(loss) if amp.active(self.scaler) else loss).backward(**kwargs)
-
-        return self._micro_batch(loss, batch, run)
-
-    def _micro_batch(self, loss: torch.Tensor, batch: Any | None, run: Callable[[], Any]) -> bool:
-        """The body of :meth:`backward`, with the backward pass itself as `run`."""
-        if self.accumulation == "drop" and self._agreement.active():
-            # under DDP's no_sync() the last micro-batch's backward is the one that
-            # all-reduces; dropping it on every rank would leave each rank its own gradients
-            raise ValueError(
-                "nanguard.GradGuard(accumulation='drop') cannot be used under "
-                "torch.distributed: a dropped micro-batch may be the one whose backward "
-                "synchronises the gradients, and the replicas would drift apart; use "
-                "accumulation='skip_window'")
-        window = self._window
-        window.size += 1
-        position = window.size
-        if self._dump_dir is not None and batch is not None and self._dumps_left:
-            window.batches.append((position, batch))
-        if window.bad and self.accumulation == "skip_window":
-            return False
-        if amp.active(self.scaler):
-            # a window skipped before any loss was scaled still needs the scaler's scale
-            amp.ensure_scale(self.scaler, loss)
-        flags, spikes, limit = self._judge_loss(loss)
-        if not any(flags) and not any(spikes):
-            run()
-            return True
-        window.bad.append(position)
-        if any(spikes):
-            flags, window.kind, window.threshold = spikes, LOSS_SPIKE, limit
-        window.ranks.update(i for i, f in enumerate(flags) if f)
-        if flags[self._agreement.rank()] and window.loss is None:
-            window.loss = loss_value(loss)
-        if self.policy == "raise":
-            self._window = Window()  # a caller that catches the error starts a fresh window
-            action, limit = decide(self.policy, self.records.bad(), self.max_consecutive,
-                                   can_zero=False)
-            event = GuardEvent(step=self.records.steps + 1, kind=LOSS, action=action,
-                               ranks=tuple(sorted(window.ranks)), loss=window.loss)
-            self.records.add(event)
-            self._dump(event, [(i, b) for i, b in window.batches if i == position])
-            raise self._error(event, limit)
-        return False
-
     def step(self, *args: Any, **kwargs: Any) -> bool:
         """Check the gradients, then step, skip, zero or raise. Returns whether the step was
         applied (True for a finite step and for a zeroed one).
@@ -363,90 +274,6 @@ class GradGuard:
             self._roll_back()
         return False
 
-    def _norm_spike(self, step: int, verdict: Verdict, spikes: list[bool], threshold: float | None,
-                    window: Window, scaler_step: str) -> bool:
-        """A finite step whose total gradient norm spiked (policy "rollback"): roll back."""
-        action, limit = self._decide(can_zero=False)
-        event = GuardEvent(step=step, kind=NORM_SPIKE, action=action,
-                           ranks=tuple(i for i, f in enumerate(spikes) if f),
-                           total_norm=verdict.total_value, threshold=threshold,
-                           scale=verdict.scale, **self._rollback_fields(action))
-        self.records.add(event)
-        self._observe(step, verdict)
-        self._dump(event, window.batches)
-        if amp.active(self.scaler) and scaler_step != FRAMEWORK:
-            amp.mark_stepped(self.scaler, self.optimizer)
-        if action == RAISED:
-            raise self._error(event, limit)
-        self._roll_back()
-        return False
-
-    def check_loss(self, loss: torch.Tensor, *, batch: Any | None = None) -> bool:
-        """True when `loss` is finite; otherwise record the event and return False.
-
-        Lets a loop skip the backward pass of a batch whose loss is already NaN/Inf. A
-        non-finite loss counts toward ``max_consecutive`` (policy "raise" raises at once).
-        Costs one host sync; under torch.distributed all ranks get the same answer, so they
-        skip the batch together (a rank that skips ``backward()`` alone would stall DDP).
-        With gradient accumulation use :meth:`backward` instead: ``continue`` after a bad
-        last micro-batch would merge its window into the next one. `batch` is written to
-        ``dump_dir`` (when set) if the loss is bad. Under policy "rollback" a bad (or, with
-        ``spike=``, spiking) loss restores the last snapshot before False is returned.
-
-        Example:
-            >>> loss = criterion(model(x), y)
-            >>> if not guard.check_loss(loss):
-            ...     continue          # nothing to undo: no backward, no step
-            >>> loss.backward(); guard.step()
-        """
-        loss = check_loss_tensor(loss, "check_loss")
-        flags, spikes, threshold = self._judge_loss(loss)
-        if not any(flags) and not any(spikes):
-            return True
-        kind = LOSS
-        if any(spikes):
-            flags, kind = spikes, LOSS_SPIKE
-        value = loss_value(loss) if flags[self._agreement.rank()] else None
-        action, limit = self._decide(can_zero=False)
-        event = GuardEvent(step=self.records.steps + 1, kind=kind, action=action,
-                           ranks=tuple(i for i, f in enumerate(flags) if f), loss=value,
-                           threshold=threshold if kind == LOSS_SPIKE else None,
-                           **self._rollback_fields(action))
-        self.records.add(event)
-        if batch is not None and self._dump_dir is not None:
-            self._dump(event, [(1, batch)])
-        if action == RAISED:
-            raise self._error(event, limit)
-        if action == ROLLED_BACK:
-            self._roll_back()
-        return False
-
-    def safe_to_save(self) -> bool:
-        """Whether a checkpoint written now holds only finite numbers, on every rank.
-
-        Checks the parameters, the model's floating buffers (BatchNorm running statistics:
-        a NaN forward pass in training mode poisons them even when the step is skipped) and
-        the optimizer state. Every rank gets the same answer, so rank 0 does not save while
-        another rank holds NaN. When it is False a warning names the first tensors; see
-        :meth:`nonfinite_state` for all of them. One pass over the state, one host sync.
-
-        Example:
-            >>> if guard.safe_to_save():
-            ...     torch.save(model.state_dict(), "last_good.pt")
-        """
-        names, anywhere = self._state_check()
-        if anywhere:
-            where = ", ".join(names[:5]) + (f", … {len(names) - 5} more" if len(names) > 5 else "")
-            warnings.warn(
-                f"nanguard.GradGuard.safe_to_save(): not saving is safer: non-finite values in "
-                f"{where or 'the state of another rank'}", RuntimeWarning, stacklevel=2)
-        return not anywhere
-
-    def nonfinite_state(self) -> list[str]:
-        """Names of this rank's parameters, buffers and optimizer-state tensors that hold a
-        NaN or Inf (empty when the state is finite). One host sync."""
-        return self._state_check()[0]
-
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         """``torch.nn.utils.clip_grad_norm_`` that cannot poison the gradients.
 
@@ -494,81 +321,6 @@ class GradGuard:
         self._pending = verdict  # step() reuses this check unless the gradients change
         return total
 
-    def summary(self) -> str:
-        """A readable table: steps applied/skipped/zeroed, bad step numbers, and per parameter
-        how many NaN/Inf elements it had, in how many steps, first and last.
-
-        Example:
-            >>> print(guard.summary())
-            nanguard GradGuard (policy 'skip'): 60 steps, 59 applied, 1 skipped, 0 zeroed
-              non-finite gradients at step 23
-            ...
-        """
-        return self.records.summary()
-
-    @property
-    def alerts(self) -> list[GrowthAlert]:
-        """The gradient-growth early warnings given so far (empty without a monitor)."""
-        return self.monitor.alerts if self.monitor is not None else []
-
-    def plot(self, path: str | None = None, top: int = 8) -> Any:
-        """Draw the gradient-norm history (log scale): the `top` modules with the largest
-        norms and the total, skipped steps marked in red, growth warnings in orange.
-
-        Saves to `path` when given and returns the matplotlib Figure. Needs the optional
-        extra: ``pip install nanguard[plot]``. Without a monitor only the total is drawn.
-
-        Example:
-            >>> guard.plot("gradnorms.png")
-        """
-        from nanguard.torch.guard.plot import plot_history
-
-        history = self.monitor.history if self.monitor is not None else self._history
-        return plot_history(history, self.alerts, path=path, top=top,
-                            bad_steps=self.records.bad_steps)
-
-    def state_dict(self) -> dict[str, Any]:
-        """What the guard counted, for a checkpoint: the counters (so a resumed run keeps its
-        bad-step streak), the kept events (which steps were bad, and why), the
-        per-parameter totals, the learning-rate scale of rollbacks and the recent values of
-        the spike test. Plain data: ``torch.save`` and JSON both hold it. Not the rollback
-        snapshot: a resumed run takes its first one at its first step."""
-        state = self.records.state_dict()
-        history = {name: watch.state_dict() for name, watch in self._spike_watches().items()}
-        if history:
-            state["spike_history"] = history
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` wrote; the schedulers' positions are read again at
-        the next step, as after building the guard (a resume loads them too). A rollback
-        snapshot taken before is dropped: the model and optimizer were most likely loaded
-        too, and the next step takes a new one."""
-        owner = "nanguard.GradGuard.load_state_dict"
-        state = dict(state)
-        history = state.pop("spike_history", {})
-        self.records.load_state_dict(state, owner)
-        watches = self._spike_watches()
-        for name, values in history.items():
-            if name in watches:  # a quantity this guard does not watch has nothing to resume
-                watches[name].load_state_dict(values, owner)
-        if self._rollback is not None:
-            self._rollback.forget()
-        self._schedule.reread()
-
-    @property
-    def lr_scale(self) -> float:
-        """What the rollbacks' ``lr_backoff`` multiplies each param group's learning rate by
-        at every update (1.0 before any backoff). ``param_groups`` keep the schedule's own
-        values: the scale is applied at the update (see `rollback.scaled_lr`)."""
-        return self.records.lr_scale
-
-    def __repr__(self) -> str:
-        r = self.records
-        return (f"GradGuard(policy={self.policy!r}, max_consecutive={self.max_consecutive}, "
-                f"steps={r.steps}, applied={r.applied}, skipped={r.skipped}, zeroed={r.zeroed})")
-
-    # -- internals -----------------------------------------------------------------------
     def _build_table(self) -> ParamTable:
         depth = self.monitor.depth if self.monitor is not None else None
         flat = fsdp1_layout(self._model, optimizer_params(self.optimizer), self._agreement,
@@ -590,6 +342,12 @@ class GradGuard:
                        self._agreement, ord=ord, need_norms=need_norms,
                        all_totals=self._norm_spikes is not None)
 
+    def _judge_norm(self, verdict: Verdict) -> tuple[list[bool], float | None]:
+        """Which ranks' total gradient norm spiked, and the limit (a finite step only)."""
+        if self._norm_spikes is None or verdict.bad:
+            return [], None
+        return self._norm_spikes.judge(verdict.totals)
+
     def _apply(self, update: Callable[[], Any], scaler_step: str) -> None:
         if self._rollback is None:
             update()
@@ -603,113 +361,3 @@ class GradGuard:
         if amp.active(self.scaler) and scaler_step == GUARD:
             amp.mark_stepped(self.scaler, self.optimizer)
         self._schedule.advance()
-
-    def _window_event(self, step: int, action: str, window: Window) -> GuardEvent:
-        return GuardEvent(step=step, kind=window.kind, action=action,
-                          ranks=tuple(sorted(window.ranks)), loss=window.loss,
-                          micro_batches=tuple(window.bad), window=window.size,
-                          threshold=window.threshold, **self._rollback_fields(action))
-
-    def _training(self) -> TrainingState:
-        return TrainingState(self._table.params, self.optimizer, self._model,
-                             self._schedule.restored, self.scaler)
-
-    def _spike_watches(self) -> dict[str, SpikeWatch]:
-        return {name: watch for name, watch in (("loss", self._loss_spikes),
-                                                ("grad_norm", self._norm_spikes))
-                if watch is not None}
-
-    def _judge_loss(self, loss: torch.Tensor) -> tuple[list[float], list[bool], float | None]:
-        """(every rank's non-finite flag, every rank's spike flag, the spike limit) for a
-        loss; one host sync, agreed across ranks. Spikes are judged when every loss is finite."""
-        if self._loss_spikes is None:
-            flags = loss_flags(loss, self._agreement)
-            spikes: list[bool] = [False] * len(flags)
-            limit = None
-        else:
-            flags, values = loss_rows(loss, self._agreement)
-            spikes, limit = ([False] * len(flags), None) if any(flags) else \
-                self._loss_spikes.judge(values)
-        self.records.world = len(flags)
-        return flags, spikes, limit
-
-    def _judge_norm(self, verdict: Verdict) -> tuple[list[bool], float | None]:
-        """Which ranks' total gradient norm spiked, and the limit (a finite step only)."""
-        if self._norm_spikes is None or verdict.bad:
-            return [], None
-        return self._norm_spikes.judge(verdict.totals)
-
-    def _decide(self, can_zero: bool = True, roll_back: bool = True) -> tuple[str, bool]:
-        """`decide` for the next bad event. Under policy "rollback" the streak also counts the
-        rollbacks to the current snapshot (the good steps between them were undone, so a run
-        that keeps falling back to one snapshot reaches max_consecutive); where `roll_back`
-        is False the event is skipped instead."""
-        policy, floor = self.policy, 0
-        if self._rollback is not None:
-            if roll_back:
-                floor = self._rollback.returns + 1
-            else:
-                policy = "skip"
-        return decide(policy, self.records.bad(floor), self.max_consecutive, can_zero=can_zero)
-
-    def _rollback_fields(self, action: str) -> dict[str, Any]:
-        """The rollback's part of an event: the applied steps it undoes, the new LR scale."""
-        if action != ROLLED_BACK or self._rollback is None:
-            return {}
-        return {"steps_undone": self._rollback.undoes(self._current_table().key),
-                "lr_scale": self._rollback.backed_off(self.records.lr_scale)}
-
-    def _roll_back(self) -> None:
-        """Restore the snapshot (the event, with its new LR scale, is already recorded)."""
-        assert self._rollback is not None
-        self._rollback.restore(self._current_table().key, self._training())
-        self._schedule.settle()
-        self._pending = None
-
-    def _skip_window(self, window: Window, scaler_step: str) -> bool:
-        """Close a window that fed a non-finite (or, policy "rollback", spiking) loss: the step
-        is skipped, rolled back or raises."""
-        if amp.active(self.scaler):
-            # unscale what the good micro-batches left, so scaler.update() works as after any
-            # step; the loss was checked before scaling, so the scale does not back off
-            amp.found_inf(self.scaler, self.optimizer)
-            amp.ensure_inf_check(self.scaler, self.optimizer)
-            if scaler_step != FRAMEWORK:
-                amp.mark_stepped(self.scaler, self.optimizer)
-        self.records.steps += 1
-        action, limit = self._decide(can_zero=False)
-        event = self._window_event(self.records.steps, action, window)
-        self.records.add(event)
-        self._dump(event, [(i, b) for i, b in window.batches if i in window.bad])
-        if action == RAISED:
-            raise self._error(event, limit)
-        if action == ROLLED_BACK:
-            self._roll_back()
-        return False
-
-    def _state_check(self) -> tuple[list[str], bool]:
-        table = self._current_table()
-        tensors = checkpoint.state_tensors(zip(table.names, table.params), self.optimizer,
-                                           self._model)
-        return checkpoint.nonfinite_names(tensors, self._agreement)
-
-    def _dump(self, event: GuardEvent, batches: list[tuple[int, Any]]) -> None:
-        if self._dump_dir is None or not batches or self._dumps_left <= 0:
-            return
-        path = checkpoint.dump(self._dump_dir, event, batches, self._agreement.rank())
-        if path is not None:
-            self._dumps_left -= 1
-            self.records.dumps.append(path)
-
-    def _error(self, event: GuardEvent, limit: bool) -> NonFiniteError:
-        message = raise_message(event, limit, self.policy, self.max_consecutive, self.records)
-        return NonFiniteError(message, report=event)
-
-    def _observe(self, step: int, verdict: Verdict) -> None:
-        if self.monitor is not None and verdict.module_norms is not None:
-            alert = self.monitor.observe(step, verdict.module_norms, verdict.total_value, verdict.bad)
-            if alert is not None:
-                self.records.growth_warnings.append(alert)
-                del self.records.growth_warnings[:-1000]
-        else:
-            self._history.add(step, [verdict.total_value], verdict.bad)

@@ -43,6 +43,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import torch
 
+from nanguard.torch._compat import DROPOUT_TYPES, foreach_norm
 from nanguard.torch.guard.params import ParamTable
 
 LOW = {torch.float16: torch.finfo(torch.float16).max, torch.bfloat16: torch.finfo(torch.bfloat16).max}
@@ -50,7 +51,7 @@ TREND = 3            # a trend: the headroom fell at each of this many steps in 
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 # not hooked: their output is their input (dropout rescales it by 1/(1-p)), already measured
 # where it was made
-_PASS_THROUGH = (torch.nn.modules.dropout._DropoutNd, torch.nn.Identity)
+_PASS_THROUGH = (*DROPOUT_TYPES, torch.nn.Identity)
 _KINDS = {"activation": "output of", "gradient": "gradient at the output of",
           "parameter gradient": "gradient of the parameters of"}
 
@@ -272,7 +273,7 @@ class HeadroomWatch:
                 elif g.dtype == torch.float32 and table.module_names[m] in f16:
                     grads.append((m, g, torch.float16))
             if grads:
-                norms = torch._foreach_norm([g for _, g, _ in grads], float("inf"))
+                norms = foreach_norm([g for _, g, _ in grads], float("inf"))
                 for (m, _, dtype), n in zip(grads, norms):
                     keys.append(("parameter gradient", table.module_names[m], dtype))
                     mins.append(-n)

@@ -20,6 +20,10 @@ from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar
 
 import torch
 
+from nanguard.torch._compat import (
+    dispatch_stack_at, dispatch_stack_len, function_c_apply, functorch_transforms_active, is_functorch_wrapped_tensor,
+)
+
 
 def lowest(dtype: torch.dtype) -> float:
     """The most negative finite value: stands in for -inf where -inf - (-inf) would give NaN."""
@@ -35,7 +39,7 @@ def can_branch_on_data(t: torch.Tensor) -> bool:
     return (
         t.device.type == "cpu"
         and not torch.compiler.is_compiling()
-        and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+        and not is_functorch_wrapped_tensor(t)
     )
 
 
@@ -95,7 +99,7 @@ def pow2_scale(x: torch.Tensor, dims: Optional[Tuple[int, ...]]) -> torch.Tensor
 # torch.autograd.Function.apply binds every call's arguments with inspect.signature (for
 # default arguments, which no safe op's Function has) before calling this C apply: a third
 # of the Python time of a small op. apply_op calls it directly outside torch.func transforms.
-_C_APPLY = getattr(torch._C, "_FunctionBase", None) and torch._C._FunctionBase.__dict__.get("apply")
+_C_APPLY = function_c_apply
 _TENSOR = object()  # marks where a tensor input goes back among the constant inputs
 
 
@@ -110,8 +114,8 @@ _TENSOR = object()  # marks where a tensor input goes back among the constant in
 # inputs and outputs. Nothing here knows the detector; with no such mode on the dispatch
 # stack the cost is one C call.
 
-_dispatch_depth = torch._C._len_torch_dispatch_stack
-_dispatch_mode_at = torch._C._get_dispatch_stack_at
+_dispatch_depth = dispatch_stack_len
+_dispatch_mode_at = dispatch_stack_at
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -260,7 +264,7 @@ def apply_op(function: type, *args: object):
     """``function.apply(*args)`` (every argument positional), with forward-mode AD outside ``torch.compile``."""
     if torch.compiler.is_compiling():
         return function.apply(*args)
-    if torch._C._are_functorch_transforms_active():
+    if functorch_transforms_active():
         return function.under_transforms.apply(*args)
     twin = function.forward_mode
     if _C_APPLY is None:

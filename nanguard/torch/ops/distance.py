@@ -9,6 +9,7 @@ import torch
 from nanguard.core import op_checks
 from nanguard.core.opspec import document
 from nanguard.torch._checks import SPELLING, broadcast_shape, check_floating
+from nanguard.torch._compat import cdist_backward
 from nanguard.torch.ops._core import (
     SafeFunction, apply_op, can_branch_on_data, nonpositive_is_singular, pow2_scale, public_op,
 )
@@ -326,14 +327,14 @@ class _DistanceMatrix(SafeFunction):
         if ctx.needs_input_grad[0] and ctx.needs_input_grad[1] and _same_rows(x, y):
             # y is x: the gradient x receives through both arguments is one kernel call on
             # g + gᵀ (the distance matrix is symmetric), not two
-            both = torch.ops.aten._cdist_backward(_plus_transpose(grad), x, x, 2.0, dist)
+            both = cdist_backward(_plus_transpose(grad), x, x, 2.0, dist)
             return both.to(wide), None
         grad = grad.contiguous()
         grad_x = grad_y = None
         if ctx.needs_input_grad[0]:
-            grad_x = torch.ops.aten._cdist_backward(grad, x, y, 2.0, dist)
+            grad_x = cdist_backward(grad, x, y, 2.0, dist)
         if ctx.needs_input_grad[1]:
-            grad_y = torch.ops.aten._cdist_backward(
+            grad_y = cdist_backward(
                 grad.mT.contiguous(), y, x, 2.0, dist.mT.contiguous()
             )
         return (None if grad_x is None else grad_x.to(wide)), (None if grad_y is None else grad_y.to(wide))

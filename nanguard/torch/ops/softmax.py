@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 
 from nanguard.core.opspec import document
+from nanguard.torch._compat import log_softmax_backward_data, softmax_backward_data
 from nanguard.torch._checks import check_dim, check_floating, check_mask
 from nanguard.torch.ops._core import SafeFunction, apply_op, can_branch_on_data, public_op, sum_is_finite
 
@@ -52,7 +53,7 @@ class _Softmax(SafeFunction):
         (prob,) = ctx.saved_tensors
         # Masked and dead entries have probability 0, so the usual formula
         # p * (g - sum(g * p)) already gives them exactly 0.
-        return torch._softmax_backward_data(grad, prob, ctx.dim, prob.dtype), None, None
+        return softmax_backward_data(grad, prob, ctx.dim, prob.dtype), None, None
 
 
 class _LogSoftmax(SafeFunction):
@@ -69,7 +70,7 @@ class _LogSoftmax(SafeFunction):
     def backward(ctx, grad: torch.Tensor):
         (log_prob,) = ctx.saved_tensors
         # -inf entries (and all -inf slices) have exp(log_prob) = 0: g - 0 * sum(g), finite
-        return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None
+        return log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None
 
 
 class _MaskedLogSoftmax(SafeFunction):
@@ -99,10 +100,10 @@ class _MaskedLogSoftmax(SafeFunction):
             # entries come out -Σg and are zeroed after. Multiplying by the mask as 0/1 is
             # half the cost of a where(), and safe here: every g is finite, so is Σg.
             keep = mask.to(grad.dtype)
-            return torch._log_softmax_backward_data(grad * keep, out, ctx.dim, out.dtype).mul_(keep), None, None
+            return log_softmax_backward_data(grad * keep, out, ctx.dim, out.dtype).mul_(keep), None, None
         grad = torch.where(mask, grad, 0.0)
         log_prob = torch.where(mask, out, _NEG_INF)
-        return torch._log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None, None
+        return log_softmax_backward_data(grad, log_prob, ctx.dim, log_prob.dtype), None, None
 
 
 def _prepare(x: torch.Tensor, dim: int, mask: Optional[torch.Tensor], op: str) -> int:
