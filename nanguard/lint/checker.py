@@ -65,7 +65,7 @@ def check_source(
     enabled = ALL_CODES if enabled is None else frozenset(enabled)
     if possible is not None and not possible & enabled and fix_safety.in_test_file(path):
         # Every finding in a test file is possible (README), and none is asked for: the file
-        # is not parsed (11% of the torch tree), so a syntax error there shows only with
+        # is not parsed, so a syntax error there shows only with
         # `--confidence all` or its code selected.
         return []
     try:
