@@ -46,6 +46,24 @@ def _module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
     return isinstance(root, ast.Name) and root.id in ctx.imports.aliases
 
 
+# Names of a training loop's integer counters: learning-rate schedules compute with them, and
+# nothing differentiates with respect to a step number.
+_STEP_COUNTERS = frozenset({"step", "steps", "global_step", "step_count", "num_steps", "total_steps",
+                            "warmup_steps", "decay_steps", "epoch", "epochs", "iteration", "iterations",
+                            "count", "progress", "timestep", "timesteps"})
+
+
+def _number_default(fn: ast.AST, name: str) -> bool:
+    """Does parameter `name` of `fn` default to a number literal (`timescale=1000`)? A
+    hyperparameter, not a tensor that autodiff follows."""
+    args = fn.args  # type: ignore[attr-defined]
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return any(a.arg == name and isinstance(d, ast.Constant) and type(d.value) in (int, float)
+               for a, d in pairs)
+
+
 class Analysis(Walk):
     """The walked module plus the helpers every rule uses (op recognition, name lookup)."""
 
@@ -262,13 +280,15 @@ class Analysis(Walk):
                 stack.extend(ast.iter_child_nodes(n))
                 continue
             key = name_key(n)
+            if key is not None and key.rsplit(".", 1)[-1].lower() in _STEP_COUNTERS:
+                continue  # `step`, `self.global_step`, optax's `count`: an integer counter
             if key is None or line is None:
                 return False
             s, values = self.lookup(key)
             prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
             if not prior and s is not None and isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and self.autodiff.parameter_gradient_free(s.node, key):
-                continue  # `cutoff: float`, or bound to gradient-free values at every call in the module
+                    and (self.autodiff.parameter_gradient_free(s.node, key) or _number_default(s.node, key)):
+                continue  # `cutoff: float`, `timescale=1000`, or bound to gradient-free values at every call
             if not prior or not self.gradient_free(prior[-1], depth + 1):
                 return False
         return True

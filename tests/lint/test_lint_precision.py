@@ -180,6 +180,12 @@ NEGATIVES = [
               "    return _non_nan(((pred == k) & (t == k)).sum() / n_k_targets)\n"),
     # a helper of this file that returns log_softmax is not a softmax
     ("NG101", "def logp_of(x):\n    return F.log_softmax(x, -1)\ny = logp_of(z).exp().log()\n"),
+    # an optax-style schedule: a step counter and number hyperparameters, nothing differentiated
+    ("NG501", """\
+        def schedule(count, init_value=1.0, warmup_steps=100, timescale=1000):
+            return jnp.where(count < warmup_steps, init_value * count / warmup_steps,
+                             init_value / jnp.sqrt((count - warmup_steps) / timescale))
+    """),
     # fairseq's OOV rate: Python ints grown by len(): ZeroDivisionError, never a NaN
     ("NG401", """\
         def oov(texts):
@@ -245,6 +251,7 @@ POSITIVES = [
     ("NG501", "v = torch.randn(3, requires_grad=True)\ny = torch.where(v > 0, torch.log(v), 0.0)\n"),
     ("NG501", "w = nn.Parameter(torch.randn(3))\ny = torch.where(w > 0, torch.log(w), 0.0)\n"),
     ("NG501", "m = torch.min(x, 1).values\ny = torch.where(m < 80, torch.exp(m), 0.0)\n"),
+    ("NG501", "def f(x, scale=2.0):\n    return jnp.where(x > 0, scale / jnp.sqrt(x), 0.0)\n"),
     ("NG501", "cut = 15.0 * 2\ny = torch.where(mel <= cut, torch.exp(mel), mel)\n"),
     ("NG501", "lo = 10.0 / 100\ny = torch.where(x > lo, torch.log(x), x)\n"),
     # a module of this file whose forward returns a softmax, then a log of its picked entries
