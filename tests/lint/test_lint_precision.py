@@ -176,6 +176,7 @@ NEGATIVES = [
     """),
     # a constant by convention, and a ratio handed to a NaN cleaner (trax's metrics)
     ("NG401", "def scale(i):\n    return i.sum() * 255.0 / Data.N_PART_LABELS\n"),
+    ("NG401", "def seg(self, x):\n    num_frames = self.cfg.DATA.NUM_FRAMES\n    return x.sum() / num_frames\n"),
     ("NG401", "def recall(pred, t, k):\n    n_k_targets = (t == k).sum()\n"
               "    return _non_nan(((pred == k) & (t == k)).sum() / n_k_targets)\n"),
     # a helper of this file that returns log_softmax is not a softmax

@@ -287,8 +287,9 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
                 and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not _split_mask(ctx, c.args[0]):
             return "is the size of a masked selection, 0 when nothing is selected", None
-    if isinstance(d, (ast.Name, ast.Attribute)) and (d.id if isinstance(d, ast.Name) else d.attr).isupper():
-        return None  # `DensePoseDataRelative.N_PART_LABELS`, `NUM_CLASSES`: a constant by convention
+    for c in (d, ctx.value_of(d) if name_key(d) is not None else None):
+        if isinstance(c, (ast.Name, ast.Attribute)) and (c.id if isinstance(c, ast.Name) else c.attr).isupper():
+            return None  # `N_PART_LABELS`, `num_frames = cfg.DATA.NUM_FRAMES`: a constant by convention
     if isinstance(d, (ast.Name, ast.Attribute)) and const_value(strip_wrappers(ctx, numerator)) is None and (
             is_strong_count_name(d) or (is_count_name(d) and _is_sum(ctx, numerator))):
         # Known as a count by its name only. Passed in as a parameter, or held by the object
