@@ -101,6 +101,21 @@ class Analysis(Walk):
             return None
         return instance_op(self.imports, constructor, call) if constructor is not None else None
 
+    def parameter_scope(self, expr: ast.AST) -> Scope | None:
+        """The scope of the function whose parameter `expr` is, when the body never rebinds or
+        changes it in place (its value is the caller's), else None."""
+        if not isinstance(expr, ast.Name):
+            return None
+        scope, values = self.lookup(expr.id)
+        fn = scope.node if scope is not None else None
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or values != [None] \
+                or expr.id in scope.mutations:  # type: ignore[union-attr]
+            return None
+        args = fn.args
+        if any(a.arg == expr.id for a in args.posonlyargs + args.args + args.kwonlyargs):
+            return scope
+        return None
+
     def returned_op(self, call: ast.AST | None) -> OpCall | None:
         """The op a call to this module's own code returns: `policy(s)` after `policy =
         Policy()` whose `forward` returns `torch.softmax(...)`, `self.head(x)` likewise, or
@@ -124,11 +139,13 @@ class Analysis(Walk):
                                and b.name in ("forward", "__call__", "call")), None)
         if not isinstance(target, ast.FunctionDef):
             return None
-        returns = [n.value for n in ast.walk(target) if isinstance(n, ast.Return)]
-        ops = [self.op(r) for r in returns]
-        if not ops or any(o is None for o in ops) or len({o.op for o in ops if o is not None}) != 1:
-            return None
-        return ops[0]
+        answers = self.memo.setdefault("returned_op", {})
+        if id(target) not in answers:
+            returns = [n.value for n in ast.walk(target) if isinstance(n, ast.Return)]
+            ops = [self.op(r) for r in returns]
+            same = bool(ops) and all(o is not None for o in ops) and len({o.op for o in ops if o is not None}) == 1
+            answers[id(target)] = ops[0] if same else None
+        return answers[id(target)]
 
     def _definitions(self) -> dict[str, ast.AST]:
         """The module's top-level functions and classes by name (lazy)."""

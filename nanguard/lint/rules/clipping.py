@@ -83,7 +83,7 @@ def _tiny(bound: ast.expr | None) -> bool:
 def _probability(ctx: Analysis, clamp: OpCall) -> bool:
     """Is the clamped value a probability: clipped to at most 1, a softmax/sigmoid output, or
     named like one (`probs`, `p`, `y_conv`)? `log(duration.clamp(min=1e-5))` is not."""
-    upper = clamp.operand(2, "max", "clip_value_max", "max_value") if clamp.op == "clamp" else None
+    upper = _upper(clamp)
     v = const_value(upper)
     if v is not None and 0 < v <= 1:
         return True
@@ -120,8 +120,12 @@ def check_log_of_clamp(ctx: Analysis, oc: OpCall) -> None:
 
 def _upper_is_one(clamp: OpCall) -> bool:
     """The seed's `clip_by_value(p, 1e-10, 1.0)`: a probability clipped above at exactly 1."""
-    upper = clamp.operand(2, "max", "clip_value_max", "max_value") if clamp.op == "clamp" else None
-    return const_value(upper) == 1
+    return const_value(_upper(clamp)) == 1
+
+
+def _upper(clamp: OpCall) -> ast.expr | None:
+    """A clamp's upper bound (`clamp(p, lo, hi)`, `max=`, `clip_value_max=`), else None."""
+    return clamp.operand(2, "max", "clip_value_max", "max_value") if clamp.op == "clamp" else None
 
 
 @checks("NG602")

@@ -243,19 +243,6 @@ def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
     return None
 
 
-def _parameter_only(ctx: Analysis, expr: ast.expr) -> bool:
-    """A parameter of the enclosing function, never rebound there: its value is the caller's."""
-    if not isinstance(expr, ast.Name):
-        return False
-    scope, values = ctx.lookup(expr.id)
-    fn = scope.node if scope is not None else None
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or values != [None] \
-            or expr.id in scope.mutations:  # type: ignore[union-attr]
-        return False
-    args = fn.args
-    return any(a.arg == expr.id for a in args.posonlyargs + args.args + args.kwonlyargs)
-
-
 def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> tuple[str, str | None] | None:
     """Why the denominator can be 0, and the finding's confidence (None: the rule's), else None."""
     d = strip_wrappers(ctx, denominator)
@@ -295,7 +282,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # Known as a count by its name only. Passed in as a parameter, or held by the object
         # (`self.num_items`, set by its other methods), it is whatever that code makes it (DETR clamps
         # `num_boxes` to >= 1 before passing it): possible (README).
-        elsewhere = _parameter_only(ctx, d) or _aggregate_of_records(ctx, d) or (
+        elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or (
             isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == "self")
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None

@@ -70,17 +70,15 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
 
 
 def _callers_batch(ctx: Analysis, expr: ast.expr | None) -> bool:
-    """Is `expr` a parameter of the enclosing function that the body never rebinds?"""
-    fn = ctx.scope.node
-    if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+    """Is `expr` an unchanged parameter of the enclosing function, a module-level function or a
+    method?"""
+    scope = ctx.parameter_scope(expr) if expr is not None else None
+    if scope is not ctx.scope:
         return False
-    parent = ctx.scope.parent
-    if parent is None or not isinstance(parent.node, (ast.Module, ast.ClassDef)):
-        return False  # a nested helper: its enclosing function chooses what it gets (Marigold's
-        # `ensemble(depth)` runs only for an ensemble of more than one)
-    args = fn.args
-    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    return expr.id in names and ctx.scope.bindings.get(expr.id) == [None]
+    # A nested helper's enclosing function chooses what it gets (Marigold's `ensemble(depth)`
+    # runs only for an ensemble of more than one).
+    return scope is not None and scope.parent is not None \
+        and isinstance(scope.parent.node, (ast.Module, ast.ClassDef))
 
 
 ON_CALL = {"std": [check_std], "var": [check_std], "std_mean": [check_std], "var_mean": [check_std]}
