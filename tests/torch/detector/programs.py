@@ -36,6 +36,15 @@ def file_of(name: str) -> str:
     return PROGRAMS_FILE
 
 
+def marked_line(path: str, tag: str) -> int:
+    """The one line of the file at `path` that ends with ``# HERE: tag``."""
+    with open(path, encoding="utf-8") as fh:
+        src = fh.read().splitlines()
+    hits = [i + 1 for i, text in enumerate(src) if text.rstrip().endswith(f"# HERE: {tag}")]
+    assert len(hits) == 1, f"marker {tag!r} found {len(hits)} times in {path}"
+    return hits[0]
+
+
 def line_of(name: str) -> int:
     """The line the report for program `name` must point at: for a story, the story's line;
     otherwise the line in this file carrying ``# BUG: name``."""

@@ -10,17 +10,14 @@ import pytest
 import torch
 
 import nanguard
+from tests.torch.detector.programs import marked_line
 
 pytestmark = pytest.mark.slow
 MODES = [pytest.param(False, id="default"), pytest.param(True, id="exhaustive")]
 
 
 def _line(tag: str) -> int:
-    with open(__file__, encoding="utf-8") as fh:
-        src = fh.read().splitlines()
-    hits = [i + 1 for i, text in enumerate(src) if text.rstrip().endswith(f"# HERE: {tag}")]
-    assert len(hits) == 1
-    return hits[0]
+    return marked_line(__file__, tag)
 
 
 class Points(torch.nn.Module):
