@@ -64,6 +64,34 @@ def _number_default(fn: ast.AST, name: str) -> bool:
                for a, d in pairs)
 
 
+# Calls that only show a value: printing, logging, formatting, leaving the framework.
+_REPORTING_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "log_metrics", "log_dict",
+                              "add_scalar", "add_scalars", "set_postfix", "set_description", "format",
+                              "item", "tolist", "numpy", "float", "write"})
+
+
+def _reported_names(ctx: Analysis, scope_node: ast.AST) -> tuple[dict[str, list[ast.Name]], set[int]]:
+    """Loads of each local name in `scope_node`, and the ids of those inside a reporting call
+    or an f-string."""
+    loads: dict[str, list[ast.Name]] = {}
+    reported: set[int] = set()
+    for n in bounded_walk(scope_node, 8000):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads.setdefault(n.id, []).append(n)
+        elif isinstance(n, ast.JoinedStr):
+            reported.update(id(m) for m in bounded_walk(n, 200))
+        elif isinstance(n, ast.Call):
+            func = n.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _REPORTING_CALLS and ctx.op(n) is None:
+                parts = [*n.args, *(k.value for k in n.keywords)]
+                if isinstance(func, ast.Attribute) and name in ("item", "tolist", "numpy"):
+                    parts.append(func.value)
+                for part in parts:
+                    reported.update(id(m) for m in bounded_walk(part, 200))
+    return loads, reported
+
+
 class Analysis(Walk):
     """The walked module plus the helpers every rule uses (op recognition, name lookup)."""
 
@@ -302,6 +330,8 @@ class Analysis(Walk):
             if key is None or line is None:
                 return False
             s, values = self.lookup(key)
+            if s is not None and key in self.index_names(s):
+                continue  # `table[k]`: an index is an integer (or a bool mask), never differentiated
             prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
             if not prior and s is not None and isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                     and (self.autodiff.parameter_gradient_free(s.node, key) or _number_default(s.node, key)):
@@ -309,6 +339,37 @@ class Analysis(Walk):
             if not prior or not self.gradient_free(prior[-1], depth + 1):
                 return False
         return True
+
+    def only_reported(self, node: ast.AST) -> bool:
+        """Is `node` the value of a local name that is only printed, logged or formatted
+        afterwards (`rmse = sqrt(mse)` then `print(f"{rmse:.2f}")`)? A reported metric: no
+        gradient is taken of it."""
+        key = self.assigned_to.get(id(node))
+        line = getattr(node, "end_lineno", None)
+        if key is None or "." in key or line is None:
+            return False
+        scope_node = self.scope.node
+        memo_key = f"reported:{id(scope_node)}"
+        if memo_key not in self.memo:
+            self.memo[memo_key] = _reported_names(self, scope_node)
+        loads, reported = self.memo[memo_key]
+        uses = [n for n in loads.get(key, ()) if n.lineno > line]
+        return bool(uses) and all(id(n) in reported for n in uses)
+
+    def index_names(self, scope: Scope) -> frozenset[str]:
+        """Names that `scope` uses as a subscript index (`table[k]`, `x[i, j]`, `x.at[idx]`):
+        integers or bool masks, so no gradient flows through them."""
+        key = f"index_names:{id(scope.node)}"
+        if key not in self.memo:
+            names = set()
+            for node in bounded_walk(scope.node, 6000):
+                if isinstance(node, ast.Subscript):
+                    index = node.slice
+                    for part in index.elts if isinstance(index, ast.Tuple) else [index]:
+                        if isinstance(part, ast.Name):
+                            names.add(part.id)
+            self.memo[key] = frozenset(names)
+        return self.memo[key]  # type: ignore[no-any-return]
 
     def framework_at(self, node: ast.AST) -> str:
         """The framework of the code at `node`: that of the outermost recognised function call in
@@ -344,7 +405,8 @@ class Analysis(Walk):
         framework = self.framework_at(node)
         if (hazard or rule.hazard) == GRADIENT and (
                 self.nograd or framework == NUMPY or id(node) in self.detached_results
-                or self.detached(subject or node) or self.autodiff.scope_not_differentiated(self.scope)):
+                or self.detached(subject or node) or self.autodiff.scope_not_differentiated(self.scope)
+                or self.only_reported(node)):
             return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it; custom-gradient
             # bodies and rules, and functions used only there or under no_grad, are not differentiated
         seen = (rule.code, id(node))

@@ -276,7 +276,7 @@ def _sign_test(cond: ast.expr) -> tuple[ast.expr, int] | None:
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
     """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, `-0.5 * (x / s) ** 2`, a `where`/`clamp(max=...)`
     result: exp cannot overflow. A name reassigned just before (`x = x - x_max`) is looked through."""
-    if sign_of(ctx, expr) < 0:
+    if sign_of(ctx, expr) < 0 or _log_probability(expr):
         return True
     last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
     if last is not None and last is not expr and _nonpositive(ctx, last):
@@ -292,6 +292,12 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
             return True
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and is_max_like(ctx, e.right):
         return True
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) and _positive_scale(e.right) \
+            and _nonpositive(ctx, e.left):
+        return True  # `-abs(z) / self.scale`: a scale is positive
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _nonpositive(ctx, e.left) \
+            and _nonpositive(ctx, e.right):
+        return True  # `log1p(-gate) + base.log_prob(v)`
     oc = ctx.op(e)
     if oc is not None:
         if oc.op in ("where", "log_softmax", "masked_fill"):
@@ -302,8 +308,35 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
             return True
         if oc.op == "minimum" and _binary_min(oc):
             return True  # `torch.min(x, self.eps)`: bounded above by its other operand
+    if oc is not None and oc.op == "log1p" and oc.input is not None and sign_of(ctx, oc.input) < 0:
+        return True  # log1p(-p) of a probability p
     ident = last_identifier(e)
-    return ident is not None and any(w in ident.lower() for w in ("log_prob", "logprob", "logp", "log_p", "neg"))
+    return _log_probability(e) or (ident is not None and "neg" in ident.lower())
+
+
+_LOG_PROBABILITY = ("log_prob", "logprob", "logp", "log_p")
+
+
+def _log_probability(expr: ast.expr) -> bool:
+    """A log-probability (≤ 0) by its name, or a call of a `log_prob` method: `log_prob`,
+    `logp_action`, `dist.log_prob(x)`."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    ident = last_identifier(target)
+    return ident is not None and any(w in ident.lower() for w in _LOG_PROBABILITY)
+
+
+_SCALE_WORDS = frozenset({"scale", "scales", "std", "stddev", "sigma", "temperature", "bandwidth",
+                          "lengthscale", "variance"})
+
+
+def _positive_scale(expr: ast.expr) -> bool:
+    """A positive constant, or a name that says it is a scale (`self.scale`, `left_scale`,
+    `sigma`, `temperature`): a distribution's scale is positive by its definition."""
+    v = const_value(expr)
+    if v is not None:
+        return v > 0
+    ident = last_identifier(expr)
+    return ident is not None and any(t in _SCALE_WORDS for t in ident.lower().split("_"))
 
 
 def _binary_min(oc: OpCall) -> bool:

@@ -248,6 +248,60 @@ NEGATIVES = [
             maxes = torch.amax(self, dim, keepdim=True)
             return maxes + torch.sum(torch.exp(self - maxes), dim, keepdim).log()
     """),
+    # Session 2026-12-06 (numpyro, graphcast; read in context before the facts were added).
+    # graphcast: arcsin of a number computed from literals (no rounding to ±1, no gradient).
+    ("NG303", """\
+        def angle():
+            phi = (1 + np.sqrt(5)) / 2
+            return 2 * np.arcsin(phi / np.sqrt(3))
+    """),
+    # numpyro AsymmetricLaplace.cdf: exp of -|z| / scale is at most 1, in either branch.
+    ("NG501", """\
+        def cdf(self, value):
+            z = value - self.loc
+            k = self.asymmetry
+            return jnp.where(z >= 0, 1 - (1 / (1 + k**2)) * jnp.exp(-jnp.abs(z) / self.right_scale),
+                             k**2 / (1 + k**2) * jnp.exp(-jnp.abs(z) / self.left_scale))
+    """),
+    # numpyro ZeroInflated.log_prob: exp of a log-probability is at most 1.
+    ("NG501", """\
+        def log_prob(self, value):
+            log_prob = jnp.log1p(-self.gate) + self.base_dist.log_prob(value)
+            return jnp.where(value == 0, jnp.log(self.gate + jnp.exp(log_prob)), log_prob)
+    """),
+    # numpyro's series for log Gamma: k indexes a table, so it is an integer and no gradient reaches it.
+    ("NG501", """\
+        def stirling(k):
+            precomputed = jnp.array([0.08106146679532726, 0.04134069595540929, 0.02767792568499834])
+            kp1 = k + 1
+            kp1sq = (k + 1) ** 2
+            return jnp.where(k < 3, precomputed[k], (1.0 / 12 - (1.0 / 360) / kp1sq) / kp1)
+    """),
+    # numpyro SineBivariateVonMises: the where tests eig, the division is by a sum that is not 0 there.
+    ("NG501", """\
+        def bfind(eig):
+            b = eig.shape[0] / 2 * jnp.ones((3,), dtype=eig.dtype)
+            g1 = jnp.sum(1 / (b + 2 * eig) ** 2, axis=0)
+            g2 = jnp.sum(-2 / (b + 2 * eig) ** 3, axis=0)
+            return jnp.where(jnp.linalg.norm(eig, axis=0) != 0, b - g1 / g2, b)
+    """),
+    # numpyro's Cholesky Jacobians: an arange of exponents times log(diagonal), not a cross-entropy.
+    ("NG201", """\
+        def log_abs_det_jacobian(x, y):
+            n = jnp.shape(x)[-1]
+            order = -jnp.arange(n, 0, -1)
+            return -n * jnp.log(2) + jnp.sum(order * jnp.log(jnp.diagonal(y, axis1=-2, axis2=-1)), axis=-1)
+    """),
+    ("NG201", """\
+        def log_prob(value, p):
+            return jnp.sum(jnp.arange(p, 0, -1) * jnp.log(jnp.diagonal(value, axis1=-2, axis2=-1)), axis=-1)
+    """),
+    # numpyro's stein_bnn example: an RMSE that is only printed is never differentiated.
+    ("NG302", """\
+        def main(pred_y, yte):
+            rmse = jnp.sqrt(jnp.mean((pred_y.mean(0) - yte) ** 2))
+            print(f"RMSE: {rmse:.2f}")
+    """),
 ]
 
 POSITIVES = [
@@ -379,6 +433,34 @@ POSITIVES = [
             if other.numel() == 0:
                 return torch.sum(torch.exp(self), dim).log()
             return self.sum(dim)
+    """),
+    # The risks next to the session 2026-12-06 negatives stay findings.
+    ("NG303", """\
+        def angle(a, b):
+            return torch.acos(torch.sum(a * b) / (torch.norm(a) * torch.norm(b)))
+    """),
+    ("NG501", """\
+        def more_stable_sigmoid(x):
+            return jnp.where(x < -9, jnp.exp(x), jax.nn.sigmoid(x))
+    """),
+    ("NG501", """\
+        def scaled(z, scale):
+            return jnp.where(z > 20.0, z, jnp.log1p(jnp.exp(z / scale)))
+    """),
+    ("NG501", """\
+        def bfind(eig, w):
+            g2 = jnp.sum(eig * w, axis=0)
+            return jnp.where(jnp.linalg.norm(eig, axis=0) != 0, 1 / g2, 0.0)
+    """),
+    ("NG201", """\
+        def entropy(probs):
+            return -(probs * jnp.log(probs)).sum(axis=-1)
+    """),
+    ("NG302", """\
+        def rmse_loss(pred, y):
+            rmse = torch.sqrt(F.mse_loss(pred, y))
+            print(f"RMSE: {rmse:.2f}")
+            return rmse
     """),
 ]
 

@@ -10,6 +10,7 @@ from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.where_condition import local_constant
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, bounded_walk, const_value, is_eps_like
 
@@ -161,6 +162,9 @@ def _compared_by_enclosing_if(ctx: Analysis, node: ast.AST, expr: ast.expr) -> b
 def check_acos(ctx: Analysis, oc: OpCall) -> None:
     if oc.input is None:
         return
+    constant = local_constant(ctx, oc.input)
+    if constant is not None and abs(constant) < 1:
+        return  # `asin(phi / np.sqrt(3))` of numbers: no rounding near ±1, no gradient
     if _compared_by_enclosing_if(ctx, oc.node, oc.input):
         return  # `if abs(dot) > 0.9995: lerp ... else: acos(dot)` (slerp): the branch bounds it
     state = _cosine_state(ctx, oc.input)

@@ -20,7 +20,7 @@ from nanguard.lint.patterns import (
 )
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import additive_names, condition_names, discards, sign
-from nanguard.lint.rules.where_singular import has_inner_guard, prior_values, singulars
+from nanguard.lint.rules.where_singular import INDEPENDENT, has_inner_guard, prior_values, singulars, zero_tied
 from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
 SINGLE_WHERE = Rule(
@@ -169,6 +169,8 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                     continue
             elif not discards(c, inp_names, (0.0,), kept_when_true, additive_names(ctx, inp)):
                 continue
+            elif zero_tied(ctx, inp, set().union(*(t.names for t in c.tests))) == INDEPENDENT:
+                continue  # `where(eig != 0, g1 / g2, b)` with g2 = sum(-2 / (b + 2 * eig) ** 3): g2 is not 0 there
             if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp):
                 continue
             if ctx.gradient_free(s.node):

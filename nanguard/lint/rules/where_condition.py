@@ -33,14 +33,18 @@ def local_constant(ctx: Analysis, expr: ast.expr, depth: int = 3) -> float | Non
             if len(values) == 1 and values[0] is not None:
                 return local_constant(ctx, values[0], depth - 1)
             return None
-        if isinstance(e, ast.Attribute) and name_key(e.value) == "math" and e.attr in ("pi", "e"):
-            return getattr(math, e.attr)
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and name_key(e.func.value) == "math" and e.func.attr in _MATH \
-                and len(e.args) == 1 and not e.keywords:
+        if isinstance(e, ast.Attribute) and e.attr in ("pi", "e") \
+                and (name_key(e.value) == "math" or name_key(e.value) in ctx.imports.aliases):
+            return getattr(math, e.attr)  # `math.pi`, `np.pi`, `jnp.e`
+        if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords:
+            # `math.sqrt(3)`, `np.sqrt(5)`: a framework's function of a number is a number
+            fn = e.func.attr if isinstance(e.func, ast.Attribute) and name_key(e.func.value) == "math" else \
+                getattr(ctx.op(e), "op", None)
+            if fn not in _MATH:
+                return None
             a = local_constant(ctx, e.args[0], depth - 1)
             try:
-                return None if a is None else _MATH[e.func.attr](a)
+                return None if a is None else _MATH[fn](a)
             except (ArithmeticError, ValueError):
                 return None
         return None

@@ -161,3 +161,79 @@ def has_inner_guard(ctx: Analysis, expr: ast.expr) -> bool:
                     oc.op in ("clamp", "clamp_min", "maximum") and guarded_positive(ctx, v, 0))):
                 return True
     return False
+
+
+# f(0) = 0: a zero of the argument is a zero of the result (reductions and reshapes included).
+_ZERO_PRESERVING = frozenset({
+    "abs", "sum", "mean", "norm", "sqrt", "square", "relu", "sin", "tan", "tanh", "sinh", "asinh",
+    "atan", "atanh", "asin", "expm1", "log1p", "neg", "negative", "cumsum", "matmul", "mul", "multiply",
+    "reshape", "view", "squeeze", "unsqueeze", "expand_dims", "transpose", "permute", "flatten",
+    "broadcast_to", "clone", "float", "astype", "cast", "to", "real", "conj", "max", "amax",
+})
+# f(0) != 0: the result stays away from 0 where the argument is 0.
+_ZERO_LIFTING = frozenset({"exp", "cos", "cosh", "sigmoid", "softplus", "log", "erfc"})
+
+ZERO, INDEPENDENT, UNKNOWN = "zero", "independent", "unknown"
+
+
+def zero_tied(ctx: Analysis, expr: ast.AST, names: set[str], depth: int = 3) -> str:
+    """Is `expr` 0 wherever the compared variables `names` are 0 (ZERO), is its own zero set
+    unrelated to theirs (INDEPENDENT: `b + 2 * eig` with `b` free is `b` there, not 0), or
+    can it not be told (UNKNOWN)? A where that discards `eig == 0` does not guard a division
+    by `sum(1 / (b + 2 * eig) ** 3)`; it does guard one by `eig.norm()` or `eig * w`."""
+    if depth < 0:
+        return UNKNOWN
+    v = const_value(expr)
+    if v is not None:
+        return ZERO if v == 0 else INDEPENDENT
+    if isinstance(expr, ast.Attribute) and expr.attr in ("shape", "ndim", "dtype", "size"):
+        return INDEPENDENT  # `eig.shape[0]`: a size, whatever the values
+    if isinstance(expr, ast.Subscript):
+        return zero_tied(ctx, expr.value, names, depth)  # an entry of x is 0 where x is
+    key = name_key(expr)
+    if key is not None:
+        if not (tagged_names(ctx, expr, expand=False) - names) and tagged_names(ctx, expr, expand=False):
+            return ZERO
+        value = ctx.value_of(expr)
+        if value is not None:
+            return zero_tied(ctx, value, names, depth - 1)
+        return INDEPENDENT if not (tagged_names(ctx, expr) & names) else UNKNOWN
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return zero_tied(ctx, expr.operand, names, depth)
+    if isinstance(expr, ast.BinOp):
+        a, b = zero_tied(ctx, expr.left, names, depth), zero_tied(ctx, expr.right, names, depth)
+        if UNKNOWN in (a, b):
+            return ZERO if isinstance(expr.op, ast.Mult) and ZERO in (a, b) else UNKNOWN
+        if isinstance(expr.op, (ast.Add, ast.Sub)):
+            if a == b == ZERO:
+                return ZERO
+            if const_value(expr.left) is not None or const_value(expr.right) is not None:
+                return UNKNOWN  # `c - 1.` is 0 where `c > 1.` puts it: the test may compare with that offset
+            return INDEPENDENT
+        if isinstance(expr.op, (ast.Mult, ast.MatMult)):
+            return ZERO if ZERO in (a, b) else INDEPENDENT
+        if isinstance(expr.op, ast.Div):
+            return a  # 0 / y is 0; x / 0 is inf, not 0
+        if isinstance(expr.op, ast.Pow):
+            p = const_value(expr.right)
+            return a if p is not None and p > 0 and b == INDEPENDENT else (INDEPENDENT if a == b == INDEPENDENT
+                                                                          else UNKNOWN)
+        return UNKNOWN
+    if not (tagged_names(ctx, expr) & names):
+        return INDEPENDENT
+    if isinstance(expr, ast.Call) and (getattr(expr.func, "attr", None) or getattr(expr.func, "id", None)) \
+            in ("ones", "ones_like", "full", "full_like", "eye"):
+        return INDEPENDENT  # `jnp.ones(shape, dtype=eig.dtype)`: a constant fill
+    oc = ctx.op(expr)
+    if oc is None or oc.input is None:
+        return UNKNOWN
+    a = zero_tied(ctx, oc.input, names, depth)
+    if a == INDEPENDENT:
+        others = [x for x in oc.positional[1:] if const_value(x) is None and name_key(x) is not None]
+        return INDEPENDENT if all(zero_tied(ctx, x, names, depth) == INDEPENDENT for x in others) else UNKNOWN
+    if a == ZERO:
+        if oc.op in _ZERO_PRESERVING:
+            return ZERO
+        if oc.op in _ZERO_LIFTING:
+            return INDEPENDENT
+    return UNKNOWN

@@ -129,8 +129,8 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
         if log_call is None or log_call.input is None:
             continue
         others = [f for f in factors if f is not log_call.node]
-        if not others or all(const_value(f) is not None for f in others):
-            continue  # `0.5 * log(p)`: no 0 * -inf
+        if not others or all(const_value(f) is not None or _index_sequence(ctx, f) for f in others):
+            continue  # `0.5 * log(p)`, `jnp.arange(n, 0, -1) * log(diag)`: weights, not a target
         p = log_call.input
         if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
             continue
@@ -138,6 +138,18 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
             continue  # a log-density term such as `order * diag.log()`, not a cross-entropy
         what = "an entropy term" if any(ast.dump(f) == ast.dump(p) for f in others) else "a cross-entropy term"
         ctx.report(HAND_XENT, product, f"`{describe(product)}`, {what}", "xlogy_zero")
+
+
+def _index_sequence(ctx: Analysis, expr: ast.expr) -> bool:
+    """`arange(...)`, `-arange(n, 0, -1)`, or a name holding one: fixed weights (a Jacobian's
+    exponents), neither a probability nor a target."""
+    e = ctx.resolve(expr)
+    while isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        e = ctx.resolve(e.operand)
+    if not isinstance(e, ast.Call):
+        return False
+    func = e.func
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("arange", "range")
 
 
 def _constant_tensor(expr: ast.expr) -> bool:
