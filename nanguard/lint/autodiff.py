@@ -77,6 +77,7 @@ class Autodiff:
         self.owner: dict[int, tuple[str, ast.AST | None]] = {}  # id(def) -> ('module'|'class'|'nested', owner)
         self._memo: dict[int, int] = {}
         self._param_memo: dict[tuple[int, str], bool] = {}
+        self._stopped: set[int] = set()  # ids of expressions whose gradient is stopped right there
 
     # -- the index -----------------------------------------------------------------------------
 
@@ -108,7 +109,12 @@ class Autodiff:
                 role, call = roles.get(id(node), ("value", None))
                 self.attrs.setdefault(node.attr, []).append(_Ref(chain, level, role, call))
             if kind is ast.Call:
-                rule = callee(node) in RULE_CALLS
+                name = callee(node)
+                if name == "stop_gradient" and node.args:
+                    self._stopped.add(id(node.args[0]))  # `lax.stop_gradient(f(x))`
+                elif name in ("detach", "stop_gradient") and isinstance(node.func, ast.Attribute):
+                    self._stopped.add(id(node.func.value))  # `f(x).detach()`
+                rule = name in RULE_CALLS
                 for arg in list(node.args) + [k.value for k in node.keywords]:
                     if rule:
                         roles[id(arg)] = ("rule", node)
@@ -243,6 +249,8 @@ class Autodiff:
             return 2
         if ref.role == "escape":
             return 0
+        if ref.role == "call" and ref.call is not None and self._result_stopped(ref.call, ref.chain):
+            return 2
         need = 2 if ref.role != "call" else 1
         if ref.level >= need:
             return ref.level
@@ -258,6 +266,18 @@ class Autodiff:
             status = self._status(f)
             return status if status >= need else 0
         return 0
+
+    def _result_stopped(self, call: ast.Call, chain: tuple) -> bool:
+        """Does the gradient stop at the result of `call`: `stop_gradient(f(x))`, `f(x).detach()`,
+        or `dt = f(x)` whose next use is `dt = lax.stop_gradient(dt)`?"""
+        if id(call) in self._stopped:
+            return True
+        key = self.ctx.assigned_to.get(id(call))
+        if key is None or "." in key or not chain:
+            return False
+        later = [n for n in ast.walk(chain[-1]) if isinstance(n, ast.Name) and n.id == key
+                 and isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) > (call.lineno, call.col_offset)]
+        return bool(later) and id(min(later, key=lambda n: (n.lineno, n.col_offset))) in self._stopped
 
     def _public(self, fn: ast.AST) -> bool:
         """A public module-level function, or a public method of a public class: another

@@ -176,11 +176,16 @@ def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
     """Something that contains a maximum or logsumexp (`x.max(-1, keepdim=True)[0]`, `m`, `x_max`)."""
     for node in _bounded_walk(expr, 60):
         oc = ctx.op(node) if isinstance(node, ast.Call) else None
-        if oc is not None and oc.op == "max":
+        if oc is not None and oc.op in ("max", "logsumexp"):
             return True
         ident = last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if ident is not None and ("max" in ident.lower() or ident in ("m", "mx", "lse", "c", "shift")):
+        if ident is not None and ("max" in ident.lower() or "logsumexp" in ident.lower()
+                                  or ident in ("m", "mx", "lse", "c", "shift")):
             return True
+        if isinstance(node, ast.Name):
+            value = ctx.value_of(node)  # `lse = jax.nn.logsumexp(x)` under another name
+            if isinstance(value, ast.Call) and getattr(ctx.op(value), "op", "") in ("max", "logsumexp"):
+                return True
         if isinstance(node, ast.Attribute) and node.attr == "values":
             return True
     return False

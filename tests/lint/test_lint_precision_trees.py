@@ -302,6 +302,65 @@ NEGATIVES = [
             rmse = jnp.sqrt(jnp.mean((pred_y.mean(0) - yte) ** 2))
             print(f"RMSE: {rmse:.2f}")
     """),
+    # rlax MPO: weights exp(q - logsumexp(q)) held under another name are at most 1.
+    ("NG901", """\
+        def mpo_weights(q, t):
+            scaled = q / t
+            q_logsumexp = jax.scipy.special.logsumexp(scaled, axis=0, keepdims=True)
+            weights = jnp.exp(scaled - q_logsumexp)
+            return weights / jnp.sum(weights, axis=0, keepdims=True)
+    """),
+    # torchrl: a NumPy rotation error whose cosine is clipped to [-1, 1] first.
+    ("NG303", """\
+        def rotation_error(target_mat, current_mat):
+            rot = target_mat @ current_mat.T
+            cos_angle = np.clip((np.trace(rot) - 1.0) * 0.5, -1.0, 1.0)
+            return float(np.arccos(cos_angle))
+    """),
+    # diffrax's PID controller: the initial step's value is put through stop_gradient by its only caller.
+    ("NG501", """\
+        def _select_initial_step(d1, d2, h0, order):
+            max_d = jnp.maximum(d1, d2)
+            return jnp.where(max_d <= 1e-15, jnp.maximum(1e-6, h0 * 1e-3), (0.01 / max_d) ** (1 / order))
+
+        class Controller:
+            def init(self, d1, d2, h0, order):
+                dt0 = _select_initial_step(d1, d2, h0, order)
+                dt0 = jax.lax.stop_gradient(dt0)
+                return dt0
+    """),
+    # MONAI's confusion-matrix metrics: NaN by design where the denominator is 0 (a named NaN tensor).
+    ("NG501", """\
+        def ppv(tp, fp, device):
+            nan_tensor = torch.tensor(float("nan"), device=device)
+            return torch.where((tp + fp) > 0, tp / (tp + fp), nan_tensor)
+    """),
+    # MONAI's Barlow Twins loss rejects a batch of one before std(0).
+    ("NG801", """\
+        class BarlowTwinsLoss(nn.Module):
+            def forward(self, input, target):
+                if target.size(0) <= 1:
+                    raise ValueError("Batch size must be greater than 1")
+                return (input - input.mean(0)) / input.std(0).add(1e-6)
+    """),
+    # acme's masked mean (jax#1052): the numerator is already cut off where the count is 0.
+    ("NG501", """\
+        def masked_mean(array, mask, axis):
+            summed = jnp.sum(array * mask, axis=axis)
+            counts = jnp.sum(mask, axis=axis)
+            summed = jnp.where(jnp.equal(counts, 0.), jnp.zeros_like(summed), summed)
+            return jnp.where(jnp.equal(counts, 0.), summed, summed / counts)
+    """),
+    # MONAI's metric reduction: a count of f's own non-NaN entries is 0 only where f is all NaN.
+    ("NG501", """\
+        def reduce(f):
+            nans = torch.isnan(f)
+            not_nans = ~nans
+            t_zero = torch.zeros(1, device=f.device, dtype=torch.float)
+            f[nans] = 0
+            not_nans = not_nans.sum(dim=1).float()
+            return torch.where(not_nans > 0, f.sum(dim=1).float() / not_nans, t_zero)
+    """),
 ]
 
 POSITIVES = [
@@ -461,6 +520,34 @@ POSITIVES = [
             rmse = torch.sqrt(F.mse_loss(pred, y))
             print(f"RMSE: {rmse:.2f}")
             return rmse
+    """),
+    ("NG901", """\
+        def weights(q):
+            w = jnp.exp(q)
+            return w / jnp.sum(w, axis=0, keepdims=True)
+    """),
+    ("NG501", """\
+        def _select_initial_step(d1, d2, h0, order):
+            max_d = jnp.maximum(d1, d2)
+            return jnp.where(max_d <= 1e-15, jnp.maximum(1e-6, h0 * 1e-3), (0.01 / max_d) ** (1 / order))
+
+        class Controller:
+            def init(self, d1, d2, h0, order):
+                dt0 = _select_initial_step(d1, d2, h0, order)
+                return dt0 * 2
+    """),
+    ("NG501", """\
+        def masked_mean(array, mask, axis):
+            summed = jnp.sum(array * mask, axis=axis)
+            counts = jnp.sum(mask, axis=axis)
+            return jnp.where(jnp.equal(counts, 0.), summed, summed / counts)
+    """),
+    ("NG801", """\
+        class Loss(nn.Module):
+            def forward(self, input, target):
+                if target.size(0) > 1:
+                    print("batch")
+                return (input - input.mean(0)) / input.std(0).add(1e-6)
     """),
 ]
 

@@ -102,6 +102,9 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
             if _strictly_inside(ctx, lo, False) and _strictly_inside(ctx, hi, True):
                 return "guarded"
             inner = _cosine_state(ctx, oc.input, depth - 1) if depth > 0 else None
+            lv, hv = const_value(lo), const_value(hi)
+            if lv is not None and hv is not None and -1 <= lv and hv <= 1:
+                return "clamped"  # `clip((trace(R) - 1) / 2, -1, 1)`: in range, whatever it holds
             return "clamped" if inner in ("raw", "clamped") else inner
         if oc.op in ("cosine_similarity", "matmul"):
             return "raw"

@@ -8,7 +8,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import METHOD, TORCH, OpCall
 from nanguard.lint.rules.base import checks
-from nanguard.lint.syntax import const_value
+from nanguard.lint.syntax import bounded_walk, const_value
 
 STD_OF_ONE = Rule(
     code="NG801",
@@ -65,8 +65,38 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
         return  # `torch.std(x, 0, False)`: unbiased=False
     if not _is_dim_zero(dim):
         return
+    if _batch_size_checked(ctx):
+        return  # `if x.size(0) <= 1: raise ValueError(...)`: n - 1 >= 1
     ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate",
                confidence=CERTAIN if _callers_batch(ctx, oc.input) else None)
+
+
+def _leading_size(expr: ast.expr) -> bool:
+    """`x.size(0)`, `x.shape[0]`, `len(x)`: the size std(0) divides by (less one)."""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id == "len":
+            return True
+        return isinstance(func, ast.Attribute) and func.attr == "size" and len(expr.args) == 1 \
+            and const_value(expr.args[0]) == 0
+    return isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) \
+        and expr.value.attr == "shape" and const_value(expr.slice) == 0
+
+
+def _batch_size_checked(ctx: Analysis) -> bool:
+    """Does the enclosing function leave (raise or return) when the batch has fewer than 2
+    rows: `if target.size(0) <= 1: raise ValueError(...)`?"""
+    fn = ctx.scope.node
+    for node in bounded_walk(fn, 3000):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1):
+            continue
+        left, right, op = node.test.left, node.test.comparators[0], node.test.ops[0]
+        bound = const_value(right)
+        small = (isinstance(op, ast.LtE) and bound in (0, 1)) or (isinstance(op, ast.Lt) and bound in (1, 2)) \
+            or (isinstance(op, ast.Eq) and bound == 1)
+        if small and _leading_size(left) and any(isinstance(s, (ast.Raise, ast.Return)) for s in node.body):
+            return True
+    return False
 
 
 def _callers_batch(ctx: Analysis, expr: ast.expr | None) -> bool:

@@ -19,8 +19,9 @@ from nanguard.lint.patterns import (
     tagged_names,
 )
 from nanguard.lint.rules.base import checks
-from nanguard.lint.rules.where_condition import additive_names, condition_names, discards, sign
+from nanguard.lint.rules.where_condition import Condition, additive_names, condition_names, discards, sign
 from nanguard.lint.rules.where_singular import INDEPENDENT, has_inner_guard, prior_values, singulars, zero_tied
+from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
 SINGLE_WHERE = Rule(
@@ -98,6 +99,54 @@ def _infinite(expr: ast.expr, depth: int = 3) -> bool:
     return False
 
 
+def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool:
+    """Is the numerator of the discarded division already cut off where the condition discards
+    it? `summed = where(counts == 0, zeros, summed)` then `where(counts == 0, summed, summed / counts)`
+    (jax#1052): the inner where sends no gradient to the original numerator there. Also a
+    count of the numerator's own finite entries (`n = (~isnan(f)).sum(1)`, then `f.sum(1) / n`):
+    it is 0 only where every entry already is NaN."""
+    tested = set().union(*(t.names for t in c.tests))
+    for value in [numerator, *prior_values(ctx, numerator, numerator)]:
+        oc = ctx.op(value)
+        if oc is not None and oc.op in ("where", "masked_fill"):
+            parts = where_parts(oc)
+            if parts is not None and condition_names(ctx, parts[0]).tests and \
+                    set().union(*(t.names for t in condition_names(ctx, parts[0]).tests)) & tested:
+                return True
+    own = {n.split("@", 1)[0] for n in tagged_names(ctx, numerator)}
+    for name in {n.split("@", 1)[0] for n in tested}:
+        for node in _value_chain(ctx, name, numerator, 3):
+            oc = ctx.op(node)
+            if oc is not None and oc.op == "isfinite" and oc.input is not None and \
+                    {n.split("@", 1)[0] for n in tagged_names(ctx, oc.input, expand=False)} & own:
+                return True
+    return False
+
+
+def _value_chain(ctx: Analysis, key: str, at: ast.AST, depth: int) -> list[ast.AST]:
+    """The nodes of the values `key` held before `at`, following names `depth` assignments deep."""
+    out: list[ast.AST] = []
+    keys, seen = [key], set()
+    while keys and depth >= 0:
+        depth -= 1
+        nxt = []
+        for k in keys:
+            if k in seen:
+                continue
+            seen.add(k)
+            _, values = ctx.lookup(k)
+            for v in values:
+                if v is None or v.lineno > at.lineno:  # type: ignore[attr-defined]
+                    continue
+                for node in bounded_walk(v, 100):
+                    out.append(node)
+                    nk = name_key(node)
+                    if nk is not None and nk not in seen:
+                        nxt.append(nk)
+        keys = nxt
+    return out
+
+
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
     """(condition, [(branch, kept where the condition is True?)]) of where/masked_fill.
 
@@ -139,7 +188,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
     c = condition_names(ctx, cond)
     if not (c.tests or c.finite):
         return
-    if any(_infinite(b) for b, _ in branches):
+    if any(_infinite(b) or _infinite(ctx.resolve(b)) for b, _ in branches):
         return  # `where(c > 1, rate / (c - 1), inf)`, `dtype(np.nan)`: non-finite on purpose, not a silent NaN
     found = [(kept, list(singulars(ctx, branch))) for branch, kept in branches]
     # `where(c, -fu, fu)`: an op evaluated for both branches is kept on one side or the other.
@@ -172,6 +221,8 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
             elif zero_tied(ctx, inp, set().union(*(t.names for t in c.tests))) == INDEPENDENT:
                 continue  # `where(eig != 0, g1 / g2, b)` with g2 = sum(-2 / (b + 2 * eig) ** 3): g2 is not 0 there
             if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp):
+                continue
+            if s.label == "division" and isinstance(s.node, ast.BinOp) and _numerator_guarded(ctx, s.node.left, c):
                 continue
             if ctx.gradient_free(s.node):
                 continue  # counts, masks, random draws: no gradient reaches the singular op
