@@ -281,12 +281,34 @@ def _sign_test(cond: ast.expr) -> tuple[ast.expr, int] | None:
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
     """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, `-0.5 * (x / s) ** 2`, a `where`/`clamp(max=...)`
     result: exp cannot overflow. A name reassigned just before (`x = x - x_max`) is looked through."""
-    if sign_of(ctx, expr) < 0 or _log_probability(expr):
+    if sign_of(ctx, expr) < 0 or _log_probability(expr) or _ordered_by_enclosing_if(ctx, expr):
         return True
     last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
     if last is not None and last is not expr and _nonpositive(ctx, last):
         return True
     return _nonpositive(ctx, expr)
+
+
+def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
+    """`b - a` inside `if a >= b:` (or in the `else` of `if b > a:`): the branch makes it <= 0,
+    as in a two-term log-sum-exp `a + log(1 + exp(b - a))`."""
+    if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub)) or not hasattr(expr, "lineno"):
+        return False
+    small, big = ast.dump(expr.left), ast.dump(expr.right)  # need: left <= right
+    line = expr.lineno
+    for stmt in _bounded_walk(ctx.scope.node, 3000):
+        if not (isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
+                and stmt.body and stmt.lineno < line <= (stmt.end_lineno or 0)):
+            continue
+        in_body = stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0)
+        a, b, op = ast.dump(stmt.test.left), ast.dump(stmt.test.comparators[0]), stmt.test.ops[0]
+        if not in_body:  # the else branch: the negated test
+            op = {ast.Gt: ast.LtE(), ast.GtE: ast.Lt(), ast.Lt: ast.GtE(), ast.LtE: ast.Gt()}.get(type(op), op)
+        if isinstance(op, (ast.Gt, ast.GtE)) and (a, b) == (big, small):
+            return True
+        if isinstance(op, (ast.Lt, ast.LtE)) and (a, b) == (small, big):
+            return True
+    return False
 
 
 def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
@@ -390,3 +412,36 @@ def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
     line = node.lineno  # type: ignore[attr-defined]
     prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
     return f"{key}@{prior[-1].lineno if prior else 0}"  # type: ignore[attr-defined]
+
+
+def value_nodes(ctx: Analysis, expr: ast.expr, depth: int = 3) -> list[ast.AST]:
+    """The nodes of `expr` and of the values its names held, following names `depth`
+    assignments deep (every assignment of a reassigned name)."""
+    out: list[ast.AST] = []
+    todo, seen = [expr], set()
+    while todo and depth >= 0:
+        depth -= 1
+        nxt: list[ast.expr] = []
+        for e in todo:
+            for node in _bounded_walk(e, 100):
+                out.append(node)
+                key = name_key(node)
+                if key is None or key in seen or key in ctx.imports.aliases:
+                    continue
+                seen.add(key)
+                nxt.extend(v for v in ctx.lookup(key)[1] if v is not None)
+        todo = nxt
+    return out
+
+
+def counts_own_finite_entries(ctx: Analysis, count: ast.expr, numerator: ast.expr) -> bool:
+    """Is `count` a count of the finite (non-NaN) entries of the very tensor the numerator sums
+    (`valid = ~isnan(x)`; `centered = where(valid, x - m, 0)`; `centered.sum() / valid.sum()`)?
+    It is 0 only where every entry is already NaN: the division adds no NaN of its own."""
+    own = {name_key(n) for n in value_nodes(ctx, numerator, 2)} - {None}
+    for node in value_nodes(ctx, count, 2):
+        oc = ctx.op(node) if isinstance(node, ast.Call) else None
+        if oc is not None and oc.op == "isfinite" and oc.input is not None \
+                and {name_key(n) for n in _bounded_walk(oc.input, 20)} & own:
+            return True
+    return False

@@ -361,6 +361,34 @@ NEGATIVES = [
             not_nans = not_nans.sum(dim=1).float()
             return torch.where(not_nans > 0, f.sum(dim=1).float() / not_nans, t_zero)
     """),
+    # keras.ops.sparsemax: the support's first (largest) entry always passes, so k >= 1.
+    ("NG401", """\
+        def sparsemax(logits, axis=-1):
+            logits_sorted = -1.0 * jnp.sort(logits * -1.0, axis=axis)
+            logits_cumsum = jnp.cumsum(logits_sorted, axis=axis)
+            r = jnp.arange(1, logits.shape[axis] + 1)
+            support = logits_sorted - (logits_cumsum - 1) / r > 0
+            k = jnp.sum(support, axis=axis, keepdims=True)
+            logits_cumsum_safe = jnp.where(support, logits_cumsum, 0.0)
+            tau = (jnp.sum(logits_cumsum_safe, axis=axis, keepdims=True) - 1) / k
+            return jnp.maximum(logits - tau, 0.0)
+    """),
+    # keras.ops.nanvar: a count of x's own non-NaN entries is 0 only where x is all NaN.
+    ("NG401", """\
+        def nanvar(x, mean, axis=None, keepdims=False):
+            valid = ~torch.isnan(x)
+            centered = torch.where(valid, x - mean, torch.zeros_like(x)).square()
+            count = valid.sum(dim=axis, keepdim=keepdims)
+            return centered.sum(dim=axis, keepdim=keepdims) / count
+    """),
+    # apex's reference transducer loss: exp(b - a) under `if a >= b` is at most 1.
+    ("NG104", """\
+        def log_sum_exp(a, b):
+            if a >= b:
+                return a + torch.log(1 + torch.exp(b - a))
+            else:
+                return b + torch.log(1 + torch.exp(a - b))
+    """),
 ]
 
 POSITIVES = [
@@ -548,6 +576,16 @@ POSITIVES = [
                 if target.size(0) > 1:
                     print("batch")
                 return (input - input.mean(0)) / input.std(0).add(1e-6)
+    """),
+    ("NG401", """\
+        def masked_mean(x, valid):
+            return (x * valid).sum(dim=1) / valid.sum(dim=1)
+    """),
+    ("NG104", """\
+        def log_sum_exp(a, b):
+            if a >= b:
+                return a + torch.log(1 + torch.exp(a - b))
+            return b
     """),
 ]
 

@@ -9,7 +9,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
-from nanguard.lint.patterns import guarded_positive, strip_wrappers
+from nanguard.lint.patterns import counts_own_finite_entries, guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
@@ -209,6 +209,28 @@ def _counts_row_maxima(ctx: Analysis, mask: ast.expr) -> bool:
 _SPLIT = re.compile(r"^(train|training|val|valid|validation|dev|test|trainval)(_mask)?$", re.IGNORECASE)
 
 
+def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
+    """Sparsemax's support `z_sorted - (cumsum(z_sorted) - 1) / r > 0` (also `1 + r * z_sorted >
+    cumsum(z_sorted)`): its first entry is z_max - (z_max - 1) = 1 > 0, so it counts at least one."""
+    m = ctx.resolve(mask)
+    while isinstance(m, ast.Call) and _last_name(m.func) in ("cast", "float", "astype", "to") and m.args \
+            or isinstance(m, ast.Call) and _last_name(m.func) == "cast":
+        m = ctx.resolve(m.args[0] if m.args else m.func.value)  # type: ignore[attr-defined]  # `tf.cast(support, dt)`
+    if not isinstance(m, ast.Compare):
+        return False
+    for node in bounded_walk(m, 80):
+        call = ctx.value_of(node) if isinstance(node, ast.Name) else node  # `cs = jnp.cumsum(z_sorted)`
+        if isinstance(call, ast.Call) and _last_name(call.func) == "cumsum":
+            source = call.args[0] if call.args else getattr(call.func, "value", None)
+            if source is None:
+                continue
+            value = ctx.resolve(source)
+            if (isinstance(value, ast.Call) and _last_name(value.func) in ("sort", "top_k", "topk")) \
+                    or (isinstance(source, ast.Name) and "sort" in source.id):
+                return True
+    return False
+
+
 def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
     """A dataset split (`data.train_mask`, `data["test_mask"]`, `data(*splits)` in a loop over
     'train_mask', 'val_mask', ...): a split selects at least one example."""
@@ -268,7 +290,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
             mask = strip_wrappers(ctx, oc.input)
             if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not _counts_row_maxima(ctx, mask) \
                     and not _split_mask(ctx, mask) and not _matches_itself(ctx, mask) \
-                    and not _holds_a_ones_block(ctx, mask):
+                    and not _holds_a_ones_block(ctx, mask) and not _sparsemax_support(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
@@ -313,8 +335,8 @@ def check_division(ctx: Analysis, target) -> None:
             or _passed_to_a_nan_cleaner(ctx, node):
         return
     found = _count_reason(ctx, num, den)
-    if found is None:
-        return
+    if found is None or counts_own_finite_entries(ctx, den, num):
+        return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
     reason, confidence = found
     ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty",
                confidence=confidence)

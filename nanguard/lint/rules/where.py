@@ -14,6 +14,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import (
+    counts_own_finite_entries,
     guarded_positive,
     nonpositive_by_construction,
     tagged_names,
@@ -21,7 +22,6 @@ from nanguard.lint.patterns import (
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import Condition, additive_names, condition_names, discards, sign
 from nanguard.lint.rules.where_singular import INDEPENDENT, has_inner_guard, prior_values, singulars, zero_tied
-from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
 SINGLE_WHERE = Rule(
@@ -113,38 +113,9 @@ def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool
             if parts is not None and condition_names(ctx, parts[0]).tests and \
                     set().union(*(t.names for t in condition_names(ctx, parts[0]).tests)) & tested:
                 return True
-    own = {n.split("@", 1)[0] for n in tagged_names(ctx, numerator)}
-    for name in {n.split("@", 1)[0] for n in tested}:
-        for node in _value_chain(ctx, name, numerator, 3):
-            oc = ctx.op(node)
-            if oc is not None and oc.op == "isfinite" and oc.input is not None and \
-                    {n.split("@", 1)[0] for n in tagged_names(ctx, oc.input, expand=False)} & own:
-                return True
-    return False
-
-
-def _value_chain(ctx: Analysis, key: str, at: ast.AST, depth: int) -> list[ast.AST]:
-    """The nodes of the values `key` held before `at`, following names `depth` assignments deep."""
-    out: list[ast.AST] = []
-    keys, seen = [key], set()
-    while keys and depth >= 0:
-        depth -= 1
-        nxt = []
-        for k in keys:
-            if k in seen:
-                continue
-            seen.add(k)
-            _, values = ctx.lookup(k)
-            for v in values:
-                if v is None or v.lineno > at.lineno:  # type: ignore[attr-defined]
-                    continue
-                for node in bounded_walk(v, 100):
-                    out.append(node)
-                    nk = name_key(node)
-                    if nk is not None and nk not in seen:
-                        nxt.append(nk)
-        keys = nxt
-    return out
+    return any(counts_own_finite_entries(ctx, ast.Name(id=name.split("@", 1)[0], ctx=ast.Load(),
+                                                       lineno=numerator.lineno, col_offset=0), numerator)
+               for name in tested)
 
 
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
