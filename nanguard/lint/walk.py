@@ -143,6 +143,13 @@ class Walk:
             scope.bind(node.target.id, node.value)  # type: ignore[attr-defined]
         elif kind is ast.Compare:
             self._note_zero_check(node, scope)  # type: ignore[arg-type]
+        elif kind is ast.IfExp or kind is ast.If or kind is ast.While:
+            test = node.test  # type: ignore[attr-defined]
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test = test.operand
+            key = name_key(test)
+            if key is not None:
+                scope.zero_checked.add(key)  # `a / n if n else 0.0`: a truth test is a test against 0
         elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
             self._bind_target(node.target, None, scope)  # type: ignore[attr-defined]
         elif kind is ast.ExceptHandler:

@@ -389,6 +389,13 @@ NEGATIVES = [
             else:
                 return b + torch.log(1 + torch.exp(a - b))
     """),
+    # dopamine's ReDo: a conditional expression tests the count's truth before dividing by it.
+    ("NG401", """\
+        def percent(prev_mask, intersected_mask):
+            prev_dead_count = jnp.count_nonzero(prev_mask)
+            intersected_count = jnp.count_nonzero(intersected_mask)
+            return (float(intersected_count) / prev_dead_count) if prev_dead_count else 0.0
+    """),
 ]
 
 POSITIVES = [
@@ -586,6 +593,11 @@ POSITIVES = [
             if a >= b:
                 return a + torch.log(1 + torch.exp(a - b))
             return b
+    """),
+    ("NG401", """\
+        def percent(prev_mask, x):
+            prev_dead_count = jnp.count_nonzero(prev_mask)
+            return jnp.sum(x) / prev_dead_count if x is not None else 0.0
     """),
 ]
 
