@@ -31,7 +31,7 @@ from nanguard.lint.walk import Walk
 # `requires_grad=True` is passed). Last attribute of the call, any framework.
 _NO_GRAD_FACTORIES = frozenset({
     "randn", "rand", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
-    "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "logspace",
+    "zeros", "ones", "full", "empty", "eye", "arange", "range", "linspace", "logspace",
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
     "randint_like", "tensor", "as_tensor", "argmax", "argmin", "argsort", "nonzero",
     "isnan", "isinf", "isfinite",
@@ -327,6 +327,8 @@ class Analysis(Walk):
             key = name_key(n)
             if key is not None and key.rsplit(".", 1)[-1].lower() in _STEP_COUNTERS:
                 continue  # `step`, `self.global_step`, optax's `count`: an integer counter
+            if key is not None and _LABEL_NAME.search(key.rsplit(".", 1)[-1]):
+                continue  # `labels`, `ideal_sorted_labels`, `y_true`: data, not differentiated (as in `detached`)
             if key is None or line is None:
                 return False
             s, values = self.lookup(key)

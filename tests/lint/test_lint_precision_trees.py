@@ -396,6 +396,16 @@ NEGATIVES = [
             intersected_count = jnp.count_nonzero(intersected_mask)
             return (float(intersected_count) / prev_dead_count) if prev_dead_count else 0.0
     """),
+    # tensorflow-ranking's inverse max DCG: computed from the labels, which are never differentiated.
+    ("NG501", """\
+        def inverse_max_dcg(labels, gain_fn, rank_discount_fn):
+            ideal_sorted_labels = tf.sort(labels, direction="DESCENDING")
+            rank = tf.range(tf.shape(input=ideal_sorted_labels)[1]) + 1
+            discounted_gain = gain_fn(ideal_sorted_labels) * rank_discount_fn(tf.cast(rank, dtype=tf.float32))
+            discounted_gain = tf.reduce_sum(input_tensor=discounted_gain, axis=1, keepdims=True)
+            return tf.compat.v1.where(tf.greater(discounted_gain, 0.), 1. / discounted_gain,
+                                      tf.zeros_like(discounted_gain))
+    """),
 ]
 
 POSITIVES = [
@@ -598,6 +608,12 @@ POSITIVES = [
         def percent(prev_mask, x):
             prev_dead_count = jnp.count_nonzero(prev_mask)
             return jnp.sum(x) / prev_dead_count if x is not None else 0.0
+    """),
+    ("NG501", """\
+        def inverse_dcg(scores, gain_fn):
+            discounted_gain = tf.reduce_sum(gain_fn(scores), axis=1, keepdims=True)
+            return tf.compat.v1.where(tf.greater(discounted_gain, 0.), 1. / discounted_gain,
+                                      tf.zeros_like(discounted_gain))
     """),
 ]
 
