@@ -64,32 +64,43 @@ def _number_default(fn: ast.AST, name: str) -> bool:
                for a, d in pairs)
 
 
-# Calls that only show a value: printing, logging, formatting, leaving the framework.
-_REPORTING_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "log_metrics", "log_dict",
-                              "add_scalar", "add_scalars", "set_postfix", "set_description", "format",
-                              "item", "tolist", "numpy", "float", "write"})
+# Calls that only show a value or read it without a gradient: printing, logging, formatting,
+# leaving the framework, and index-valued reductions (argmax's result carries no gradient).
+_SINK_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "log_metrics", "log_dict",
+                         "add_scalar", "add_scalars", "set_postfix", "set_description", "format",
+                         "item", "tolist", "numpy", "float", "int", "bool", "write",
+                         "argmax", "argmin", "argsort", "nonzero", "count_nonzero"})
 
 
-def _reported_names(ctx: Analysis, scope_node: ast.AST) -> tuple[dict[str, list[ast.Name]], set[int]]:
-    """Loads of each local name in `scope_node`, and the ids of those inside a reporting call
-    or an f-string."""
-    loads: dict[str, list[ast.Name]] = {}
-    reported: set[int] = set()
-    for n in bounded_walk(scope_node, 8000):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            loads.setdefault(n.id, []).append(n)
-        elif isinstance(n, ast.JoinedStr):
-            reported.update(id(m) for m in bounded_walk(n, 200))
-        elif isinstance(n, ast.Call):
-            func = n.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in _REPORTING_CALLS and ctx.op(n) is None:
-                parts = [*n.args, *(k.value for k in n.keywords)]
-                if isinstance(func, ast.Attribute) and name in ("item", "tolist", "numpy"):
-                    parts.append(func.value)
-                for part in parts:
-                    reported.update(id(m) for m in bounded_walk(part, 200))
-    return loads, reported
+class _Uses:
+    """Per scope: the loads of each local name, the ids of loads that end in a sink (a reporting
+    call, an f-string, a comparison, an index-valued reduction), and which assignment's
+    right-hand side each node belongs to."""
+
+    __slots__ = ("loads", "owner", "sunk")
+
+    def __init__(self, ctx: Analysis, scope_node: ast.AST) -> None:
+        self.loads: dict[str, list[ast.Name]] = {}
+        self.sunk: set[int] = set()
+        self.owner: dict[int, str] = {}
+        for n in bounded_walk(scope_node, 8000):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                self.loads.setdefault(n.id, []).append(n)
+            elif isinstance(n, (ast.JoinedStr, ast.Compare)):
+                self.sunk.update(id(m) for m in bounded_walk(n, 200))
+            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                for m in bounded_walk(n.value, 400):
+                    self.owner.setdefault(id(m), n.targets[0].id)
+            elif isinstance(n, ast.Call):
+                func = n.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in _SINK_CALLS and (ctx.op(n) is None or name in ("argmax", "argmin", "argsort")):
+                    parts = [*n.args, *(k.value for k in n.keywords)]
+                    if isinstance(func, ast.Attribute) and name in ("item", "tolist", "numpy", "argmax", "argmin",
+                                                                     "argsort", "nonzero", "count_nonzero"):
+                        parts.append(func.value)
+                    for part in parts:
+                        self.sunk.update(id(m) for m in bounded_walk(part, 200))
 
 
 class Analysis(Walk):
@@ -343,20 +354,20 @@ class Analysis(Walk):
         return True
 
     def only_reported(self, node: ast.AST) -> bool:
-        """Is `node` the value of a local name that is only printed, logged or formatted
-        afterwards (`rmse = sqrt(mse)` then `print(f"{rmse:.2f}")`)? A reported metric: no
-        gradient is taken of it."""
-        key = self.assigned_to.get(id(node))
-        line = getattr(node, "end_lineno", None)
-        if key is None or "." in key or line is None:
-            return False
+        """Is `node` part of the value of a local name whose every later use only shows or
+        compares it (`rmse = sqrt(mse)` then `print(f"{rmse:.2f}")`; `d = sqrt(...)` then
+        `d < r`; `argmin(d)`)? No gradient is taken through such a value."""
         scope_node = self.scope.node
-        memo_key = f"reported:{id(scope_node)}"
+        memo_key = f"uses:{id(scope_node)}"
         if memo_key not in self.memo:
-            self.memo[memo_key] = _reported_names(self, scope_node)
-        loads, reported = self.memo[memo_key]
-        uses = [n for n in loads.get(key, ()) if n.lineno > line]
-        return bool(uses) and all(id(n) in reported for n in uses)
+            self.memo[memo_key] = _Uses(self, scope_node)
+        uses_index: _Uses = self.memo[memo_key]
+        key = uses_index.owner.get(id(node))
+        line = getattr(node, "end_lineno", None)
+        if key is None or line is None:
+            return False
+        uses = [n for n in uses_index.loads.get(key, ()) if n.lineno > line]
+        return bool(uses) and all(id(n) in uses_index.sunk for n in uses)
 
     def index_names(self, scope: Scope) -> frozenset[str]:
         """Names that `scope` uses as a subscript index (`table[k]`, `x[i, j]`, `x.at[idx]`):

@@ -154,7 +154,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         return True
     oc = ctx.op(e)
     if oc is not None:
-        if oc.op in ("clamp", "clamp_min", "maximum") and is_positive_const(clamp_lower(oc)):
+        if oc.op in ("clamp", "clamp_min", "maximum") and _positive_bound(ctx, clamp_lower(oc)):
             return True
         if oc.op in ("where", "masked_fill", "nan_to_num", "softplus", "exp", "sigmoid", "softmax"):
             return True
@@ -172,6 +172,16 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
+    """A positive number, or a local name bound once to one (`threshold = 0.008856`)."""
+    if is_positive_const(bound):
+        return True
+    if isinstance(bound, ast.Name):
+        _, values = ctx.lookup(bound.id)
+        return len(values) == 1 and is_positive_const(values[0])
+    return False
+
+
 def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
     """Something that contains a maximum or logsumexp (`x.max(-1, keepdim=True)[0]`, `m`, `x_max`)."""
     for node in _bounded_walk(expr, 60):
@@ -186,6 +196,10 @@ def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
             value = ctx.value_of(node)  # `lse = jax.nn.logsumexp(x)` under another name
             if isinstance(value, ast.Call) and getattr(ctx.op(value), "op", "") in ("max", "logsumexp"):
                 return True
+            scope, _ = ctx.lookup(node.id)
+            if scope is not None and any(getattr(ctx.op(c), "op", "") in ("max", "maximum")
+                                         for c in scope.unpacked.get(node.id, ())):
+                return True  # `s, _ = torch.max(x, dim, keepdim=True)`
         if isinstance(node, ast.Attribute) and node.attr == "values":
             return True
     return False
@@ -217,6 +231,9 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
         if isinstance(op, ast.Sub):
             return a if a == -b else 0
         return 0
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args \
+            and expr.func.attr in ("neg", "negative") and name_key(expr.func.value) not in ctx.imports.aliases:
+        return -sign_of(ctx, expr.func.value, depth)  # `x.abs().neg()`
     oc = ctx.op(expr)
     if oc is not None:
         if oc.op in _NONNEGATIVE_OPS:
@@ -281,12 +298,23 @@ def _sign_test(cond: ast.expr) -> tuple[ast.expr, int] | None:
 def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
     """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, `-0.5 * (x / s) ** 2`, a `where`/`clamp(max=...)`
     result: exp cannot overflow. A name reassigned just before (`x = x - x_max`) is looked through."""
-    if sign_of(ctx, expr) < 0 or _log_probability(expr) or _ordered_by_enclosing_if(ctx, expr):
+    if sign_of(ctx, expr) < 0 or _log_probability(expr) or _ordered_by_enclosing_if(ctx, expr) \
+            or _max_subtracted_in_place(ctx, expr):
         return True
     last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
     if last is not None and last is not expr and _nonpositive(ctx, last):
         return True
     return _nonpositive(ctx, expr)
+
+
+def _max_subtracted_in_place(ctx: Analysis, expr: ast.expr) -> bool:
+    """`lw -= torch.logsumexp(lw, 0)` (or `-= lw.max()`) before `exp(lw)`."""
+    key = name_key(strip_wrappers(ctx, expr))
+    line = getattr(expr, "lineno", None)
+    if key is None or line is None:
+        return False
+    return any(isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Sub) and name_key(n.target) == key
+               and n.lineno < line and is_max_like(ctx, n.value) for n in _bounded_walk(ctx.scope.node, 4000))
 
 
 def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:

@@ -406,6 +406,58 @@ NEGATIVES = [
             return tf.compat.v1.where(tf.greater(discounted_gain, 0.), 1. / discounted_gain,
                                       tf.zeros_like(discounted_gain))
     """),
+    # Held-out reading of session 2026-12-06 (kornia, pyro, pytorch-soft-actor-critic, sbi, swav,
+    # botorch, scenic, maxtext), turned into facts afterwards.
+    # kornia's sRGB/Lab conversions: the pow's input is clamped at a named positive threshold.
+    ("NG501", """\
+        def rgb_to_lab(xyz_normalized):
+            threshold = 0.008856
+            power = torch.pow(xyz_normalized.clamp(min=threshold), 1 / 3.0)
+            scale = 7.787 * xyz_normalized + 4.0 / 29.0
+            return torch.where(xyz_normalized > threshold, power, scale)
+    """),
+    # pyro's Binomial: exp(-|logits|) written with .abs().neg() is at most 1.
+    ("NG104", """\
+        def normalize_term(n, logits):
+            return n * (logits.clamp(min=0) + logits.abs().neg().exp().log1p())
+    """),
+    # pytorch-soft-actor-critic's logsumexp: the maximum comes from tuple unpacking.
+    ("NG105", """\
+        def logsumexp(inputs, dim=0, keepdim=False):
+            s, _ = torch.max(inputs, dim=dim, keepdim=True)
+            return s + (inputs - s).exp().sum(dim=dim, keepdim=True).log()
+    """),
+    # sbi's init strategy: the logsumexp is subtracted in place before the exp.
+    ("NG901", """\
+        def resample(log_weights):
+            log_weights -= torch.logsumexp(log_weights, dim=0)
+            probs = torch.exp(log_weights.view(-1))
+            probs /= probs.sum()
+            return probs
+    """),
+    # botorch's stopping rule: exp of a fixed grid ending at 0.
+    ("NG901", """\
+        def ema_weights(eta: float = 1.0, n_window: int = 10):
+            weights = torch.exp(torch.linspace(-eta, 0, n_window))
+            return weights / weights.sum()
+    """),
+    # scenic/maxtext: Python numbers from a config or a shape raise ZeroDivisionError, never NaN.
+    ("NG401", """\
+        def tokens_per_frame(ntok, temp_encoding):
+            return int(ntok / temp_encoding.n_sampled_frames)
+    """),
+    ("NG401", """\
+        def budget(video, total_pixels):
+            nframes, channel, height, width = video.shape
+            return total_pixels / nframes * 2
+    """),
+    # kornia's SOLD2: distances that are only compared with a threshold carry no gradient.
+    ("NG302", """\
+        def patch_mask(cand_points, patch_points_shifted, dist_thresh):
+            patch_dist = torch.sqrt(torch.sum((torch.unsqueeze(cand_points, dim=2) - patch_points_shifted) ** 2, dim=-1))
+            patch_dist_mask = patch_dist < dist_thresh[..., None]
+            return patch_dist_mask
+    """),
 ]
 
 POSITIVES = [
@@ -614,6 +666,32 @@ POSITIVES = [
             discounted_gain = tf.reduce_sum(gain_fn(scores), axis=1, keepdims=True)
             return tf.compat.v1.where(tf.greater(discounted_gain, 0.), 1. / discounted_gain,
                                       tf.zeros_like(discounted_gain))
+    """),
+    ("NG501", """\
+        def rgb_to_lab(xyz_normalized):
+            power = torch.pow(xyz_normalized, 1 / 3.0)
+            return torch.where(xyz_normalized > 0.008856, power, 7.787 * xyz_normalized)
+    """),
+    ("NG104", """\
+        def normalize_term(n, logits):
+            return n * logits.abs().exp().log1p()
+    """),
+    ("NG901", """\
+        def sinkhorn(out, eps):
+            Q = torch.exp(out / eps)
+            Q /= torch.sum(Q)
+            return Q
+    """),
+    ("NG302", """\
+        def patch_loss(cand_points, targets):
+            patch_dist = torch.sqrt(torch.sum((cand_points - targets) ** 2, dim=-1))
+            keep = patch_dist < 3.0
+            return patch_dist[keep].mean()
+    """),
+    ("NG401", """\
+        def mean_over(x, mask):
+            n = mask.sum()
+            return x.sum() / n
     """),
 ]
 

@@ -90,8 +90,42 @@ def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         return True  # `x.shape[1]`
     if depth > 0 and name_key(e) is not None:
         value = ctx.last_value(e)
+        if value is None and isinstance(e, ast.Name):
+            return _unpacked_from_shape(ctx, e.id)
         return value is not None and python_number(ctx, value, depth - 1)
     return False
+
+
+def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
+    """`n, c, h, w = video.shape`: every binding of `name` is an entry of a shape (an int)."""
+    scope, values = ctx.lookup(name)
+    if scope is None or any(v is not None for v in values):
+        return False
+    found = 0
+    for n in bounded_walk(scope.node, 4000):
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Tuple) and any(
+                isinstance(x, ast.Name) and x.id == name for x in t.elts) for t in n.targets):
+            if not (isinstance(n.value, ast.Attribute) and n.value.attr == "shape"):
+                return False
+            found += 1
+    return found == len(values)
+
+
+_TO_PYTHON_INT = frozenset({"int", "round", "floor", "ceil", "trunc"})
+
+
+def _converted_to_int(ctx: Analysis, node: ast.AST) -> bool:
+    """Is the division the argument of `int(...)`, `round(...)`, `math.ceil(...)`? Python numbers
+    then (a tensor would need `.item()` semantics), so a zero divisor raises ZeroDivisionError."""
+    key = "int_wrapped_divisions"
+    if key not in ctx.memo:
+        wrapped = set()
+        for n in bounded_walk(ctx.tree, 200000):
+            if isinstance(n, ast.Call) and len(n.args) == 1 and ctx.op(n) is None and \
+                    (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")) in _TO_PYTHON_INT:
+                wrapped.add(id(n.args[0]))
+        ctx.memo[key] = wrapped
+    return id(node) in ctx.memo[key]
 
 
 def _python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
@@ -335,7 +369,7 @@ def check_division(ctx: Analysis, target) -> None:
             or _passed_to_a_nan_cleaner(ctx, node):
         return
     found = _count_reason(ctx, num, den)
-    if found is None or counts_own_finite_entries(ctx, den, num):
+    if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
     reason, confidence = found
     ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty",

@@ -10,6 +10,7 @@ from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import nonpositive_by_construction, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, last_identifier
 
 NAIVE_SOFTMAX = Rule(
     code="NG901",
@@ -63,9 +64,25 @@ def check_naive_softmax(ctx: Analysis, node) -> None:
             return
         if ast.dump(denominator_exp.input) != ast.dump(numerator.input):
             return
-    if nonpositive_by_construction(ctx, numerator.input):
+    if nonpositive_by_construction(ctx, numerator.input) or _grid(ctx, numerator.input):
         return
+    if isinstance(node, ast.AugAssign) and _normalised_before(ctx, node, numerator):
+        return  # `Q /= Q.sum(); Q /= Q.sum(1)` (Sinkhorn): only the first division can meet an inf
     ctx.report(NAIVE_SOFTMAX, node, "softmax by hand without subtracting the max", "softmax_overflow")
+
+
+def _grid(ctx: Analysis, expr: ast.expr) -> bool:
+    """`exp(linspace(-eta, 0, n))`: fixed weights over a grid, not data."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    return isinstance(e, ast.Call) and last_identifier(e.func) in ("linspace", "arange", "logspace")
+
+
+def _normalised_before(ctx: Analysis, node: ast.AugAssign, exp: OpCall) -> bool:
+    """Was the name already divided in place between its exp and `node`?"""
+    key = name_key(node.target)
+    start = exp.node.lineno
+    return any(isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and name_key(n.target) == key
+               and start <= n.lineno < node.lineno for n in bounded_walk(ctx.scope.node, 4000))
 
 
 ON_DIVISION = [check_naive_softmax]
