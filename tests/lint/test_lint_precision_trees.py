@@ -458,6 +458,21 @@ NEGATIVES = [
             patch_dist_mask = patch_dist < dist_thresh[..., None]
             return patch_dist_mask
     """),
+    # gpytorch's Newton-Girard kernel: deg runs over range(1, ...), never 0.
+    ("NG401", """\
+        def newton_girard(e_n, s_k, max_degree):
+            out = []
+            for deg in range(1, max_degree + 1):
+                out.append((e_n[:deg] * s_k[:deg]).sum(dim=-1) / deg)
+            return out
+    """),
+    # botorch's VBLL KL: a dimension times log(scale) is a log-determinant, not a cross-entropy.
+    ("NG201", """\
+        def gaussian_kl(p, q_scale):
+            feat_dim = p.mean.shape[-1]
+            logdet_term = (feat_dim * torch.log(q_scale) - p.logdet_covariance).sum(-1)
+            return 0.5 * logdet_term
+    """),
 ]
 
 POSITIVES = [
@@ -692,6 +707,13 @@ POSITIVES = [
         def mean_over(x, mask):
             n = mask.sum()
             return x.sum() / n
+    """),
+    ("NG401", """\
+        def newton_girard(e_n, s_k, max_degree):
+            out = []
+            for deg in range(0, max_degree + 1):
+                out.append((e_n[:deg] * s_k[:deg]).sum(dim=-1) / deg)
+            return out
     """),
 ]
 

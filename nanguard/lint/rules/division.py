@@ -290,6 +290,19 @@ def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
     return False
 
 
+def _counts_from_one(ctx: Analysis, key: str) -> bool:
+    """Is `key` only bound as the target of `for key in range(a, ...)` with a literal a >= 1?"""
+    scope, values = ctx.lookup(key)
+    if scope is None or any(v is not None for v in values):
+        return False
+    loop = _loop_over(ctx, key)
+    if not (isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) and loop.func.id == "range"
+            and len(loop.args) >= 2):
+        return False
+    start = const_value(loop.args[0])
+    return start is not None and start >= 1 and (len(loop.args) < 3 or (const_value(loop.args[2]) or 0) > 0)
+
+
 def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
     """The iterable of the `for` in the current scope that binds `key`, if any."""
     for node in bounded_walk(ctx.scope.node, 4000):
@@ -338,6 +351,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # Known as a count by its name only. Passed in as a parameter, or held by the object
         # (`self.num_items`, set by its other methods), it is whatever that code makes it (DETR clamps
         # `num_boxes` to >= 1 before passing it): possible (README).
+        if isinstance(d, ast.Name) and _counts_from_one(ctx, d.id):
+            return None  # `for deg in range(1, n + 1): ... / deg`
         elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or (
             isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == "self")
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None

@@ -141,11 +141,13 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
 
 
 def _index_sequence(ctx: Analysis, expr: ast.expr) -> bool:
-    """`arange(...)`, `-arange(n, 0, -1)`, or a name holding one: fixed weights (a Jacobian's
-    exponents), neither a probability nor a target."""
+    """`arange(...)`, `-arange(n, 0, -1)`, a shape entry, or a name holding one: fixed weights
+    (a Jacobian's exponents, a dimension), neither a probability nor a target."""
     e = ctx.resolve(expr)
     while isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
         e = ctx.resolve(e.operand)
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
+        return True  # `feat_dim = p.mean.shape[-1]`: a size times a log-determinant
     if not isinstance(e, ast.Call):
         return False
     func = e.func
