@@ -234,6 +234,10 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args \
             and expr.func.attr in ("neg", "negative") and name_key(expr.func.value) not in ctx.imports.aliases:
         return -sign_of(ctx, expr.func.value, depth)  # `x.abs().neg()`
+    if isinstance(expr, (ast.Call, ast.Subscript)):
+        inner = strip_wrappers(ctx, expr)  # `g.unsqueeze(0)`, `x.float()`, `x[:, None]`: same sign
+        if inner is not expr:
+            return sign_of(ctx, inner, depth)
     oc = ctx.op(expr)
     if oc is not None:
         if oc.op in _NONNEGATIVE_OPS:

@@ -238,6 +238,13 @@ class Walk:
 
     def _note_zero_check(self, node: ast.Compare, scope: Scope) -> None:
         operands = [node.left] + list(node.comparators)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE)) \
+                and isinstance(node.comparators[0], ast.Constant) and type(node.comparators[0].value) is int \
+                and node.comparators[0].value >= 1:
+            key = name_key(node.left)  # `if n_members < 2: raise ...`: a size check keeps n away from 0
+            if key is not None:
+                scope.zero_checked.add(key)
+            return
         if not any(isinstance(o, ast.Constant) and o.value in ZERO and not isinstance(o.value, bool)
                    for o in operands):
             return

@@ -473,6 +473,41 @@ NEGATIVES = [
             logdet_term = (feat_dim * torch.log(q_scale) - p.logdet_covariance).sum(-1)
             return 0.5 * logdet_term
     """),
+    # torchmetrics' VIF filter: exp of minus a sum of squares (seen through unsqueeze) is at most 1.
+    ("NG901", """\
+        def gaussian_filter(win_size: int, sigma: float):
+            coords = torch.arange(win_size) - (win_size - 1) / 2
+            g = coords ** 2
+            g = torch.exp(-(g.unsqueeze(0) + g.unsqueeze(1)) / (2.0 * sigma ** 2))
+            g /= torch.sum(g)
+            return g
+    """),
+    # torchmetrics' Theil's U: nansum drops the NaN of 0·log 0 terms on purpose.
+    ("NG201", """\
+        def conditional_entropy(p_xy_m, p_y_m):
+            return torch.nansum(p_xy_m * torch.log(p_y_m / p_xy_m))
+    """),
+    # torchmetrics' CRPS: fewer than 2 ensemble members raise before the division.
+    ("NG401", """\
+        def crps(preds, target):
+            batch_size, n_ensemble_members = preds.shape
+            if n_ensemble_members < 2:
+                raise ValueError("CRPS requires at least 2 ensemble members")
+            return torch.sum(torch.abs(preds - target[:, None]), dim=1) / n_ensemble_members
+    """),
+    # state-spaces' Mega block: rows with every key padded are unmasked before the -inf fill.
+    ("NG701", """\
+        def attention(qk, padding_mask):
+            padding_mask_all = padding_mask.all(dim=-1, keepdim=True)
+            padding_mask = torch.logical_and(padding_mask, ~padding_mask_all)
+            qk = qk.masked_fill(padding_mask.unsqueeze(2).to(torch.bool), float("-inf"))
+            return F.softmax(qk, dim=-1)
+    """),
+    # multinerf's piecewise ray warp: 0.5 / (1 - x) is singular at x = 1, which the where keeps.
+    ("NG501", """\
+        def inverse(x):
+            return jnp.where(x < .5, 2 * x, .5 / (1 - x))
+    """),
 ]
 
 POSITIVES = [
@@ -714,6 +749,19 @@ POSITIVES = [
             for deg in range(0, max_degree + 1):
                 out.append((e_n[:deg] * s_k[:deg]).sum(dim=-1) / deg)
             return out
+    """),
+    ("NG501", """\
+        def inverse(x):
+            return jnp.where(x < .5, .5 / (1 - x), 2 * x)
+    """),
+    ("NG201", """\
+        def entropy(p):
+            return -torch.sum(p * torch.log(p))
+    """),
+    ("NG701", """\
+        def attention(qk, padding_mask):
+            qk = qk.masked_fill(padding_mask.unsqueeze(2).to(torch.bool), float("-inf"))
+            return F.softmax(qk, dim=-1)
     """),
 ]
 

@@ -215,7 +215,7 @@ def _reaches(ctx: Analysis, fill: ast.AST, at: ast.AST) -> bool:
 _ROW_TESTS = frozenset({"any", "all", "reduce_any", "reduce_all"})
 
 
-def _tests_rows(ctx: Analysis, expr: ast.AST | None, depth: int = 1) -> bool:
+def _tests_rows(ctx: Analysis, expr: ast.AST | None, depth: int = 2) -> bool:
     """Does `expr` (or the last value of a name in it) ask whether a row has any entry left:
     `keep.any(-1)`, `~pad.all(-1)`, `torch.any(m, dim)`, `mask.sum(-1) > 0`?"""
     if expr is None:

@@ -14,6 +14,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import (
+    strip_wrappers,
     counts_own_finite_entries,
     guarded_positive,
     nonpositive_by_construction,
@@ -97,6 +98,19 @@ def _infinite(expr: ast.expr, depth: int = 3) -> bool:
                 or name.startswith(("float", "bfloat")):
             return _infinite(e.args[0], depth - 1)
     return False
+
+
+def _zero_of(ctx: Analysis, inp: ast.expr) -> float:
+    """Where the compared variable puts a singular input at 0: `1 - x` is 0 at x = 1, `c - 1.`
+    at c = 1, `x + 2` at x = -2; anything else is read at 0 (`x`, `x * y`, `norm(x)`)."""
+    e = strip_wrappers(ctx, ctx.resolve(inp))
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        left, right = const_value(e.left), const_value(e.right)
+        if right is not None and left is None:
+            return right if isinstance(e.op, ast.Sub) else -right  # x - k, x + k
+        if left is not None and right is None:
+            return left if isinstance(e.op, ast.Sub) else -left  # k - x, k + x
+    return 0.0
 
 
 def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool:
@@ -187,7 +201,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
             elif s.label in ("acos", "asin", "atanh"):
                 if not discards(c, inp_names, (1.0, -1.0), kept_when_true, additive_names(ctx, inp)):
                     continue
-            elif not discards(c, inp_names, (0.0,), kept_when_true, additive_names(ctx, inp)):
+            elif not discards(c, inp_names, (_zero_of(ctx, inp),), kept_when_true, additive_names(ctx, inp)):
                 continue
             elif zero_tied(ctx, inp, set().union(*(t.names for t in c.tests))) == INDEPENDENT:
                 continue  # `where(eig != 0, g1 / g2, b)` with g2 = sum(-2 / (b + 2 * eig) ** 3): g2 is not 0 there

@@ -111,8 +111,8 @@ def _finite_log_probabilities(ctx: Analysis, logp: ast.expr, at: ast.AST) -> boo
 @checks("NG201")
 def check_reduction(ctx: Analysis, oc: OpCall) -> None:
     inp = oc.input
-    if inp is None:
-        return
+    if inp is None or (oc.qualname or "").rsplit(".", 1)[-1] in ("nansum", "nanmean"):
+        return  # `torch.nansum(p * log(p))`: the NaN of a 0·log 0 term is dropped on purpose
     for product, factors in _products(inp):
         logp = _exp_times_itself(ctx, factors)
         if logp is not None:
