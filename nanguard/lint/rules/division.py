@@ -9,7 +9,8 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
-from nanguard.lint.patterns import counts_own_finite_entries, guarded_positive, strip_wrappers
+from nanguard.lint.dataflow import counts_own_finite_entries
+from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op

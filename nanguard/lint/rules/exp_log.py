@@ -15,14 +15,9 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.blocks import conditions_at
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    is_max_like,
-    names_in,
-    nonpositive_by_construction,
-    selected_from,
-    strip_wrappers,
-    tensor_literal,
-)
+from nanguard.lint.dataflow import names_in
+from nanguard.lint.patterns import selected_from, strip_wrappers, tensor_literal
+from nanguard.lint.signs import is_max_like, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.shapes import square_base
 from nanguard.lint.scope import name_key

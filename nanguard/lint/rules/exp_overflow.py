@@ -8,7 +8,8 @@ import re
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import nonpositive_by_construction, strip_wrappers
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.syntax import const_value, describe
 

@@ -7,7 +7,8 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import nonpositive_by_construction, strip_wrappers
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, last_identifier

@@ -13,13 +13,9 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import (
-    strip_wrappers,
-    counts_own_finite_entries,
-    guarded_positive,
-    nonpositive_by_construction,
-    tagged_names,
-)
+from nanguard.lint.dataflow import counts_own_finite_entries, tagged_names
+from nanguard.lint.patterns import guarded_positive, strip_wrappers
+from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import Condition, additive_names, condition_names, discards, sign
 from nanguard.lint.rules.where_singular import INDEPENDENT, has_inner_guard, prior_values, singulars, zero_tied

@@ -11,7 +11,7 @@ import ast
 import math
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.patterns import tagged_names
+from nanguard.lint.dataflow import tagged_names
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, const_value, is_eps_like, is_neg_inf, is_pos_inf

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 from nanguard.lint.analysis import _NO_GRAD_FACTORIES, Analysis
 from nanguard.lint.blocks import dominates
-from nanguard.lint.patterns import guarded_positive, tagged_names
+from nanguard.lint.dataflow import tagged_names
+from nanguard.lint.patterns import guarded_positive
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value
 

@@ -1,0 +1,88 @@
+"""Names a value depends on, and the values they held: the small dataflow the rules share.
+
+`tagged_names` says which bindings an expression reads (so a condition and a singular input
+speak of the same value only when they read the same one), `value_nodes` follows names
+through their assignments, and `counts_own_finite_entries` recognises a count of a tensor's
+own non-NaN entries.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import _bounded_walk
+
+
+def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:
+    """Variable names (and `self.x`) that `expr` depends on, one assignment deep."""
+    out = set()
+    for node in _bounded_walk(expr, 200):
+        key = name_key(node)
+        if key is None or key in ctx.imports.aliases or key in ("self", "True", "False", "None"):
+            continue
+        out.add(key)
+        if expand:
+            value = ctx.value_of(node)
+            if value is not None:
+                out |= names_in(ctx, value, expand=False)
+    return out
+
+
+def tagged_names(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set[str]:
+    """`names_in`, each name tagged with the binding it reads (`step@451`): the condition and
+    the singular input speak of the same value only when they read the same binding, not a
+    name reassigned in between (`step = ... + 1.` used in the exp's input, then `step = k + 1`
+    compared in the condition)."""
+    out = set()
+    for node in _bounded_walk(expr, 200):
+        key = name_key(node)
+        if key is None or key in ctx.imports.aliases or key in ("self", "True", "False", "None"):
+            continue
+        out.add(_tag(ctx, key, node))
+        if expand:
+            value = ctx.value_of(node)
+            if value is not None:
+                out |= tagged_names(ctx, value, expand=False)
+    return out
+
+
+def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
+    _, values = ctx.lookup(key)
+    line = node.lineno  # type: ignore[attr-defined]
+    prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+    return f"{key}@{prior[-1].lineno if prior else 0}"  # type: ignore[attr-defined]
+
+
+def value_nodes(ctx: Analysis, expr: ast.expr, depth: int = 3) -> list[ast.AST]:
+    """The nodes of `expr` and of the values its names held, following names `depth`
+    assignments deep (every assignment of a reassigned name)."""
+    out: list[ast.AST] = []
+    todo, seen = [expr], set()
+    while todo and depth >= 0:
+        depth -= 1
+        nxt: list[ast.expr] = []
+        for e in todo:
+            for node in _bounded_walk(e, 100):
+                out.append(node)
+                key = name_key(node)
+                if key is None or key in seen or key in ctx.imports.aliases:
+                    continue
+                seen.add(key)
+                nxt.extend(v for v in ctx.lookup(key)[1] if v is not None)
+        todo = nxt
+    return out
+
+
+def counts_own_finite_entries(ctx: Analysis, count: ast.expr, numerator: ast.expr) -> bool:
+    """Is `count` a count of the finite (non-NaN) entries of the very tensor the numerator sums
+    (`valid = ~isnan(x)`; `centered = where(valid, x - m, 0)`; `centered.sum() / valid.sum()`)?
+    It is 0 only where every entry is already NaN: the division adds no NaN of its own."""
+    own = {name_key(n) for n in value_nodes(ctx, numerator, 2)} - {None}
+    for node in value_nodes(ctx, count, 2):
+        oc = ctx.op(node) if isinstance(node, ast.Call) else None
+        if oc is not None and oc.op == "isfinite" and oc.input is not None \
+                and {name_key(n) for n in _bounded_walk(oc.input, 20)} & own:
+            return True
+    return False

@@ -1,0 +1,241 @@
+"""Signs and bounds: is this value <= 0 (so exp cannot overflow), >= 0, or max-subtracted?
+
+`sign_of` reads the sign of an expression from its arithmetic and ops (`-0.5 * (x / s) ** 2`
+is <= 0, `x ** 2 / (2 * s ** 2)` >= 0); `nonpositive_by_construction` adds what the code
+around it shows (a max subtracted, also in place or through tuple unpacking; an enclosing
+`if a >= b`; a log-probability). Like every guard here it errs on the side of not matching.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.names import OpCall
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import _bounded_walk, const_value, last_identifier
+
+
+def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
+    """Something that contains a maximum or logsumexp (`x.max(-1, keepdim=True)[0]`, `m`, `x_max`)."""
+    for node in _bounded_walk(expr, 60):
+        oc = ctx.op(node) if isinstance(node, ast.Call) else None
+        if oc is not None and oc.op in ("max", "logsumexp"):
+            return True
+        ident = last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if ident is not None and ("max" in ident.lower() or "logsumexp" in ident.lower()
+                                  or ident in ("m", "mx", "lse", "c", "shift")):
+            return True
+        if isinstance(node, ast.Name):
+            value = ctx.value_of(node)  # `lse = jax.nn.logsumexp(x)` under another name
+            if isinstance(value, ast.Call) and getattr(ctx.op(value), "op", "") in ("max", "logsumexp"):
+                return True
+            scope, _ = ctx.lookup(node.id)
+            if scope is not None and any(getattr(ctx.op(c), "op", "") in ("max", "maximum")
+                                         for c in scope.unpacked.get(node.id, ())):
+                return True  # `s, _ = torch.max(x, dim, keepdim=True)`
+        if isinstance(node, ast.Attribute) and node.attr == "values":
+            return True
+    return False
+
+
+_NONNEGATIVE_OPS = frozenset({"abs", "square", "exp", "relu", "softplus", "sigmoid", "softmax", "norm", "sqrt"})
+
+
+def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
+    """+1 when `expr` is visibly >= 0, -1 when visibly <= 0, 0 when unknown: `-0.5 * (x / s) ** 2`
+    is -1 (a Gaussian's exponent), `x ** 2 / (2 * s ** 2)` is +1."""
+    if depth < 0:
+        return 0
+    v = const_value(expr)
+    if v is not None:
+        return 1 if v >= 0 else -1
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return -sign_of(ctx, expr.operand, depth)
+    if isinstance(expr, ast.BinOp):
+        op = expr.op
+        if isinstance(op, ast.Pow):
+            p = const_value(expr.right)
+            return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
+        a, b = sign_of(ctx, expr.left, depth - 1), sign_of(ctx, expr.right, depth - 1)
+        if isinstance(op, (ast.Mult, ast.Div)):
+            return a * b
+        if isinstance(op, ast.Add):
+            return a if a == b else 0
+        if isinstance(op, ast.Sub):
+            return a if a == -b else 0
+        return 0
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args \
+            and expr.func.attr in ("neg", "negative") and name_key(expr.func.value) not in ctx.imports.aliases:
+        return -sign_of(ctx, expr.func.value, depth)  # `x.abs().neg()`
+    if isinstance(expr, (ast.Call, ast.Subscript)):
+        inner = strip_wrappers(ctx, expr)  # `g.unsqueeze(0)`, `x.float()`, `x[:, None]`: same sign
+        if inner is not expr:
+            return sign_of(ctx, inner, depth)
+    oc = ctx.op(expr)
+    if oc is not None:
+        if oc.op in _NONNEGATIVE_OPS:
+            return 1
+        if oc.op == "where":
+            return _where_sign(ctx, oc, depth)
+        if oc.op == "pow":
+            p = const_value(oc.operand(1, "exponent", "y"))
+            return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
+        return 0
+    if name_key(expr) is None:
+        return 0
+    # A name reassigned before this use (`x = tf.math.abs(x)` then `exp(-x)`): its last value.
+    value = ctx.value_of(expr) or ctx.last_value(expr)
+    return sign_of(ctx, value, depth - 1) if value is not None and value is not expr else 0
+
+
+def _where_sign(ctx: Analysis, oc: OpCall, depth: int) -> int:
+    """`where(c, a, b)`: the common sign of its branches, each read under its side of the
+    condition; `where(x >= 0, x, -x)` (an abs by hand) is +1, `where(x < 0, x, -x)` is -1."""
+    cond, a, b = oc.operand(0, "condition"), oc.operand(1, "x", "input"), oc.operand(2, "y", "other")
+    if cond is None or a is None or b is None:
+        return 0
+    sa, sb = sign_of(ctx, a, depth - 1), sign_of(ctx, b, depth - 1)
+    if sa == sb != 0:
+        return sa
+    if name_key(cond) is not None:
+        cond = ctx.value_of(cond) or cond  # `positive = x >= 0` then `where(positive, x, -x)`
+    refined = _sign_test(cond)
+    if refined is None:
+        return 0
+    subject, sign = refined  # cond says: sign(subject) == sign
+    dump = ast.dump(subject)
+
+    def under(branch: ast.expr, s: int) -> int:
+        if ast.dump(branch) == dump:
+            return s
+        if isinstance(branch, ast.UnaryOp) and isinstance(branch.op, ast.USub) and ast.dump(branch.operand) == dump:
+            return -s
+        return sign_of(ctx, branch, depth - 1)
+
+    sa, sb = under(a, sign), under(b, -sign)
+    return sa if sa == sb else 0
+
+
+def _sign_test(cond: ast.expr) -> tuple[ast.expr, int] | None:
+    """`x >= 0` / `x > 0` -> (x, +1); `x <= 0` / `x < 0` -> (x, -1); `0 < x` likewise; else None."""
+    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1):
+        return None
+    left, op, right = cond.left, cond.ops[0], cond.comparators[0]
+    if const_value(right) == 0:
+        subject, positive = left, isinstance(op, (ast.Gt, ast.GtE))
+    elif const_value(left) == 0:
+        subject, positive = right, isinstance(op, (ast.Lt, ast.LtE))
+    else:
+        return None
+    if not isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+        return None
+    return subject, 1 if positive else -1
+
+
+def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
+    """`-abs(x)`, `-x.abs()`, `x - x.max()`, `-relu(x)`, `-0.5 * (x / s) ** 2`, a `where`/`clamp(max=...)`
+    result: exp cannot overflow. A name reassigned just before (`x = x - x_max`) is looked through."""
+    if sign_of(ctx, expr) < 0 or _log_probability(expr) or _ordered_by_enclosing_if(ctx, expr) \
+            or _max_subtracted_in_place(ctx, expr):
+        return True
+    last = ctx.last_value(expr) if name_key(expr) is not None and ctx.value_of(expr) is None else None
+    if last is not None and last is not expr and _nonpositive(ctx, last):
+        return True
+    return _nonpositive(ctx, expr)
+
+
+def _max_subtracted_in_place(ctx: Analysis, expr: ast.expr) -> bool:
+    """`lw -= torch.logsumexp(lw, 0)` (or `-= lw.max()`) before `exp(lw)`."""
+    key = name_key(strip_wrappers(ctx, expr))
+    line = getattr(expr, "lineno", None)
+    if key is None or line is None:
+        return False
+    return any(isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Sub) and name_key(n.target) == key
+               and n.lineno < line and is_max_like(ctx, n.value) for n in _bounded_walk(ctx.scope.node, 4000))
+
+
+def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
+    """`b - a` inside `if a >= b:` (or in the `else` of `if b > a:`): the branch makes it <= 0,
+    as in a two-term log-sum-exp `a + log(1 + exp(b - a))`."""
+    if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub)) or not hasattr(expr, "lineno"):
+        return False
+    small, big = ast.dump(expr.left), ast.dump(expr.right)  # need: left <= right
+    line = expr.lineno
+    for stmt in _bounded_walk(ctx.scope.node, 3000):
+        if not (isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
+                and stmt.body and stmt.lineno < line <= (stmt.end_lineno or 0)):
+            continue
+        in_body = stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0)
+        a, b, op = ast.dump(stmt.test.left), ast.dump(stmt.test.comparators[0]), stmt.test.ops[0]
+        if not in_body:  # the else branch: the negated test
+            op = {ast.Gt: ast.LtE(), ast.GtE: ast.Lt(), ast.Lt: ast.GtE(), ast.LtE: ast.Gt()}.get(type(op), op)
+        if isinstance(op, (ast.Gt, ast.GtE)) and (a, b) == (big, small):
+            return True
+        if isinstance(op, (ast.Lt, ast.LtE)) and (a, b) == (small, big):
+            return True
+    return False
+
+
+def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
+    e = strip_wrappers(ctx, ctx.resolve(expr))  # `(x - x.max()).astype(f32)` is still max-subtracted
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        inner = ctx.op(e.operand)
+        if inner is not None and inner.op in ("abs", "relu", "softplus", "exp", "norm"):
+            return True
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and is_max_like(ctx, e.right):
+        return True
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) and _positive_scale(e.right) \
+            and _nonpositive(ctx, e.left):
+        return True  # `-abs(z) / self.scale`: a scale is positive
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _nonpositive(ctx, e.left) \
+            and _nonpositive(ctx, e.right):
+        return True  # `log1p(-gate) + base.log_prob(v)`
+    oc = ctx.op(e)
+    if oc is not None:
+        if oc.op in ("where", "log_softmax", "masked_fill"):
+            return True
+        if oc.op == "clamp" and oc.operand(2, "max", "clip_value_max", "max_value") is not None:
+            return True
+        if oc.op == "clamp" and oc.keyword("max") is not None:
+            return True
+        if oc.op == "minimum" and _binary_min(oc):
+            return True  # `torch.min(x, self.eps)`: bounded above by its other operand
+    if oc is not None and oc.op == "log1p" and oc.input is not None and sign_of(ctx, oc.input) < 0:
+        return True  # log1p(-p) of a probability p
+    ident = last_identifier(e)
+    return _log_probability(e) or (ident is not None and "neg" in ident.lower())
+
+
+_LOG_PROBABILITY = ("log_prob", "logprob", "logp", "log_p")
+
+
+def _log_probability(expr: ast.expr) -> bool:
+    """A log-probability (≤ 0) by its name, or a call of a `log_prob` method: `log_prob`,
+    `logp_action`, `dist.log_prob(x)`."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    ident = last_identifier(target)
+    return ident is not None and any(w in ident.lower() for w in _LOG_PROBABILITY)
+
+
+_SCALE_WORDS = frozenset({"scale", "scales", "std", "stddev", "sigma", "temperature", "bandwidth",
+                          "lengthscale", "variance"})
+
+
+def _positive_scale(expr: ast.expr) -> bool:
+    """A positive constant, or a name that says it is a scale (`self.scale`, `left_scale`,
+    `sigma`, `temperature`): a distribution's scale is positive by its definition."""
+    v = const_value(expr)
+    if v is not None:
+        return v > 0
+    ident = last_identifier(expr)
+    return ident is not None and any(t in _SCALE_WORDS for t in ident.lower().split("_"))
+
+
+def _binary_min(oc: OpCall) -> bool:
+    """`torch.min(a, b)` (elementwise), not `torch.min(x, dim)` or `x.min(1)` (a reduction)."""
+    other = oc.operand(1, "other")
+    if other is None or oc.keyword("dim") is not None:
+        return False
+    return not isinstance(const_value(other), int)
