@@ -39,6 +39,8 @@ from nanguard.lint.autodiff_markers import (
     FUNCTION_BASES,
     FUNCTION_METHODS,
     OPTIMIZER_HOOKS,
+    SOLVER_STEPS,
+    GRADIENT_RULE_PARAMS,
     FUNCS,
     last_identifier,
     callee,
@@ -220,6 +222,11 @@ class Autodiff:
                 return 2
             if name in OPTIMIZER_HOOKS and any("Optimizer" in b for b in bases):
                 return 2
+            if name in SOLVER_STEPS and any(b.endswith("Solver") for b in bases):
+                return 2
+        args = fn.args  # type: ignore[attr-defined]
+        if {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} & GRADIENT_RULE_PARAMS:
+            return 2  # a backward hook or gradient rule: it computes gradients, nothing differentiates it
         return 0
 
     def _class_of(self, fn: ast.AST) -> ast.ClassDef | None:

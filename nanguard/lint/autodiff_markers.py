@@ -22,6 +22,11 @@ OPTIMIZER_HOOKS = frozenset({"_resource_apply_dense", "_resource_apply_sparse",
                               "_resource_apply_sparse_duplicate_indices", "_apply_dense", "_apply_sparse",
                               "update_step", "_update_step", "_update_step_xla", "_apply_weight_decay",
                               "apply_gradients", "step"})
+# Steps of an iterative solver (jaxopt's `update`/`run`): differentiated implicitly at the
+# solution (implicit differentiation), not through the iterations.
+SOLVER_STEPS = frozenset({"update", "run", "init_state", "_update", "_run"})
+# Parameters of a backward hook or gradient rule (`hook(module, grad_input, grad_output)`).
+GRADIENT_RULE_PARAMS = frozenset({"grad_output", "grad_outputs"})
 # Python number annotations: such a parameter holds no tensor, so no gradient.
 SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
 

@@ -39,6 +39,8 @@ class Walk:
         self.assigned_to: dict[int, str] = {}
         # Set by the pre-pass over where/masked_fill/nan_to_num calls.
         self.in_where: dict[int, tuple[ast.Call, ast.expr]] = {}
+        # every select (where/masked_fill) whose branch holds the node, outermost last
+        self.selected_by: dict[int, list[tuple[ast.Call, ast.expr]]] = {}
         self.sanitised: set[int] = set()
         # Nodes whose value leaves autograd right away (`(...).item()`, `tf.stop_gradient(...)`).
         self.detached_results: set[int] = set()

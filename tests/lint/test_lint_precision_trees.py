@@ -508,6 +508,56 @@ NEGATIVES = [
         def inverse(x):
             return jnp.where(x < .5, 2 * x, .5 / (1 - x))
     """),
+    # captum's DeepLift: a backward hook computes gradients; nothing differentiates it.
+    ("NG501", """\
+        def nonlinear(module, inputs, outputs, grad_input, grad_output, eps=1e-10):
+            delta_in = inputs - inputs.mean()
+            delta_out = outputs - outputs.mean()
+            return torch.where(abs(delta_in) < eps, grad_input, grad_output * delta_out / delta_in)
+    """),
+    # jaxopt's Polyak SGD: a solver's update step is not differentiated (implicit differentiation).
+    ("NG501", """\
+        class PolyakSGD(base.StochasticSolver):
+            def update(self, params, state, value, grad_sqnorm, fun_min, eps):
+                return jnp.where(grad_sqnorm <= eps, 0.0, jnp.maximum((value - fun_min) / grad_sqnorm, 0))
+    """),
+    # jaxopt's simplex projections: the support of the sorted (reversed or top-k) values
+    # counts its largest entry.
+    ("NG401", """\
+        def projection_unit_simplex(x):
+            s = 1.0
+            u = jnp.sort(x)[::-1]
+            cumsum_u = jnp.cumsum(u)
+            ind = jnp.arange(x.shape[0]) + 1
+            cond = s / ind + (u - cumsum_u / ind) > 0
+            idx = jnp.count_nonzero(cond)
+            return jax.nn.relu(s / idx + (x - cumsum_u[idx - 1] / idx))
+    """),
+    ("NG401", """\
+        def projection_sparse_simplex(x, max_nz):
+            max_nz_values, max_nz_indices = jax.lax.top_k(x, max_nz)
+            cumsum_max_nz_values = jnp.cumsum(max_nz_values)
+            ind = jnp.arange(max_nz) + 1
+            cond = 1 / ind + (max_nz_values - cumsum_max_nz_values / ind) > 0
+            idx = jnp.count_nonzero(cond)
+            return jax.nn.relu(1 / idx + (max_nz_values - cumsum_max_nz_values[idx - 1] / idx))
+    """),
+    # neural-tangents' example: an RMSE passed straight to print.
+    ("NG302", """\
+        def print_summary(net_p, lin_p):
+            print("RMSE of predictions: {}".format(jnp.sqrt(jnp.mean((net_p - lin_p) ** 2))))
+    """),
+    # flash-attention's reference attention: fully masked rows are zeroed after the softmax,
+    # several selects down the same name.
+    ("NG701", """\
+        def attention_ref(scores, v, local_mask, key_padding_mask):
+            scores.masked_fill_(local_mask, float("-inf"))
+            attention = torch.softmax(scores, dim=-1).to(v.dtype)
+            if key_padding_mask is not None:
+                attention = attention.masked_fill(~key_padding_mask[:, None, None, :], 0.0)
+            attention = attention.masked_fill(torch.all(local_mask, dim=-1, keepdim=True), 0.0)
+            return attention
+    """),
 ]
 
 POSITIVES = [
@@ -762,6 +812,18 @@ POSITIVES = [
         def attention(qk, padding_mask):
             qk = qk.masked_fill(padding_mask.unsqueeze(2).to(torch.bool), float("-inf"))
             return F.softmax(qk, dim=-1)
+    """),
+    ("NG501", """\
+        def nonlinear(module, inputs, outputs, grad_in, grad_out, eps: float = 1e-10):
+            delta_in, delta_out = _compute_diffs(inputs, outputs)
+            return torch.where(abs(delta_in) < eps, grad_in, grad_out * delta_out / delta_in)
+    """),
+    ("NG701", """\
+        def attention_ref(scores, v, local_mask, key_padding_mask):
+            scores.masked_fill_(local_mask, float("-inf"))
+            attention = torch.softmax(scores, dim=-1).to(v.dtype)
+            attention = attention.masked_fill(~key_padding_mask[:, None, None, :], 0.0)
+            return attention
     """),
 ]
 

@@ -244,6 +244,9 @@ def _counts_row_maxima(ctx: Analysis, mask: ast.expr) -> bool:
 _SPLIT = re.compile(r"^(train|training|val|valid|validation|dev|test|trainval)(_mask)?$", re.IGNORECASE)
 
 
+_SORTS = frozenset({"sort", "top_k", "topk", "approx_max_k"})
+
+
 def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
     """Sparsemax's support `z_sorted - (cumsum(z_sorted) - 1) / r > 0` (also `1 + r * z_sorted >
     cumsum(z_sorted)`): its first entry is z_max - (z_max - 1) = 1 > 0, so it counts at least one."""
@@ -260,7 +263,12 @@ def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
             if source is None:
                 continue
             value = ctx.resolve(source)
-            if (isinstance(value, ast.Call) and _last_name(value.func) in ("sort", "top_k", "topk")) \
+            while isinstance(value, ast.Subscript):  # `jnp.sort(x)[::-1]`: the order reversed
+                value = ctx.resolve(value.value)
+            if isinstance(source, ast.Name) and value is source:
+                scope, _ = ctx.lookup(source.id)  # `values, indices = jax.lax.top_k(x, k)`
+                value = next(iter(scope.unpacked.get(source.id, [])), value) if scope is not None else value
+            if (isinstance(value, ast.Call) and _last_name(value.func) in _SORTS) \
                     or (isinstance(source, ast.Name) and "sort" in source.id):
                 return True
     return False

@@ -292,16 +292,15 @@ def _row_guarded(ctx: Analysis, fill: ast.AST, softmax: ast.AST) -> bool:
         return False
     if _tests_rows(ctx, mask):
         return True
-    entry = ctx.in_where.get(id(softmax))
-    if entry is None:
-        return False
-    select, cond = entry
-    if _tests_rows(ctx, cond):
-        return True
-    if ast.dump(cond) != ast.dump(mask):
-        return False
-    side = _kept_where_true(ctx, fill)
-    return side is not None and side == _side_of(ctx, select, softmax)
+    for select, cond in ctx.selected_by.get(id(softmax), []):
+        if _tests_rows(ctx, cond):
+            return True
+        if ast.dump(cond) != ast.dump(mask):
+            continue
+        side = _kept_where_true(ctx, fill)
+        if side is not None and side == _side_of(ctx, select, softmax):
+            return True
+    return False
 
 
 @checks("NG701")

@@ -15,6 +15,7 @@ from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.dataflow import counts_own_finite_entries, tagged_names
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
+from nanguard.lint.scope import name_key
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import Condition, additive_names, condition_names, discards, sign
@@ -216,6 +217,26 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
             return
 
 
+def _note_select(ctx: Analysis, node: ast.AST, entry: tuple) -> None:
+    ctx.in_where.setdefault(id(node), entry)  # type: ignore[arg-type]
+    ctx.selected_by.setdefault(id(node), []).append(entry)  # type: ignore[arg-type]
+
+
+def _mark_selected_values(ctx: Analysis, name: ast.AST, at: ast.AST, entry: tuple, depth: int) -> None:
+    """The values `name` held before `at` are selected by the where too; through a chain of
+    selects on the same name (`a = softmax(s); a = a.masked_fill(m1, 0); a = a.masked_fill(m2, 0)`)
+    the first value is reached as well."""
+    for value in prior_values(ctx, name, at):
+        for inner in bounded_walk(value, 200):
+            _note_select(ctx, inner, entry)
+        oc = ctx.op(value)
+        if depth > 0 and oc is not None and oc.op in ("where", "masked_fill"):
+            parts = where_parts(oc)
+            for branch, _ in parts[1] if parts is not None else []:
+                if name_key(branch) is not None and name_key(branch) == name_key(name):
+                    _mark_selected_values(ctx, branch, value, entry, depth - 1)
+
+
 def mark_branches(ctx: Analysis, oc: OpCall) -> None:
     """Pre-pass: remember which nodes sit in a where/masked_fill branch or under nan_to_num,
     so that value rules (NG104, NG401, ...) leave the handled value to NG501."""
@@ -231,12 +252,10 @@ def mark_branches(ctx: Analysis, oc: OpCall) -> None:
     entry = (oc.node, cond)
     for branch, _kept_when_true in branches:
         for node in bounded_walk(branch, 400):
-            ctx.in_where.setdefault(id(node), entry)  # type: ignore[arg-type]
+            _note_select(ctx, node, entry)
             if isinstance(node, (ast.Name, ast.Attribute)):
                 # `rhs = log1p(exp(x)); where(x > t, x, rhs)`: rhs's value is selected too.
-                for value in prior_values(ctx, node, oc.node):
-                    for inner in bounded_walk(value, 200):
-                        ctx.in_where.setdefault(id(inner), entry)  # type: ignore[arg-type]
+                _mark_selected_values(ctx, node, oc.node, entry, 3)
 
 
 ON_CALL = {"where": [check_where], "masked_fill": [check_where]}
