@@ -825,6 +825,11 @@ POSITIVES = [
             attention = attention.masked_fill(~key_padding_mask[:, None, None, :], 0.0)
             return attention
     """),
+    ("NG501", """\
+        def se2_log(theta, z_real, z_imag):
+            denom = z_real - 1
+            return torch.where(denom != 0, -(0.5 * theta * z_imag) / denom, torch.tensor(0.0))
+    """),
 ]
 
 

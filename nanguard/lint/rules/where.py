@@ -100,7 +100,7 @@ def _infinite(expr: ast.expr, depth: int = 3) -> bool:
 def _zero_of(ctx: Analysis, inp: ast.expr) -> float:
     """Where the compared variable puts a singular input at 0: `1 - x` is 0 at x = 1, `c - 1.`
     at c = 1, `x + 2` at x = -2; anything else is read at 0 (`x`, `x * y`, `norm(x)`)."""
-    e = strip_wrappers(ctx, ctx.resolve(inp))
+    e = strip_wrappers(ctx, inp)  # not through a name: `denom = z - 1` tested as `denom != 0` is 0 at 0
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
         left, right = const_value(e.left), const_value(e.right)
         if right is not None and left is None:
