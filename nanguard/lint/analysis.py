@@ -11,7 +11,7 @@ import ast
 from typing import Any
 
 from nanguard.core.hazards import HAZARDS, lint_message
-from nanguard.lint import fix_safety, uses
+from nanguard.lint import dataflow, fix_safety, uses
 from nanguard.lint.autodiff import Autodiff
 from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op, instance_op
@@ -361,6 +361,8 @@ class Analysis(Walk):
                 or self.only_reported(node)):
             return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it; custom-gradient
             # bodies and rules, and functions used only there or under no_grad, are not differentiated
+        if dataflow.fixed_value(self, node):
+            return  # computed from literals alone: the same value on every run, whatever the input
         seen = (rule.code, id(node))
         if seen in self._reported:
             return

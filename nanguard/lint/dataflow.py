@@ -9,10 +9,13 @@ own non-NaN entries.
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
-from nanguard.lint.analysis import Analysis
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import _bounded_walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nanguard.lint.analysis import Analysis
 
 
 def names_in(ctx: Analysis, expr: ast.AST, expand: bool = True) -> set:
@@ -53,6 +56,55 @@ def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
     line = node.lineno  # type: ignore[attr-defined]
     prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
     return f"{key}@{prior[-1].lineno if prior else 0}"  # type: ignore[attr-defined]
+
+
+# Grids and fills: a fixed table of values (`torch.arange(-6., 6., .01)`). Literal tensors
+# (`torch.tensor([0., 100.])`) are left out: demos and seeds feed them as data.
+_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "full", "eye"})
+
+
+def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3) -> bool:
+    """Is `expr` computed from literals alone (`torch.log(torch.sigmoid(torch.arange(-6., 6., .01)))`,
+    a local bound once to such a value)? Its value is the same on every run, whatever the data:
+    nothing the code accepts can move it onto a singular point."""
+    stack: list[ast.AST] = [expr]
+    seen = 0
+    while stack:
+        n = stack.pop()
+        seen += 1
+        if seen > 120:
+            return False
+        if isinstance(n, (ast.Constant, ast.operator, ast.unaryop, ast.expr_context, ast.Slice, ast.keyword)):
+            if isinstance(n, ast.keyword):
+                stack.append(n.value)
+            continue
+        if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List)):
+            stack.extend(ast.iter_child_nodes(n))
+            continue
+        if isinstance(n, ast.Attribute) and name_key(n.value) in ctx.imports.aliases:
+            continue  # `math.pi`, `torch.float32`
+        if isinstance(n, ast.Call):
+            func = n.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            module_call = isinstance(func, ast.Attribute) and name_key(func.value) in ctx.imports.aliases
+            if not (name in _FACTORIES and module_call) and ctx.op(n) is None:
+                return False
+            if any(k.arg == "requires_grad" for k in n.keywords):
+                return False  # a leaf made to be trained: its values move
+            if not module_call:
+                if not isinstance(func, ast.Attribute):
+                    return False  # `sm(x)`: a module instance or a local function, not a constant
+                stack.append(func.value)  # `x.log()`: x decides
+            stack.extend(n.args)
+            stack.extend(n.keywords)
+            continue
+        if isinstance(n, ast.Name) and depth > 0:
+            _, values = ctx.lookup(n.id)
+            if values and all(v is not None for v in values) and \
+                    all(fixed_value(ctx, v, depth - 1) for v in values):  # type: ignore[arg-type]
+                continue
+        return False
+    return True
 
 
 def value_nodes(ctx: Analysis, expr: ast.expr, depth: int = 3) -> list[ast.AST]:

@@ -147,7 +147,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             e = strip_wrappers(ctx, inner.input)
             continue
         break
-    if has_positive_offset(e):
+    if has_positive_offset(e) or _below_a_clamp_ceiling(ctx, e):
         return True
     if is_builtin_max_with_positive(ctx, e):
         return True
@@ -168,6 +168,22 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             for v in values:
                 if v is not None and v is not expr and guarded_positive(ctx, v, depth - 1):
                     return True
+    return False
+
+
+def _below_a_clamp_ceiling(ctx: Analysis, e: ast.expr) -> bool:
+    """`1 - p` with `p = clamp(p, min=eps, max=1 - eps)`: the clamp's ceiling keeps it positive."""
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub)):
+        return False
+    top = const_value(e.left)
+    if top is None:
+        return False
+    for value in [e.right, ctx.last_value(e.right) if name_key(e.right) is not None else None]:
+        oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
+        if oc is not None and oc.op == "clamp":
+            ceiling = const_value(oc.operand(2, "max", "clip_value_max", "max_value") or oc.keyword("max"))
+            if ceiling is not None and ceiling < top:
+                return True
     return False
 
 

@@ -558,6 +558,29 @@ NEGATIVES = [
             attention = attention.masked_fill(torch.all(local_mask, dim=-1, keepdim=True), 0.0)
             return attention
     """),
+    # dgl's DeepWalk: log(sigmoid(x)) tabulated over a fixed grid in [-6, 6]: the same value every run.
+    ("NG102", """\
+        class SkipGram(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.logsigmoid_table = torch.log(torch.sigmoid(torch.arange(-6.01, 6.01, 0.01)))
+    """),
+    # dgl's EGES: 1 - p with p clamped below 1.
+    ("NG201", """\
+        def loss(srcs, dsts, labels):
+            dots = torch.sigmoid(torch.sum(srcs * dsts, axis=1))
+            dots = torch.clamp(dots, min=1e-7, max=1 - 1e-7)
+            return torch.mean(-(labels * torch.log(dots) + (1 - labels) * torch.log(1 - dots)))
+    """),
+    # dgl's OGC: accuracy over the dataset's split masks, read from the model's attributes.
+    ("NG401", """\
+        def evaluate(pred, model):
+            test_mask, tv_mask = model.test_mask, model.tv_mask
+            accs = []
+            for mask in [tv_mask, test_mask]:
+                accs.append(float((pred[mask] == model.label[mask]).sum() / mask.sum()))
+            return accs
+    """),
 ]
 
 POSITIVES = [
@@ -829,6 +852,14 @@ POSITIVES = [
         def se2_log(theta, z_real, z_imag):
             denom = z_real - 1
             return torch.where(denom != 0, -(0.5 * theta * z_imag) / denom, torch.tensor(0.0))
+    """),
+    ("NG102", """\
+        def logsig(x):
+            return torch.log(torch.sigmoid(x))
+    """),
+    ("NG104", """\
+        x = torch.tensor([0., 1., 100.], requires_grad=True)
+        y = x.exp().log1p()
     """),
 ]
 

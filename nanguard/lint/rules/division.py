@@ -285,6 +285,8 @@ def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
         for node in bounded_walk(expr, 60):
             if isinstance(node, ast.Attribute) and _SPLIT.match(node.attr) and node.attr.endswith("_mask"):
                 return True
+            if isinstance(node, ast.Name) and _SPLIT.match(node.id) and node.id.endswith("_mask"):
+                return True  # `test_mask, tv_mask = model.test_mask, model.tv_mask`
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SPLIT.match(node.value):
                 return True
             key = name_key(node)
