@@ -12,6 +12,10 @@ from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_na
 from nanguard.lint.dataflow import counts_own_finite_entries
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.division_counts import (
+    counts_at_least_one,
+    counts_from_one,
+)
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
 from nanguard.lint.syntax import bounded_walk, const_value, describe
@@ -154,22 +158,6 @@ def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
         and isinstance(value.args[0], (ast.GeneratorExp, ast.ListComp))
 
 
-def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
-    """`torch.cat([cls_mask, vmasks, torch.ones((b, 1))], dim=1)`: every row keeps the block of
-    ones concatenated into it (a [CLS]/[SEP] position), so the count is at least 1."""
-    m = strip_wrappers(ctx, ctx.resolve(mask))
-    if not isinstance(m, ast.Call) or _last_name(m.func) not in ("cat", "concat", "concatenate") or not m.args:
-        return False
-    parts = m.args[0]
-    if not isinstance(parts, (ast.List, ast.Tuple)):
-        return False
-    for part in parts.elts:
-        call = strip_wrappers(ctx, ctx.resolve(part))
-        if isinstance(call, ast.Call) and _last_name(call.func) in ("ones", "ones_like", "new_ones"):
-            return True
-    return False
-
-
 def _last_name(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
@@ -186,141 +174,6 @@ def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
         cleaned = ctx.memo["nan_cleaned"] = {id(a) for call, _scope, _ng in ctx.calls
                                              if _NAN_CLEANER.search(_last_name(call.func)) for a in call.args}
     return id(node) in cleaned
-
-
-def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
-    """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
-    `idx` meets itself in the transposed copy, so each row counts at least one match."""
-    m = strip_wrappers(ctx, ctx.resolve(mask))
-    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("eq", "equal"):
-        module = ctx.imports.qualname(m.func) is not None
-        if module and len(m.args) == 2:
-            left, right = m.args  # `torch.eq(idx, idx_all)`
-        elif not module and len(m.args) == 1:
-            left, right = m.func.value, m.args[0]  # `idx.eq(idx_all)`
-        else:
-            return False
-    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
-        left, right = m.left, m.comparators[0]
-    else:
-        return False
-    base = ast.dump(strip_wrappers(ctx, left))
-    whole = ctx.resolve(right)
-    for node in bounded_walk(whole, 60):
-        # `idx.t()`, `idx.T`, `idx.transpose(0, 1)` inside the other side
-        if isinstance(node, ast.Attribute) and node.attr == "T" and ast.dump(node.value) == base:
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("t", "transpose", "permute") and ast.dump(node.func.value) == base:
-            return True
-    return False
-
-
-def _counts_row_maxima(ctx: Analysis, mask: ast.expr) -> bool:
-    """`x.eq(x.max(-1)[0].unsqueeze(-1))`, `x == x.amax(-1, keepdim=True)`: the entries equal to
-    their row's maximum, which the maximum itself always is (at least 1 per row)."""
-    m = ctx.resolve(mask)
-    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "eq" and len(m.args) == 1:
-        left, right = m.func.value, m.args[0]
-    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
-        left, right = m.left, m.comparators[0]
-    else:
-        return False
-    base = ast.dump(strip_wrappers(ctx, ctx.resolve(left)))
-    sides = [right]
-    for node in bounded_walk(right, 40):
-        value = ctx.value_of(node) if name_key(node) is not None else None
-        if value is not None:
-            sides.append(value)  # `max_predictions = predictions.max(-1)[0]`
-    for side in sides:
-        for node in bounded_walk(side, 40):
-            oc = ctx.op(node) if isinstance(node, ast.Call) else None
-            if oc is not None and oc.op in ("max", "amax") and oc.input is not None \
-                    and ast.dump(strip_wrappers(ctx, ctx.resolve(oc.input))) == base:
-                return True
-    return False
-
-
-_SPLIT = re.compile(r"^(train|training|val|valid|validation|dev|test|trainval)(_mask)?$", re.IGNORECASE)
-
-
-_SORTS = frozenset({"sort", "top_k", "topk", "approx_max_k"})
-
-
-def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
-    """Sparsemax's support `z_sorted - (cumsum(z_sorted) - 1) / r > 0` (also `1 + r * z_sorted >
-    cumsum(z_sorted)`): its first entry is z_max - (z_max - 1) = 1 > 0, so it counts at least one."""
-    m = ctx.resolve(mask)
-    while isinstance(m, ast.Call) and _last_name(m.func) in ("cast", "float", "astype", "to") and m.args \
-            or isinstance(m, ast.Call) and _last_name(m.func) == "cast":
-        m = ctx.resolve(m.args[0] if m.args else m.func.value)  # type: ignore[attr-defined]  # `tf.cast(support, dt)`
-    if not isinstance(m, ast.Compare):
-        return False
-    for node in bounded_walk(m, 80):
-        call = ctx.value_of(node) if isinstance(node, ast.Name) else node  # `cs = jnp.cumsum(z_sorted)`
-        if isinstance(call, ast.Call) and _last_name(call.func) == "cumsum":
-            source = call.args[0] if call.args else getattr(call.func, "value", None)
-            if source is None:
-                continue
-            value = ctx.resolve(source)
-            while isinstance(value, ast.Subscript):  # `jnp.sort(x)[::-1]`: the order reversed
-                value = ctx.resolve(value.value)
-            if isinstance(source, ast.Name) and value is source:
-                scope, _ = ctx.lookup(source.id)  # `values, indices = jax.lax.top_k(x, k)`
-                value = next(iter(scope.unpacked.get(source.id, [])), value) if scope is not None else value
-            if (isinstance(value, ast.Call) and _last_name(value.func) in _SORTS) \
-                    or (isinstance(source, ast.Name) and "sort" in source.id):
-                return True
-    return False
-
-
-def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
-    """A dataset split (`data.train_mask`, `data["test_mask"]`, `data(*splits)` in a loop over
-    'train_mask', 'val_mask', ...): a split selects at least one example."""
-    todo: list[ast.AST] = [mask]
-    seen = 0
-    while todo and seen < 8:
-        expr = todo.pop(0)  # breadth first: the mask's own value and loop before its container's
-        seen += 1
-        for node in bounded_walk(expr, 60):
-            if isinstance(node, ast.Attribute) and _SPLIT.match(node.attr) and node.attr.endswith("_mask"):
-                return True
-            if isinstance(node, ast.Name) and _SPLIT.match(node.id) and node.id.endswith("_mask"):
-                return True  # `test_mask, tv_mask = model.test_mask, model.tv_mask`
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SPLIT.match(node.value):
-                return True
-            key = name_key(node)
-            if key is None:
-                continue
-            value = ctx.last_value(node)
-            if value is not None:
-                todo.append(value)
-            loop = _loop_over(ctx, key)
-            if loop is not None:
-                todo.append(loop)
-    return False
-
-
-def _counts_from_one(ctx: Analysis, key: str) -> bool:
-    """Is `key` only bound as the target of `for key in range(a, ...)` with a literal a >= 1?"""
-    scope, values = ctx.lookup(key)
-    if scope is None or any(v is not None for v in values):
-        return False
-    loop = _loop_over(ctx, key)
-    if not (isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) and loop.func.id == "range"
-            and len(loop.args) >= 2):
-        return False
-    start = const_value(loop.args[0])
-    return start is not None and start >= 1 and (len(loop.args) < 3 or (const_value(loop.args[2]) or 0) > 0)
-
-
-def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
-    """The iterable of the `for` in the current scope that binds `key`, if any."""
-    for node in bounded_walk(ctx.scope.node, 4000):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
-                isinstance(t, ast.Name) and t.id == key for t in ast.walk(node.target)):
-            return node.iter
-    return None
 
 
 def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> tuple[str, str | None] | None:
@@ -346,13 +199,11 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         oc = ctx.op(c)
         if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
             mask = strip_wrappers(ctx, oc.input)
-            if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not _counts_row_maxima(ctx, mask) \
-                    and not _split_mask(ctx, mask) and not _matches_itself(ctx, mask) \
-                    and not _holds_a_ones_block(ctx, mask) and not _sparsemax_support(ctx, mask):
+            if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not counts_at_least_one(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
-                and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not _split_mask(ctx, c.args[0]):
+                and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not counts_at_least_one(ctx, c.args[0], split_only=True):
             return "is the size of a masked selection, 0 when nothing is selected", None
     for c in (d, ctx.value_of(d) if name_key(d) is not None else None):
         if isinstance(c, (ast.Name, ast.Attribute)) and (c.id if isinstance(c, ast.Name) else c.attr).isupper():
@@ -362,7 +213,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # Known as a count by its name only. Passed in as a parameter, or held by the object
         # (`self.num_items`, set by its other methods), it is whatever that code makes it (DETR clamps
         # `num_boxes` to >= 1 before passing it): possible (README).
-        if isinstance(d, ast.Name) and _counts_from_one(ctx, d.id):
+        if isinstance(d, ast.Name) and counts_from_one(ctx, d.id):
             return None  # `for deg in range(1, n + 1): ... / deg`
         elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or (
             isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == "self")

@@ -1,0 +1,180 @@
+"""Masks and counters that count at least one by construction (NG401's exceptions).
+
+A division by a mask's count is a risk because the mask can select nothing. These shapes
+cannot: a row's maximum equals itself, an index matches itself in its transposed copy, a
+dataset split holds examples, a block of ones is concatenated in, sparsemax's support holds
+the largest entry, a loop counter starts at 1.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, const_value
+
+
+def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False) -> bool:
+    """Does `mask` select at least one entry (per row) by construction?"""
+    if split_only:
+        return _split_mask(ctx, mask)
+    return _counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or _matches_itself(ctx, mask) \
+        or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask)
+
+
+def _last_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
+    """`torch.cat([cls_mask, vmasks, torch.ones((b, 1))], dim=1)`: every row keeps the block of
+    ones concatenated into it (a [CLS]/[SEP] position), so the count is at least 1."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    if not isinstance(m, ast.Call) or _last_name(m.func) not in ("cat", "concat", "concatenate") or not m.args:
+        return False
+    parts = m.args[0]
+    if not isinstance(parts, (ast.List, ast.Tuple)):
+        return False
+    for part in parts.elts:
+        call = strip_wrappers(ctx, ctx.resolve(part))
+        if isinstance(call, ast.Call) and _last_name(call.func) in ("ones", "ones_like", "new_ones"):
+            return True
+    return False
+
+
+def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
+    """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
+    `idx` meets itself in the transposed copy, so each row counts at least one match."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("eq", "equal"):
+        module = ctx.imports.qualname(m.func) is not None
+        if module and len(m.args) == 2:
+            left, right = m.args  # `torch.eq(idx, idx_all)`
+        elif not module and len(m.args) == 1:
+            left, right = m.func.value, m.args[0]  # `idx.eq(idx_all)`
+        else:
+            return False
+    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
+        left, right = m.left, m.comparators[0]
+    else:
+        return False
+    base = ast.dump(strip_wrappers(ctx, left))
+    whole = ctx.resolve(right)
+    for node in bounded_walk(whole, 60):
+        # `idx.t()`, `idx.T`, `idx.transpose(0, 1)` inside the other side
+        if isinstance(node, ast.Attribute) and node.attr == "T" and ast.dump(node.value) == base:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("t", "transpose", "permute") and ast.dump(node.func.value) == base:
+            return True
+    return False
+
+
+def _counts_row_maxima(ctx: Analysis, mask: ast.expr) -> bool:
+    """`x.eq(x.max(-1)[0].unsqueeze(-1))`, `x == x.amax(-1, keepdim=True)`: the entries equal to
+    their row's maximum, which the maximum itself always is (at least 1 per row)."""
+    m = ctx.resolve(mask)
+    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "eq" and len(m.args) == 1:
+        left, right = m.func.value, m.args[0]
+    elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
+        left, right = m.left, m.comparators[0]
+    else:
+        return False
+    base = ast.dump(strip_wrappers(ctx, ctx.resolve(left)))
+    sides = [right]
+    for node in bounded_walk(right, 40):
+        value = ctx.value_of(node) if name_key(node) is not None else None
+        if value is not None:
+            sides.append(value)  # `max_predictions = predictions.max(-1)[0]`
+    for side in sides:
+        for node in bounded_walk(side, 40):
+            oc = ctx.op(node) if isinstance(node, ast.Call) else None
+            if oc is not None and oc.op in ("max", "amax") and oc.input is not None \
+                    and ast.dump(strip_wrappers(ctx, ctx.resolve(oc.input))) == base:
+                return True
+    return False
+
+
+_SPLIT = re.compile(r"^(train|training|val|valid|validation|dev|test|trainval)(_mask)?$", re.IGNORECASE)
+
+
+_SORTS = frozenset({"sort", "top_k", "topk", "approx_max_k"})
+
+
+def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
+    """Sparsemax's support `z_sorted - (cumsum(z_sorted) - 1) / r > 0` (also `1 + r * z_sorted >
+    cumsum(z_sorted)`): its first entry is z_max - (z_max - 1) = 1 > 0, so it counts at least one."""
+    m = ctx.resolve(mask)
+    while isinstance(m, ast.Call) and _last_name(m.func) in ("cast", "float", "astype", "to") and m.args \
+            or isinstance(m, ast.Call) and _last_name(m.func) == "cast":
+        m = ctx.resolve(m.args[0] if m.args else m.func.value)  # type: ignore[attr-defined]  # `tf.cast(support, dt)`
+    if not isinstance(m, ast.Compare):
+        return False
+    for node in bounded_walk(m, 80):
+        call = ctx.value_of(node) if isinstance(node, ast.Name) else node  # `cs = jnp.cumsum(z_sorted)`
+        if isinstance(call, ast.Call) and _last_name(call.func) == "cumsum":
+            source = call.args[0] if call.args else getattr(call.func, "value", None)
+            if source is None:
+                continue
+            value = ctx.resolve(source)
+            while isinstance(value, ast.Subscript):  # `jnp.sort(x)[::-1]`: the order reversed
+                value = ctx.resolve(value.value)
+            if isinstance(source, ast.Name) and value is source:
+                scope, _ = ctx.lookup(source.id)  # `values, indices = jax.lax.top_k(x, k)`
+                value = next(iter(scope.unpacked.get(source.id, [])), value) if scope is not None else value
+            if (isinstance(value, ast.Call) and _last_name(value.func) in _SORTS) \
+                    or (isinstance(source, ast.Name) and "sort" in source.id):
+                return True
+    return False
+
+
+def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
+    """A dataset split (`data.train_mask`, `data["test_mask"]`, `data(*splits)` in a loop over
+    'train_mask', 'val_mask', ...): a split selects at least one example."""
+    todo: list[ast.AST] = [mask]
+    seen = 0
+    while todo and seen < 8:
+        expr = todo.pop(0)  # breadth first: the mask's own value and loop before its container's
+        seen += 1
+        for node in bounded_walk(expr, 60):
+            if isinstance(node, ast.Attribute) and _SPLIT.match(node.attr) and node.attr.endswith("_mask"):
+                return True
+            if isinstance(node, ast.Name) and _SPLIT.match(node.id) and node.id.endswith("_mask"):
+                return True  # `test_mask, tv_mask = model.test_mask, model.tv_mask`
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SPLIT.match(node.value):
+                return True
+            key = name_key(node)
+            if key is None:
+                continue
+            value = ctx.last_value(node)
+            if value is not None:
+                todo.append(value)
+            loop = _loop_over(ctx, key)
+            if loop is not None:
+                todo.append(loop)
+    return False
+
+
+def counts_from_one(ctx: Analysis, key: str) -> bool:
+    """Is `key` only bound as the target of `for key in range(a, ...)` with a literal a >= 1?"""
+    scope, values = ctx.lookup(key)
+    if scope is None or any(v is not None for v in values):
+        return False
+    loop = _loop_over(ctx, key)
+    if not (isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) and loop.func.id == "range"
+            and len(loop.args) >= 2):
+        return False
+    start = const_value(loop.args[0])
+    return start is not None and start >= 1 and (len(loop.args) < 3 or (const_value(loop.args[2]) or 0) > 0)
+
+
+def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
+    """The iterable of the `for` in the current scope that binds `key`, if any."""
+    for node in bounded_walk(ctx.scope.node, 4000):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == key for t in ast.walk(node.target)):
+            return node.iter
+    return None
