@@ -146,14 +146,28 @@ def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
     return _nonpositive(ctx, expr)
 
 
+def _scope_facts(ctx: Analysis) -> tuple[list[ast.AugAssign], list[ast.If]]:
+    """The current scope's in-place subtractions and single-comparison `if`s, found once."""
+    key = f"sign_facts:{id(ctx.scope.node)}"
+    if key not in ctx.memo:
+        subtractions, ifs = [], []
+        for n in _bounded_walk(ctx.scope.node, 4000):
+            if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Sub):
+                subtractions.append(n)
+            elif isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and len(n.test.ops) == 1 and n.body:
+                ifs.append(n)
+        ctx.memo[key] = (subtractions, ifs)
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
 def _max_subtracted_in_place(ctx: Analysis, expr: ast.expr) -> bool:
     """`lw -= torch.logsumexp(lw, 0)` (or `-= lw.max()`) before `exp(lw)`."""
     key = name_key(strip_wrappers(ctx, expr))
     line = getattr(expr, "lineno", None)
     if key is None or line is None:
         return False
-    return any(isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Sub) and name_key(n.target) == key
-               and n.lineno < line and is_max_like(ctx, n.value) for n in _bounded_walk(ctx.scope.node, 4000))
+    return any(name_key(n.target) == key and n.lineno < line and is_max_like(ctx, n.value)
+               for n in _scope_facts(ctx)[0])
 
 
 def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
@@ -161,14 +175,16 @@ def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
     as in a two-term log-sum-exp `a + log(1 + exp(b - a))`."""
     if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub)) or not hasattr(expr, "lineno"):
         return False
-    small, big = ast.dump(expr.left), ast.dump(expr.right)  # need: left <= right
     line = expr.lineno
-    for stmt in _bounded_walk(ctx.scope.node, 3000):
-        if not (isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
-                and stmt.body and stmt.lineno < line <= (stmt.end_lineno or 0)):
-            continue
+    enclosing = [stmt for stmt in _scope_facts(ctx)[1] if stmt.lineno < line <= (stmt.end_lineno or 0)]
+    if not enclosing:
+        return False
+    small, big = ast.dump(expr.left), ast.dump(expr.right)  # need: left <= right
+    for stmt in enclosing:
+        test = stmt.test
+        assert isinstance(test, ast.Compare)
         in_body = stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0)
-        a, b, op = ast.dump(stmt.test.left), ast.dump(stmt.test.comparators[0]), stmt.test.ops[0]
+        a, b, op = ast.dump(test.left), ast.dump(test.comparators[0]), test.ops[0]
         if not in_body:  # the else branch: the negated test
             op = {ast.Gt: ast.LtE(), ast.GtE: ast.Lt(), ast.Lt: ast.GtE(), ast.LtE: ast.Gt()}.get(type(op), op)
         if isinstance(op, (ast.Gt, ast.GtE)) and (a, b) == (big, small):

@@ -106,14 +106,20 @@ def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
     scope, values = ctx.lookup(name)
     if scope is None or any(v is not None for v in values):
         return False
-    found = 0
-    for n in bounded_walk(scope.node, 4000):
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Tuple) and any(
-                isinstance(x, ast.Name) and x.id == name for x in t.elts) for t in n.targets):
-            if not (isinstance(n.value, ast.Attribute) and n.value.attr == "shape"):
-                return False
-            found += 1
-    return found == len(values)
+    key = f"shape_unpacked:{id(scope.node)}"
+    if key not in ctx.memo:  # per scope: name -> [is each tuple assignment of it from `.shape`]
+        found: dict[str, list[bool]] = {}
+        for n in bounded_walk(scope.node, 4000):
+            if isinstance(n, ast.Assign):
+                from_shape = isinstance(n.value, ast.Attribute) and n.value.attr == "shape"
+                for t in n.targets:
+                    if isinstance(t, ast.Tuple):
+                        for x in t.elts:
+                            if isinstance(x, ast.Name):
+                                found.setdefault(x.id, []).append(from_shape)
+        ctx.memo[key] = found
+    kinds = ctx.memo[key].get(name, [])
+    return bool(kinds) and all(kinds) and len(kinds) == len(values)
 
 
 _TO_PYTHON_INT = frozenset({"int", "round", "floor", "ceil", "trunc"})
