@@ -205,6 +205,9 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) and _positive_scale(e.right) \
             and _nonpositive(ctx, e.left):
         return True  # `-abs(z) / self.scale`: a scale is positive
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and _positive_scale(e.left) \
+            and _nonpositive(ctx, e.right):
+        return True  # `temperature * (v - v.max())`
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _nonpositive(ctx, e.left) \
             and _nonpositive(ctx, e.right):
         return True  # `log1p(-gate) + base.log_prob(v)`

@@ -581,6 +581,27 @@ NEGATIVES = [
                 accs.append(float((pred[mask] == model.label[mask]).sum() / mask.sum()))
             return accs
     """),
+    # lerobot's TD-MPC: a softmax by hand over temperature * (value - max): the scale is on the left.
+    ("NG901", """\
+        def elite_weights(elite_value, elite_weighting_temperature):
+            max_value = elite_value.max(0, keepdim=True)[0]
+            score = torch.exp(elite_weighting_temperature * (elite_value - max_value))
+            score /= score.sum(axis=0, keepdim=True)
+            return score
+    """),
+    # speechbrain's squeeze-and-excite: a sum over full dimensions divided by their sizes is a mean.
+    ("NG401", """\
+        def squeeze(x):
+            count = x.size(1) * x.size(2)
+            return torch.sum(x, dim=(1, 2), keepdim=True) / count
+    """),
+    # speechbrain's Whisper decoder: chosen token ids set to -inf; the rest of each row survives.
+    ("NG701", """\
+        def suppress(logits, tokens_to_suppress, blank_ids, eos_index):
+            logits[:, blank_ids + [eos_index]] = -torch.inf
+            logits[:, list(tokens_to_suppress)] = -torch.inf
+            return torch.nn.functional.log_softmax(logits.float(), dim=-1)
+    """),
 ]
 
 POSITIVES = [
@@ -860,6 +881,15 @@ POSITIVES = [
     ("NG104", """\
         x = torch.tensor([0., 1., 100.], requires_grad=True)
         y = x.exp().log1p()
+    """),
+    ("NG401", """\
+        def masked_mean(x, mask):
+            return torch.sum(x * mask, dim=1) / len(x[mask])
+    """),
+    ("NG701", """\
+        def suppress(logits, banned):
+            logits[banned] = -torch.inf
+            return torch.nn.functional.log_softmax(logits.float(), dim=-1)
     """),
 ]
 

@@ -182,11 +182,48 @@ def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
     return id(node) in cleaned
 
 
+def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+    """A product of the sizes of the function's own input (`x.size(1) * x.size(2)`, `x.shape[-1]`,
+    `x.numel()`), or a name bound to one: the element count of full dimensions, 0 only for an
+    empty input (whose mean is NaN by definition). Sizes of a slice or a selection
+    (`len(x[mask])`, `grids[:, :, 1:].shape[2]`) are not: those are empty for some inputs."""
+    if const_value(expr) is not None:
+        return const_value(expr) != 0
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return _sizes_only(ctx, expr.left, depth) and _sizes_only(ctx, expr.right, depth)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in ("size", "numel", "nelement") and ctx.imports.qualname(expr.func) is None:
+        return _unchanged_parameter(ctx, expr.func.value)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
+        return _unchanged_parameter(ctx, expr.value.value)
+    if depth > 0 and isinstance(expr, ast.Name):
+        value = ctx.value_of(expr)
+        return value is not None and _sizes_only(ctx, value, depth - 1)
+    return False
+
+
+def _unchanged_parameter(ctx: Analysis, expr: ast.expr) -> bool:
+    """The function's own input, as passed (`x` of `forward(self, x)`), not a slice or a
+    selection of it (`grids[:, :, 1:]`, `strip_pad(target)` can be empty for a non-empty input)."""
+    if not isinstance(expr, ast.Name):
+        return False
+    scope, values = ctx.lookup(expr.id)
+    fn = scope.node if scope is not None else None
+    if scope is not ctx.scope or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = fn.args
+    if not any(a.arg == expr.id for a in args.posonlyargs + args.args + args.kwonlyargs):
+        return False  # a local of the function, not its input
+    return not any(v is not None and v.lineno < expr.lineno for v in values)  # type: ignore[attr-defined]
+
+
 def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> tuple[str, str | None] | None:
     """Why the denominator can be 0, and the finding's confidence (None: the rule's), else None."""
     d = strip_wrappers(ctx, denominator)
     if const_value(d) is not None or guarded_positive(ctx, d):
         return None
+    if _sizes_only(ctx, d):
+        return None  # `x.sum((1, 2)) / (x.size(1) * x.size(2))`: a mean by hand, 0 only for an empty tensor
     python = python_number(ctx, denominator) or _python_accumulator(ctx, d)
     if python and (python_number(ctx, numerator) or _python_accumulator(ctx, strip_wrappers(ctx, numerator))
                    or not has_tensor_op(ctx, numerator)):

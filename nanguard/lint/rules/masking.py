@@ -150,6 +150,12 @@ def _keeps_a_known_part(ctx: Analysis, index: ast.AST | None) -> bool:
         return True
     if isinstance(last, ast.Attribute) and not is_mask_like(ctx, last):
         return True  # `logits[:, self.tokenizer.no_timestamps] = -inf`: one position, by its id
+    if isinstance(last, ast.BinOp) and isinstance(last.op, ast.Add) \
+            and (isinstance(last.left, ast.List) or isinstance(last.right, ast.List)):
+        last = last.left if isinstance(last.left, ast.List) else last.right  # `encode(" ") + [eos]`
+    if isinstance(last, ast.List) or (isinstance(last, ast.Call) and isinstance(last.func, ast.Name)
+                                      and last.func.id in ("list", "tuple", "sorted")):
+        return True  # `logits[:, list(tokens_to_suppress)] = -inf`: chosen token ids, the rest survive
     key = name_key(last)
     if key is None:
         return False
