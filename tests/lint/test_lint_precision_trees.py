@@ -602,6 +602,13 @@ NEGATIVES = [
             logits[:, list(tokens_to_suppress)] = -torch.inf
             return torch.nn.functional.log_softmax(logits.float(), dim=-1)
     """),
+    # mmf's MUTAN/BLOCK fusions: the signed square root of torch relu outputs. torch's relu
+    # backward selects (0 where the output is 0), so the gradient is finite (checked).
+    ("NG304", """\
+        def power_normalise(z):
+            z = torch.sqrt(F.relu(z)) - torch.sqrt(F.relu(-z))
+            return F.normalize(z, p=2)
+    """),
 ]
 
 POSITIVES = [
@@ -890,6 +897,10 @@ POSITIVES = [
         def suppress(logits, banned):
             logits[banned] = -torch.inf
             return torch.nn.functional.log_softmax(logits.float(), dim=-1)
+    """),
+    ("NG304", """\
+        def power_normalise(z):
+            return tf.sqrt(tf.nn.relu(z)) - tf.sqrt(tf.nn.relu(-z))
     """),
 ]
 

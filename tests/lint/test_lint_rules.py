@@ -99,7 +99,7 @@ POSITIVE = [
     ("NG303", "a = torch.acos(dot / (torch.norm(u) * torch.norm(v)))"),
     # NG304 fractional power at 0
     ("NG304", "y = torch.abs(x) ** 0.5"),
-    ("NG304", "y = torch.pow(torch.relu(x), 1 / 3)"),
+    ("NG304", "y = tf.pow(tf.nn.relu(x), 1 / 3)"),
     ("NG304", "s = torch.sqrt(x.var(dim=0))"),
     ("NG304", "y = torch.sqrt(torch.abs(x))"),
     ("NG304", "d = torch.norm(a - b, dim=-1) ** 0.5"),

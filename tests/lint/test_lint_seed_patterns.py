@@ -154,9 +154,9 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
         "def f(u, v):\n    dot = (u * v).sum(-1)\n    return torch.asin(dot)  # <-",
         "def f(dot):\n    return torch.asin(dot)  # <-",
     ],
-    ("NG304", "relu(x) ** 0.5"): [
-        "def f(x):\n    return torch.relu(x) ** 0.5  # <-",
-        "def f(x):\n    return torch.relu(x) ** (1 / 3)  # <-",
+    ("NG304", "tf.nn.relu(x) ** 0.5"): [
+        "def f(x):\n    return tf.nn.relu(x) ** 0.5  # <-",
+        "def f(x):\n    return tf.sqrt(tf.nn.relu(x))  # <-",
     ],
     ("NG304", "norm(a - b) ** 0.5"): ["def f(a, b):\n    return torch.norm(a - b, dim=-1) ** 0.5  # <-"],
     ("NG304", "mask.sum(-1) ** -0.5"): ["def f(x, mask):\n    return x * mask.sum(-1) ** -0.5  # <-"],

@@ -64,12 +64,14 @@ ROOT_OF_ZERO = Rule(
     summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
     hazard=GRADIENT,
     confidence=POSSIBLE,
-    certain_when="a root of relu, of a mask's count or of a distance",
+    certain_when="a root of a TensorFlow/Keras relu, of a mask's count or of a distance",
     hazards=("fractional_power_zero", "sqrt_zero", "negative_power_zero"),
     explanation="""\
 Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
 constant features, norms and distances of equal points, squares, and counts (the degree of
-an isolated node in `deg ** -0.5`).
+an isolated node in `deg ** -0.5`). A root of a relu output is a risk in TensorFlow and Keras,
+whose relu gradient multiplies (0·inf = NaN); PyTorch's and `jax.nn.relu`'s backward select
+(0 where the output is 0), so `torch.sqrt(F.relu(z))` has a finite gradient and is not reported.
 
     std = torch.sqrt(x.var(dim=0))          # NaN gradient for a constant feature
 ->  std = nanguard.sqrt(x.var(dim=0))        # gradient 0 at 0 (or add the usual eps)
@@ -107,6 +109,8 @@ def _zero_source(ctx: Analysis, expr: ast.expr, p: float) -> str | None:
     e = strip_wrappers(ctx, ctx.resolve(expr))
     oc = ctx.op(e)
     if oc is not None:
+        if oc.op == "relu" and p > 0 and oc.framework not in (TF, KERAS):
+            return None  # torch's and jax.nn.relu's backward select: 0 where relu is 0, not 0·inf
         if oc.op in ("abs", "relu") and p > 0:
             # (1/|x| is inf at 0 by definition; the silent hazard is the root's gradient.)
             return f"`{oc.op}` output, 0 on a whole region"
