@@ -107,11 +107,14 @@ def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3) -> bool:
     return True
 
 
-def value_nodes(ctx: Analysis, expr: ast.expr, depth: int = 3) -> list[ast.AST]:
-    """The nodes of `expr` and of the values its names held, following names `depth`
-    assignments deep (every assignment of a reassigned name)."""
+def value_nodes(ctx: Analysis, expr: ast.expr | str, depth: int = 3) -> list[ast.AST]:
+    """The nodes of `expr` (or of the values of the name `expr`) and of the values its names
+    held, following names `depth` assignments deep (every assignment of a reassigned name)."""
     out: list[ast.AST] = []
-    todo, seen = [expr], set()
+    if isinstance(expr, str):  # the name's values are one assignment in
+        todo, seen, depth = [v for v in ctx.lookup(expr)[1] if v is not None], {expr}, depth - 1
+    else:
+        todo, seen = [expr], set()
     while todo and depth >= 0:
         depth -= 1
         nxt: list[ast.expr] = []
@@ -127,7 +130,7 @@ def value_nodes(ctx: Analysis, expr: ast.expr, depth: int = 3) -> list[ast.AST]:
     return out
 
 
-def counts_own_finite_entries(ctx: Analysis, count: ast.expr, numerator: ast.expr) -> bool:
+def counts_own_finite_entries(ctx: Analysis, count: ast.expr | str, numerator: ast.expr) -> bool:
     """Is `count` a count of the finite (non-NaN) entries of the very tensor the numerator sums
     (`valid = ~isnan(x)`; `centered = where(valid, x - m, 0)`; `centered.sum() / valid.sum()`)?
     It is 0 only where every entry is already NaN: the division adds no NaN of its own."""

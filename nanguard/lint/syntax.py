@@ -66,6 +66,11 @@ def last_identifier(expr: ast.AST) -> str | None:
     return None
 
 
+def callee_name(func: ast.AST) -> str:
+    """The last identifier of a called expression (`torch.cumsum` -> 'cumsum'), or ''."""
+    return last_identifier(func) or ""
+
+
 def is_eps_like(expr: ast.AST | None) -> bool:
     """A small positive constant by name: `eps`, `self.eps`, `torch.finfo(t).tiny`, `K.epsilon()`."""
     if expr is None:

@@ -18,7 +18,7 @@ from nanguard.lint.rules.division_counts import (
 )
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
-from nanguard.lint.syntax import bounded_walk, const_value, describe
+from nanguard.lint.syntax import callee_name, bounded_walk, const_value, describe
 
 DIV_BY_COUNT = Rule(
     code="NG401",
@@ -164,10 +164,6 @@ def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
         and isinstance(value.args[0], (ast.GeneratorExp, ast.ListComp))
 
 
-def _last_name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
 _NAN_CLEANER = re.compile(r"(^|_)(non_?nan|no_?nan|de_?nan|nan_to_\w+|(replace|remove|zero|mask|fill)_nans?)$",
                           re.IGNORECASE)
 
@@ -178,7 +174,7 @@ def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
     cleaned = ctx.memo.get("nan_cleaned")
     if cleaned is None:
         cleaned = ctx.memo["nan_cleaned"] = {id(a) for call, _scope, _ng in ctx.calls
-                                             if _NAN_CLEANER.search(_last_name(call.func)) for a in call.args}
+                                             if _NAN_CLEANER.search(callee_name(call.func)) for a in call.args}
     return id(node) in cleaned
 
 

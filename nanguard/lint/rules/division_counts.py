@@ -14,7 +14,7 @@ import re
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import bounded_walk, const_value
+from nanguard.lint.syntax import callee_name, bounded_walk, const_value
 
 
 def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False) -> bool:
@@ -25,22 +25,18 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask)
 
 
-def _last_name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
 def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
     """`torch.cat([cls_mask, vmasks, torch.ones((b, 1))], dim=1)`: every row keeps the block of
     ones concatenated into it (a [CLS]/[SEP] position), so the count is at least 1."""
     m = strip_wrappers(ctx, ctx.resolve(mask))
-    if not isinstance(m, ast.Call) or _last_name(m.func) not in ("cat", "concat", "concatenate") or not m.args:
+    if not isinstance(m, ast.Call) or callee_name(m.func) not in ("cat", "concat", "concatenate") or not m.args:
         return False
     parts = m.args[0]
     if not isinstance(parts, (ast.List, ast.Tuple)):
         return False
     for part in parts.elts:
         call = strip_wrappers(ctx, ctx.resolve(part))
-        if isinstance(call, ast.Call) and _last_name(call.func) in ("ones", "ones_like", "new_ones"):
+        if isinstance(call, ast.Call) and callee_name(call.func) in ("ones", "ones_like", "new_ones"):
             return True
     return False
 
@@ -108,14 +104,14 @@ def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
     """Sparsemax's support `z_sorted - (cumsum(z_sorted) - 1) / r > 0` (also `1 + r * z_sorted >
     cumsum(z_sorted)`): its first entry is z_max - (z_max - 1) = 1 > 0, so it counts at least one."""
     m = ctx.resolve(mask)
-    while isinstance(m, ast.Call) and _last_name(m.func) in ("cast", "float", "astype", "to") and m.args \
-            or isinstance(m, ast.Call) and _last_name(m.func) == "cast":
+    while isinstance(m, ast.Call) and callee_name(m.func) in ("cast", "float", "astype", "to") and m.args \
+            or isinstance(m, ast.Call) and callee_name(m.func) == "cast":
         m = ctx.resolve(m.args[0] if m.args else m.func.value)  # type: ignore[attr-defined]  # `tf.cast(support, dt)`
     if not isinstance(m, ast.Compare):
         return False
     for node in bounded_walk(m, 80):
         call = ctx.value_of(node) if isinstance(node, ast.Name) else node  # `cs = jnp.cumsum(z_sorted)`
-        if isinstance(call, ast.Call) and _last_name(call.func) == "cumsum":
+        if isinstance(call, ast.Call) and callee_name(call.func) == "cumsum":
             source = call.args[0] if call.args else getattr(call.func, "value", None)
             if source is None:
                 continue
@@ -125,7 +121,7 @@ def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
             if isinstance(source, ast.Name) and value is source:
                 scope, _ = ctx.lookup(source.id)  # `values, indices = jax.lax.top_k(x, k)`
                 value = next(iter(scope.unpacked.get(source.id, [])), value) if scope is not None else value
-            if (isinstance(value, ast.Call) and _last_name(value.func) in _SORTS) \
+            if (isinstance(value, ast.Call) and callee_name(value.func) in _SORTS) \
                     or (isinstance(source, ast.Name) and "sort" in source.id):
                 return True
     return False

@@ -124,9 +124,7 @@ def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool
             if parts is not None and condition_names(ctx, parts[0]).tests and \
                     set().union(*(t.names for t in condition_names(ctx, parts[0]).tests)) & tested:
                 return True
-    return any(counts_own_finite_entries(ctx, ast.Name(id=name.split("@", 1)[0], ctx=ast.Load(),
-                                                       lineno=numerator.lineno, col_offset=0), numerator)
-               for name in tested)
+    return any(counts_own_finite_entries(ctx, name.split("@", 1)[0], numerator) for name in tested)
 
 
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
