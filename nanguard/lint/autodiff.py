@@ -9,7 +9,7 @@ module adds what a reader sees from the module as a whole:
   `tf.custom_gradient`, `jax.custom_jvp`/`custom_vjp` (also through `functools.partial`),
   `torch.library.custom_op`, `RegisterGradient`; every function passed to a
   `custom_gradient(vjp_fwd=..., vjp_bwd=..., jvp_fn=...)` call, to `.defvjp(fwd, bwd)` or
-  `.defjvp(jvp)`: autodiff uses the rule, not the ops of the body, and the rules compute
+  `.defjvp(jvp)` or decorated with `@f.defjvp`: autodiff uses the rule, not the ops of the body, and the rules compute
   gradients rather than being differentiated (as for `backward`, higher orders aside);
 * the methods of an `autograd.Function` (`forward` runs under no-grad, `backward`/`jvp`
   compute derivatives) and an optimizer's update hooks (`_resource_apply_dense`,
@@ -204,8 +204,8 @@ class Autodiff:
         level = self._function_level(fn)
         if level:
             return level
-        if any(decorator_name(d) in CUSTOM_DERIVATIVE for d in fn.decorator_list):  # type: ignore[attr-defined]
-            return 2
+        if any(decorator_name(d) in RULE_CALLS for d in fn.decorator_list):  # type: ignore[attr-defined]
+            return 2  # a custom-derivative primal, or a rule registered by decorator (`@f.defjvp`)
         if gradient_transformation_update(fn):
             return 2
         if not self._built:
@@ -310,6 +310,19 @@ class Autodiff:
         if not refs:
             return 0
         return min(self._site(r) for r in refs)
+
+    def calls_of(self, fn: ast.AST) -> list[tuple[ast.Call, ast.AST | None]]:
+        """Every use of the private or nested function `fn` in the module as (call, innermost
+        enclosing function or None at module level); [] when it is public (other modules may
+        call it), unused, or used other than by a direct call (passed along, returned)."""
+        if self._public(fn):
+            return []
+        out: list[tuple[ast.Call, ast.AST | None]] = []
+        for ref in self._uses(fn):
+            if ref.role != "call" or ref.call is None or any(isinstance(f, ast.Lambda) for f in ref.chain):
+                return []
+            out.append((ref.call, ref.chain[-1] if ref.chain else None))
+        return out
 
     def _site_not_differentiated(self, ref: _Ref) -> bool:
         return self._site(ref) > 0

@@ -13,66 +13,156 @@ from typing import TYPE_CHECKING
 
 from nanguard.lint.syntax import bounded_walk
 
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
     from nanguard.lint.scope import Scope
 
 # Calls that only show a value or read it without a gradient: printing, logging, formatting,
-# leaving the framework, and index-valued reductions (argmax's result carries no gradient).
+# leaving the framework, index- and bool-valued results (argmax, bucketize, isnan: no gradient).
 _SINK_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "log_metrics", "log_dict",
                          "add_scalar", "add_scalars", "set_postfix", "set_description", "format",
                          "item", "tolist", "numpy", "float", "int", "bool", "write",
-                         "argmax", "argmin", "argsort", "nonzero", "count_nonzero"})
+                         "argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere",
+                         "bucketize", "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose",
+                         "allclose"})
+# Of these, the ones a framework also spells as a tensor op, whose result is still not differentiable.
+_INDEX_OPS = frozenset({"argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere", "bucketize",
+                        "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose", "allclose"})
+# Methods read off a tensor without its values: `x.shape`, `x.size(0)`.
+_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "size", "dim", "numel", "get_shape"})
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 class _Uses:
     """Per scope: the loads of each local name, the ids of loads that end in a sink (a reporting
-    call, an f-string, a comparison, an index-valued reduction), and which assignment's
-    right-hand side each node belongs to."""
+    call, an f-string, a comparison, an index-valued reduction, a shape read), which assignment's
+    targets each node's value flows to (with the assignment's last line and the loop around it),
+    and the nodes returned."""
 
-    __slots__ = ("loads", "owner", "sunk")
+    __slots__ = ("loads", "loop_of", "owner", "returned", "sunk")
 
     def __init__(self, ctx: Analysis, scope_node: ast.AST) -> None:
         self.loads: dict[str, list[ast.Name]] = {}
         self.sunk: set[int] = set()
-        self.owner: dict[int, str] = {}
+        self.owner: dict[int, tuple[tuple[str, ...], int, int]] = {}  # -> (targets, last line, id(stmt))
+        self.loop_of: dict[int, ast.AST] = {}  # id(assignment) -> the innermost loop around it
+        self.returned: set[int] = set()
         for n in bounded_walk(scope_node, 8000):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads.setdefault(n.id, []).append(n)
             elif isinstance(n, (ast.JoinedStr, ast.Compare)):
                 self.sunk.update(id(m) for m in bounded_walk(n, 200))
-            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-                for m in bounded_walk(n.value, 400):
-                    self.owner.setdefault(id(m), n.targets[0].id)
+            elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                names = _target_names(n)
+                if names:
+                    for m in bounded_walk(n.value, 400):
+                        self.owner.setdefault(id(m), (names, getattr(n, "end_lineno", n.lineno), id(n)))
+            elif isinstance(n, ast.Return) and n.value is not None:
+                self.returned.update(id(m) for m in bounded_walk(n.value, 400))
+            elif isinstance(n, _LOOPS):
+                for m in bounded_walk(n, 4000):
+                    if isinstance(m, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                        self.loop_of[id(m)] = n  # pre-order: the innermost loop is seen last
+            elif isinstance(n, ast.Attribute) and n.attr in _METADATA and isinstance(n.ctx, ast.Load):
+                self.sunk.add(id(n.value))  # `x.shape`, `x.size(0)`: no value of x is read
             elif isinstance(n, ast.Call):
                 func = n.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in _SINK_CALLS and (ctx.op(n) is None or name in ("argmax", "argmin", "argsort")):
+                if name in _SINK_CALLS and (ctx.op(n) is None or name in _INDEX_OPS):
                     parts = [*n.args, *(k.value for k in n.keywords)]
-                    if isinstance(func, ast.Attribute) and name in ("item", "tolist", "numpy", "argmax", "argmin",
-                                                                     "argsort", "nonzero", "count_nonzero"):
+                    if isinstance(func, ast.Attribute) and name in _INDEX_OPS | {"item", "tolist", "numpy"}:
                         parts.append(func.value)
                     for part in parts:
                         self.sunk.update(id(m) for m in bounded_walk(part, 200))
 
+    def loads_after(self, key: str, line: int, loop: ast.AST | None) -> list[ast.Name]:
+        """Loads of `key` that can read a value assigned on `line`: later lines, and anywhere in
+        the loop around the assignment (the next iteration reads it too)."""
+        inside = {id(m) for m in bounded_walk(loop, 4000)} if loop is not None else set()
+        return [n for n in self.loads.get(key, ()) if n.lineno > line or id(n) in inside]
 
-def only_reported(ctx: Analysis, node: ast.AST) -> bool:
-    """Is `node` part of the value of a local name whose every later use only shows or
-    compares it (`rmse = sqrt(mse)` then `print(f"{rmse:.2f}")`; `d = sqrt(...)` then
-    `d < r`; `argmin(d)`)? No gradient is taken through such a value."""
-    scope_node = ctx.scope.node
+
+def _target_names(node: ast.AST) -> tuple[str, ...]:
+    """The names an assignment binds (`a = ...`, `a, _ = ...`, `a += ...`); () when any target is
+    not a plain name (an attribute or subscript keeps the value somewhere else)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    names: list[str] = []
+    for t in targets:
+        for part in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+            if not isinstance(part, ast.Name):
+                return ()
+            names.append(part.id)
+    return tuple(names)
+
+
+def _uses_of(ctx: Analysis, scope_node: ast.AST) -> _Uses:
     memo_key = f"uses:{id(scope_node)}"
     if memo_key not in ctx.memo:
         ctx.memo[memo_key] = _Uses(ctx, scope_node)
-    uses_index: _Uses = ctx.memo[memo_key]
-    if id(node) in uses_index.sunk:
-        return True  # `print("RMSE: {}".format(jnp.sqrt(mse)))`
-    key = uses_index.owner.get(id(node))
-    line = getattr(node, "end_lineno", None)
-    if key is None or line is None:
+    return ctx.memo[memo_key]  # type: ignore[no-any-return]
+
+
+def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, local: bool) -> bool:
+    """Does the value of `node` end, on every path, in a sink: shown, compared, reduced to an
+    index, or assigned only to names whose every later read does (transitively, `depth` names)?
+    A name never read again ends it too, in a function (`local`): nothing outside sees it."""
+    if id(node) in uses.sunk:
+        return True
+    owned = uses.owner.get(id(node))
+    if owned is None or depth <= 0:
         return False
-    uses = [n for n in uses_index.loads.get(key, ()) if n.lineno > line]
-    return bool(uses) and all(id(n) in uses_index.sunk for n in uses)
+    names, line, stmt = owned
+    for key in names:
+        if (key, line) in seen:
+            continue  # `d = where(m, d, inf)`: the later reads of the new `d` are checked once
+        seen.add((key, line))
+        loads = uses.loads_after(key, line, uses.loop_of.get(stmt))
+        if not loads and not (local or key.startswith("_")):
+            return False
+        if not all(_dead(uses, n, seen, depth - 1, local) for n in loads):
+            return False
+    return True
+
+
+def only_reported(ctx: Analysis, node: ast.AST) -> bool:
+    """Does the value of `node` only reach sinks: shown, compared, reduced to an index or a
+    shape (`rmse = sqrt(mse)` then `print(f"{rmse:.2f}")`; `d = sqrt(...)` then `d < r`;
+    `argsort(where(m, d, inf))`), through local names and, for a value a private or nested
+    function returns, through every call of it in the module? No gradient is taken through
+    such a value."""
+    return _only_reported(ctx, node, ctx.scope, 2)
+
+
+def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int) -> bool:
+    local = isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    uses = _uses_of(ctx, scope.node)
+    if id(node) not in uses.owner and id(node) not in uses.sunk:
+        if id(node) in uses.returned and calls_depth > 0 and isinstance(scope.node, FUNCS):
+            return _result_only_reported(ctx, scope.node, calls_depth - 1)
+        return False
+    seen: set[tuple[str, int]] = set()
+    owned = uses.owner.get(id(node))
+    if owned is not None:
+        names, line, stmt = owned
+        loads = [n for key in names for n in uses.loads_after(key, line, uses.loop_of.get(stmt))]
+        if not loads:
+            return False  # the value of the finding itself is never read: dead code, or read elsewhere
+    return _dead(uses, node, seen, 4, local)
+
+
+def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int) -> bool:
+    """Is every call of the private or nested function `fn` in this module a value that only
+    reaches sinks (`dists = distances(p)` then `dists < r`)?"""
+    refs = ctx.autodiff.calls_of(fn)
+    if not refs:
+        return False
+    for call, caller in refs:
+        scope = ctx.scope_of.get(id(caller)) if caller is not None else ctx.module_scope
+        if scope is None or not _only_reported(ctx, call, scope, calls_depth):
+            return False
+    return True
 
 
 def index_names(ctx: Analysis, scope: Scope) -> frozenset[str]:

@@ -609,6 +609,71 @@ NEGATIVES = [
             z = torch.sqrt(F.relu(z)) - torch.sqrt(F.relu(-z))
             return F.normalize(z, p=2)
     """),
+    # openfold's data pipeline: distances only compared, then their indices returned.
+    ("NG302", """\
+        def interface_residues(positions, atom_mask, threshold):
+            coord_diff = positions[..., None, :, :] - positions[..., None, :, :, :]
+            pairwise_dists = torch.sqrt(torch.sum(coord_diff ** 2, dim=-1))
+            min_dist, _ = torch.where(atom_mask.bool(), pairwise_dists, torch.inf).min(dim=-1)
+            valid = torch.sum((min_dist < threshold).float(), dim=-1)
+            return torch.nonzero(valid, as_tuple=True)[0]
+    """),
+    # openfold's crop: distances re-assigned through a where, then only arg-sorted.
+    ("NG302", """\
+        def crop(ca_positions, ca_mask, target_res, crop_size):
+            coord_diff = ca_positions[..., None, :] - ca_positions[..., None, :, :]
+            dists = torch.sqrt(torch.sum(coord_diff ** 2, dim=-1))[target_res]
+            tie = torch.arange(0, dists.shape[-1]).float() * 1e-3
+            dists = torch.where(ca_mask, dists, torch.inf) + tie
+            return torch.argsort(dists)[:crop_size]
+    """),
+    # openfold's early stop: a nested helper whose every result ends in `.item()` and a comparison.
+    ("NG302", """\
+        def tolerance_reached(prev_pos, next_pos, tol, eps=1e-8):
+            def distances(points):
+                d = points[..., None, :] - points[..., None, :, :]
+                return torch.sqrt(torch.sum(d ** 2, dim=-1))
+            sq_diff = (distances(prev_pos) - distances(next_pos)) ** 2
+            diff = torch.sqrt(sq_diff.mean() + eps).item()
+            return diff <= tol
+    """),
+    # openfold's distogram: the distances are bucketized (an integer result).
+    ("NG302", """\
+        def pts_to_distogram(pts, boundaries):
+            dists = torch.sqrt(torch.sum((pts.unsqueeze(-2) - pts.unsqueeze(-3)) ** 2, dim=-1))
+            return torch.bucketize(dists, boundaries)
+    """),
+    # ott's Lambert W: the where is in the tangent of a `@f.defjvp` rule, not differentiated.
+    ("NG501", """\
+        @jax.custom_jvp
+        def lambertw(z):
+            return z
+
+        @lambertw.defjvp
+        def _lambertw_jvp(primals, tangents):
+            z, = primals
+            dz, = tangents
+            w = lambertw(z)
+            pz = jnp.where(z == 0.0, 1.0, w / ((1.0 + w) * z))
+            return w, pz * dz
+    """),
+    # ProteinMPNN: a masked probability raised in place before it is renormalised.
+    ("NG401", """\
+        def renormalise(probs, keep_mask):
+            probs_masked = probs * keep_mask
+            probs_masked += probs * 0.001
+            return probs_masked / torch.sum(probs_masked, dim=-1, keepdim=True)
+    """),
+    # ott's soft ranks and pyro's LDA: uniform weights over n entries are an empty array at n = 0.
+    ("NG401", """\
+        def ranks(inputs, num_targets=None):
+            num_targets = inputs.shape[0] if num_targets is None else num_targets
+            return jnp.ones((num_targets,)) / num_targets
+    """),
+    ("NG401", """\
+        def model(args):
+            return torch.ones(args.num_words) / args.num_words
+    """),
 ]
 
 POSITIVES = [
@@ -901,6 +966,58 @@ POSITIVES = [
     ("NG304", """\
         def power_normalise(z):
             return tf.sqrt(tf.nn.relu(z)) - tf.sqrt(tf.nn.relu(-z))
+    """),
+    # The same shapes where the value is kept: a distance that goes on into the loss, a value
+    # read again by the next loop iteration, a nested helper whose result is returned.
+    ("NG302", """\
+        def loss_dist(pts, target):
+            coord_diff = pts[..., None, :] - pts[..., None, :, :]
+            d = torch.sqrt(torch.sum(coord_diff ** 2, dim=-1))
+            close = d < 4.0
+            return ((d - target) ** 2 * close).mean()
+    """),
+    ("NG302", """\
+        def loop_carried(pts, n):
+            total = 0
+            prev = None
+            for i in range(n):
+                if prev is not None:
+                    total = total + prev
+                prev = torch.sqrt(torch.sum((pts[i] - pts[0]) ** 2, dim=-1))
+                if (prev < 1).any():
+                    break
+            return total
+    """),
+    ("NG302", """\
+        def nested_used(points):
+            def distances(p):
+                d = p[..., None, :] - p[..., None, :, :]
+                return torch.sqrt(torch.sum(d ** 2, dim=-1))
+            return distances(points).mean()
+    """),
+    ("NG401", """\
+        def renormalise(probs, keep_mask):
+            probs_masked = probs * keep_mask
+            return probs_masked / torch.sum(probs_masked, dim=-1, keepdim=True)
+    """),
+    ("NG401", """\
+        def uniform(n, mask):
+            return jnp.ones((n,)) / jnp.sum(mask)
+    """),
+    # A Gram-expansion distance clamped at 0 in place of itself: the clamp hides the NaN value,
+    # not the infinite gradient of the root at 0 (issue 28's "clamp before the Gram sqrt").
+    ("NG301", """\
+        def distance_matrix(x):
+            sq = (x * x).sum(1)
+            d = sq[:, None] + sq[None, :] - 2 * x @ x.t()
+            d = torch.clamp(d, min=0.0)
+            return torch.sqrt(d)
+    """),
+    ("NG302", """\
+        def distance_matrix(x):
+            d = (x[:, None] - x[None]).pow(2).sum(-1)
+            d = d.clamp(min=0)
+            return d.sqrt()
     """),
 ]
 

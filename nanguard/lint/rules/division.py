@@ -9,7 +9,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
-from nanguard.lint.dataflow import counts_own_finite_entries
+from nanguard.lint.dataflow import counts_own_finite_entries, incremented_before
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
@@ -198,6 +198,23 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+_FILLED = frozenset({"ones", "zeros", "full", "empty", "rand", "randn"})
+
+
+def _sized_by(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> bool:
+    """Is the numerator a new array whose shape is the divisor itself (`torch.ones(n) / n`,
+    `jnp.full((n,), v) / n`)? Where the divisor is 0 the array is empty: no entry is divided."""
+    if not isinstance(denominator, (ast.Name, ast.Attribute)):
+        return False
+    e = strip_wrappers(ctx, ctx.resolve(numerator))
+    if not isinstance(e, ast.Call) or callee_name(e.func) not in _FILLED or not e.args:
+        return False
+    shape = e.args[0]
+    parts = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
+    spelled = ast.dump(denominator)
+    return any(ast.dump(p) == spelled for p in parts)  # `n`, `self.n`, `args.num_words`
+
+
 def _unchanged_parameter(ctx: Analysis, expr: ast.expr) -> bool:
     """The function's own input, as passed (`x` of `forward(self, x)`), not a slice or a
     selection of it (`grids[:, :, 1:]`, `strip_pad(target)` can be empty for a non-empty input)."""
@@ -220,6 +237,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         return None
     if _sizes_only(ctx, d):
         return None  # `x.sum((1, 2)) / (x.size(1) * x.size(2))`: a mean by hand, 0 only for an empty tensor
+    if _sized_by(ctx, numerator, d):
+        return None  # `jnp.ones((n,)) / n`: uniform weights, an empty array when n is 0
     python = python_number(ctx, denominator) or _python_accumulator(ctx, d)
     if python and (python_number(ctx, numerator) or _python_accumulator(ctx, strip_wrappers(ctx, numerator))
                    or not has_tensor_op(ctx, numerator)):
@@ -238,6 +257,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         oc = ctx.op(c)
         if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
             mask = strip_wrappers(ctx, oc.input)
+            if incremented_before(ctx, mask, c.lineno):
+                continue  # `m = probs * keep; m += probs * 1e-3`: no longer a masked zero
             if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not counts_at_least_one(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \

@@ -87,8 +87,21 @@ RULES = [SQRT_GRAM, SQRT_SUM_SQUARES, ROOT_OF_ZERO]
 
 
 def _through_zero_clamp(ctx: Analysis, expr: ast.expr) -> tuple[ast.expr, bool]:
-    """Look through `clamp(d, min=0)`, `d.clamp_min(0)`, `relu(d)`: (inner expression, clamped?)."""
+    """Look through `clamp(d, min=0)`, `d.clamp_min(0)`, `relu(d)`: (inner expression, clamped?).
+    A name clamped in place of itself (`d = d.clamp(min=0)` then `d.sqrt()`) is read through to
+    what it held before the clamp."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
+    if isinstance(e, ast.Name) and ctx.value_of(e) is None:
+        last = ctx.last_value(e)
+        if last is not None:
+            inner, clamped = _zero_clamp_of(ctx, strip_wrappers(ctx, last))
+            prior = ctx.last_value(inner) if clamped and isinstance(inner, ast.Name) and inner.id == e.id else None
+            if prior is not None:
+                return strip_wrappers(ctx, prior), True
+    return _zero_clamp_of(ctx, e)
+
+
+def _zero_clamp_of(ctx: Analysis, e: ast.expr) -> tuple[ast.expr, bool]:
     oc = ctx.op(e)
     if oc is not None and oc.input is not None:
         if oc.op in ("clamp", "clamp_min", "maximum"):
