@@ -9,8 +9,9 @@ module adds what a reader sees from the module as a whole:
   `tf.custom_gradient`, `jax.custom_jvp`/`custom_vjp` (also through `functools.partial`),
   `torch.library.custom_op`, `RegisterGradient`; every function passed to a
   `custom_gradient(vjp_fwd=..., vjp_bwd=..., jvp_fn=...)` call, to `.defvjp(fwd, bwd)` or
-  `.defjvp(jvp)` or decorated with `@f.defjvp`: autodiff uses the rule, not the ops of the body, and the rules compute
-  gradients rather than being differentiated (as for `backward`, higher orders aside);
+  `.defjvp(jvp)`, and every function decorated `@f.defjvp`: autodiff uses the rule, not the
+  ops of the body, and the rules compute gradients rather than being differentiated (as for
+  `backward`, higher orders aside);
 * the methods of an `autograd.Function` (`forward` runs under no-grad, `backward`/`jvp`
   compute derivatives) and an optimizer's update hooks (`_resource_apply_dense`,
   `update_step`, ... of a class deriving from an `...Optimizer`), which run on gradients

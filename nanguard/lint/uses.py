@@ -30,8 +30,10 @@ _SINK_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "lo
 # Of these, the ones a framework also spells as a tensor op, whose result is still not differentiable.
 _INDEX_OPS = frozenset({"argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere", "bucketize",
                         "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose", "allclose"})
-# Methods read off a tensor without its values: `x.shape`, `x.size(0)`.
-_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "size", "dim", "numel", "get_shape"})
+# What is read off a tensor without its values: `x.shape`, `x.size(0)`;
+# `.indices` of a sort, top-k or max result: integers, whatever the values were.
+_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "size", "dim", "numel", "get_shape",
+                       "indices"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
@@ -66,7 +68,7 @@ class _Uses:
                     if isinstance(m, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                         self.loop_of[id(m)] = n  # pre-order: the innermost loop is seen last
             elif isinstance(n, ast.Attribute) and n.attr in _METADATA and isinstance(n.ctx, ast.Load):
-                self.sunk.add(id(n.value))  # `x.shape`, `x.size(0)`: no value of x is read
+                self.sunk.update(id(m) for m in bounded_walk(n.value, 200))  # `x.shape`: no value of x is read
             elif isinstance(n, ast.Call):
                 func = n.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

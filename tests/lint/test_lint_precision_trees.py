@@ -674,6 +674,28 @@ NEGATIVES = [
         def model(args):
             return torch.ones(args.num_words) / args.num_words
     """),
+    # boltz's frames: distances whose only use is the `.indices` of a sort.
+    ("NG302", """\
+        def frames(pred_atom_coords, mask, resolved_pair):
+            for i, coord in enumerate(pred_atom_coords):
+                dist_mat = ((coord[:, mask][:, None, :, :] - coord[:, mask][:, :, None, :]) ** 2).sum(-1) ** 0.5
+                indices = torch.sort(dist_mat + resolved_pair, axis=2).indices
+                pred_atom_coords[i] = indices
+            return pred_atom_coords
+    """),
+    # POT's simplex projection: the support over a sort reversed by `[:, ::-1]` counts at least one.
+    ("NG401", """\
+        def projection_simplex(V, z=1):
+            n_features = V.shape[1]
+            U = np.sort(V, axis=1)[:, ::-1]
+            z = np.ones(len(V)) * z
+            cssv = np.cumsum(U, axis=1) - z[:, np.newaxis]
+            ind = np.arange(n_features) + 1
+            cond = U - cssv / ind > 0
+            rho = np.count_nonzero(cond, axis=1)
+            theta = cssv[np.arange(len(V)), rho - 1] / rho
+            return np.maximum(V - theta[:, np.newaxis], 0)
+    """),
 ]
 
 POSITIVES = [
@@ -1018,6 +1040,12 @@ POSITIVES = [
             d = (x[:, None] - x[None]).pow(2).sum(-1)
             d = d.clamp(min=0)
             return d.sqrt()
+    """),
+    ("NG302", """\
+        def frame_loss(coord, mask, target):
+            dist_mat = ((coord[:, mask][:, None, :, :] - coord[:, mask][:, :, None, :]) ** 2).sum(-1) ** 0.5
+            indices = torch.sort(dist_mat, axis=2).indices
+            return (dist_mat.gather(2, indices) - target).abs().mean()
     """),
 ]
 

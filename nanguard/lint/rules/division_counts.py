@@ -109,8 +109,12 @@ def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
         m = ctx.resolve(m.args[0] if m.args else m.func.value)  # type: ignore[attr-defined]  # `tf.cast(support, dt)`
     if not isinstance(m, ast.Compare):
         return False
+    calls: list[ast.AST] = []
     for node in bounded_walk(m, 80):
-        call = ctx.value_of(node) if isinstance(node, ast.Name) else node  # `cs = jnp.cumsum(z_sorted)`
+        value = ctx.value_of(node) if isinstance(node, ast.Name) else None
+        # `cs = jnp.cumsum(z_sorted)`, `cssv = np.cumsum(u, axis=1) - z[:, None]`
+        calls.extend(bounded_walk(value, 20) if value is not None else [node])
+    for call in calls:
         if isinstance(call, ast.Call) and callee_name(call.func) == "cumsum":
             source = call.args[0] if call.args else getattr(call.func, "value", None)
             if source is None:
