@@ -15,7 +15,7 @@ module adds what a reader sees from the module as a whole:
 * the methods of an `autograd.Function` (`forward` runs under no-grad, `backward`/`jvp`
   compute derivatives) and an optimizer's update hooks (`_resource_apply_dense`,
   `update_step`, ... of a class deriving from an `...Optimizer`), which run on gradients
-  outside any tape;
+  outside any tape, and the methods of a `...Dataset` class, which prepare inputs;
 * a function whose every use in the module is in such code (`_temme_series` reached only
   from a custom-gradient Bessel function, `_lamb_trust_ratio` only from a `@torch.no_grad()`
   step, a lazy property read only in a no-grad `sample`). A function the module never uses,
@@ -35,20 +35,9 @@ import ast
 from typing import TYPE_CHECKING
 
 from nanguard.lint.autodiff_markers import (
-    CUSTOM_DERIVATIVE,
-    RULE_CALLS,
-    FUNCTION_BASES,
-    FUNCTION_METHODS,
-    OPTIMIZER_HOOKS,
-    SOLVER_STEPS,
-    GRADIENT_RULE_PARAMS,
-    FUNCS,
-    last_identifier,
-    callee,
-    mark_escape,
-    decorator_name,
-    scalar_annotation,
-    gradient_transformation_update,
+    CUSTOM_DERIVATIVE, DATASET_SUFFIX, FUNCS, FUNCTION_BASES, FUNCTION_METHODS, GRADIENT_RULE_PARAMS,
+    OPTIMIZER_HOOKS, RULE_CALLS, SOLVER_STEPS, callee, decorator_name, gradient_transformation_update,
+    last_identifier, mark_escape, scalar_annotation,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -224,6 +213,8 @@ class Autodiff:
             if name in OPTIMIZER_HOOKS and any("Optimizer" in b for b in bases):
                 return 2
             if name in SOLVER_STEPS and any(b.endswith("Solver") for b in bases):
+                return 2
+            if any(b.endswith(DATASET_SUFFIX) for b in bases):
                 return 2
         args = fn.args  # type: ignore[attr-defined]
         if {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} & GRADIENT_RULE_PARAMS:

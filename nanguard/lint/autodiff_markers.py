@@ -25,6 +25,10 @@ OPTIMIZER_HOOKS = frozenset({"_resource_apply_dense", "_resource_apply_sparse",
 # Steps of an iterative solver (jaxopt's `update`/`run`): differentiated implicitly at the
 # solution (implicit differentiation), not through the iterations.
 SOLVER_STEPS = frozenset({"update", "run", "init_state", "_update", "_run"})
+# A class deriving from a dataset (`torch.utils.data.Dataset`, `IterableDataset`, PyG's
+# `InMemoryDataset`, `DGLDataset`): its methods prepare inputs in the data loader, before any
+# model runs; nothing differentiates them.
+DATASET_SUFFIX = "Dataset"
 # Parameters of a backward hook or gradient rule (`hook(module, grad_input, grad_output)`).
 GRADIENT_RULE_PARAMS = frozenset({"grad_output", "grad_outputs"})
 # Python number annotations: such a parameter holds no tensor, so no gradient.

@@ -57,7 +57,8 @@ class Scope:
         self.bindings: dict[str, list[ast.expr | None]] = {}
         # name -> in-place changes: the value of `name[...] = value`, or the call `name.op_(...)`.
         self.mutations: dict[str, list[ast.AST]] = {}
-        # names (or `self.x` spellings) compared with 0 or tested with .any()/.all() somewhere.
+        # names (or `self.x` spellings) compared with 0 or tested with .any()/.all() somewhere;
+        # "compared:x" where a comparison of x is tested whole (`torch.all(x == ignore)`).
         self.zero_checked: set[str] = set()
         # name -> calls it was unpacked from (`v, _ = torch.topk(logits, k)`).
         self.unpacked: dict[str, list[ast.expr]] = {}

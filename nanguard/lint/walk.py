@@ -88,6 +88,13 @@ class Walk:
                     elif attr == "any" or attr == "all" or attr == "reduce_any" or attr == "reduce_all":
                         # `m.any()`, and the function forms `torch.any(m)`, `keras.ops.any(m)`
                         for subject in (func.value, node.args[0] if node.args else None):
+                            # `torch.all(targets == ignore_index)` tests the mask `targets != ignore_index`
+                            if isinstance(subject, ast.Compare):
+                                for part in [subject.left, *subject.comparators]:
+                                    key = name_key(part)
+                                    if key is not None:
+                                        scope.zero_checked.add("compared:" + key)
+                                continue
                             key = name_key(subject) if subject is not None else None
                             if key is not None:
                                 scope.zero_checked.add(key)

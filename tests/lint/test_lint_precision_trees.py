@@ -696,6 +696,26 @@ NEGATIVES = [
             theta = cssv[np.arange(len(V)), rho - 1] / rho
             return np.maximum(V - theta[:, np.newaxis], 0)
     """),
+    # benchmarking-gnns: a Dataset's preprocessing normalises the adjacency of its graphs.
+    ("NG501", """\
+        class SBMsDataset(torch.utils.data.Dataset):
+            def __getitem__(self, i):
+                return self._sym_normalize_adj(self.adj[i])
+
+            def _sym_normalize_adj(self, adj):
+                deg = torch.sum(adj, dim=0)
+                deg_inv = torch.where(deg > 0, 1. / torch.sqrt(deg), torch.zeros(deg.size()))
+                return torch.mm(torch.diag(deg_inv), torch.mm(adj, torch.diag(deg_inv)))
+    """),
+    # llm-foundry's MPT loss: the count is taken only in the else branch of an all-ignored test.
+    ("NG401", """\
+        def compute_loss(losses, targets, ignore_index):
+            if torch.all(targets == ignore_index):
+                loss = losses.sum()
+            else:
+                loss = losses.sum() / (targets != ignore_index).sum()
+            return loss
+    """),
 ]
 
 POSITIVES = [
@@ -1046,6 +1066,18 @@ POSITIVES = [
             dist_mat = ((coord[:, mask][:, None, :, :] - coord[:, mask][:, :, None, :]) ** 2).sum(-1) ** 0.5
             indices = torch.sort(dist_mat, axis=2).indices
             return (dist_mat.gather(2, indices) - target).abs().mean()
+    """),
+    ("NG501", """\
+        class GraphNorm(nn.Module):
+            def forward(self, adj):
+                deg = torch.sum(adj, dim=0)
+                deg_inv = torch.where(deg > 0, 1. / torch.sqrt(deg), torch.zeros(deg.size()))
+                return torch.mm(torch.diag(deg_inv), torch.mm(adj, torch.diag(deg_inv)))
+    """),
+    ("NG401", """\
+        def compute_loss(losses, targets, ignore_index):
+            valid = targets != ignore_index
+            return losses.sum() / (targets != ignore_index).sum()
     """),
 ]
 

@@ -198,6 +198,20 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+def _compared_under_any_all(ctx: Analysis, mask: ast.expr) -> bool:
+    """Is the mask a comparison of a name that the function also tests whole, with `any`/`all`
+    (`if torch.all(targets == ignore): ... else: loss / (targets != ignore).sum()`)?"""
+    if not isinstance(mask, ast.Compare):
+        return False
+    keys = {name_key(part) for part in [mask.left, *mask.comparators]} - {None}
+    s = ctx.scope
+    while s is not None:
+        if any("compared:" + k in s.zero_checked for k in keys):  # type: ignore[operator]
+            return True
+        s = s.parent
+    return False
+
+
 _FILLED = frozenset({"ones", "zeros", "full", "empty", "rand", "randn"})
 
 
@@ -259,7 +273,9 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
             mask = strip_wrappers(ctx, oc.input)
             if incremented_before(ctx, mask, c.lineno):
                 continue  # `m = probs * keep; m += probs * 1e-3`: no longer a masked zero
-            if is_mask_like(ctx, mask) and not ctx.zero_checked(mask) and not counts_at_least_one(ctx, mask):
+            if ctx.zero_checked(mask) or _compared_under_any_all(ctx, mask):
+                continue
+            if is_mask_like(ctx, mask) and not counts_at_least_one(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
