@@ -716,6 +716,16 @@ NEGATIVES = [
                 loss = losses.sum() / (targets != ignore_index).sum()
             return loss
     """),
+    # jaxopt's and optax's simplex-projection JVP: the support of a probability vector is never empty.
+    ("NG401", """\
+        def _projection_unit_simplex_jvp(primals, tangents):
+            x, = primals
+            x_dot, = tangents
+            primal_out = _projection_unit_simplex(x)
+            supp = primal_out > 0
+            card = jnp.count_nonzero(supp)
+            return primal_out, supp * x_dot - (jnp.dot(supp, x_dot) / card) * supp
+    """),
 ]
 
 POSITIVES = [
@@ -1078,6 +1088,13 @@ POSITIVES = [
         def compute_loss(losses, targets, ignore_index):
             valid = targets != ignore_index
             return losses.sum() / (targets != ignore_index).sum()
+    """),
+    ("NG401", """\
+        def tangent(x, x_dot, threshold):
+            primal_out = project(x)
+            supp = primal_out > threshold
+            card = jnp.count_nonzero(supp)
+            return supp * x_dot - (jnp.dot(supp, x_dot) / card) * supp
     """),
 ]
 

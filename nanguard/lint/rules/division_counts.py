@@ -22,7 +22,23 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
     if split_only:
         return _split_mask(ctx, mask)
     return _counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or _matches_itself(ctx, mask) \
-        or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask)
+        or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask)
+
+
+# Calls (by a word of their name) whose result is a probability vector: it sums to 1, so at
+# least one entry is positive.
+_DISTRIBUTION_WORDS = ("softmax", "sparsemax", "entmax", "simplex")
+
+
+def _support_of_a_distribution(ctx: Analysis, mask: ast.expr) -> bool:
+    """`primal_out > 0` where `primal_out = _projection_unit_simplex(x)` (jaxopt's JVP rule),
+    `sparsemax(z) != 0`: the support of a probability vector is never empty."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    if not (isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], (ast.Gt, ast.NotEq))
+            and const_value(m.comparators[0]) == 0):
+        return False
+    source = strip_wrappers(ctx, ctx.resolve(m.left))
+    return isinstance(source, ast.Call) and any(w in callee_name(source.func).lower() for w in _DISTRIBUTION_WORDS)
 
 
 def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
