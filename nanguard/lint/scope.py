@@ -47,7 +47,7 @@ SPECIAL = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, as
 class Scope:
     """Bindings and guards of one function, lambda, class or module body."""
 
-    __slots__ = ("bindings", "mutations", "node", "parent", "unpacked", "zero_checked")
+    __slots__ = ("bindings", "mutations", "node", "parent", "tuple_bound", "unpacked", "zero_checked")
 
     def __init__(self, node: ast.AST, parent: Scope | None) -> None:
         self.node = node
@@ -62,6 +62,8 @@ class Scope:
         self.zero_checked: set[str] = set()
         # name -> calls it was unpacked from (`v, _ = torch.topk(logits, k)`).
         self.unpacked: dict[str, list[ast.expr]] = {}
+        # name -> for each tuple assignment binding it, whether the value was a `.shape`.
+        self.tuple_bound: dict[str, list[bool]] = {}
 
     def bind(self, name: str, value: ast.expr | None) -> None:
         self.bindings.setdefault(name, []).append(value)

@@ -126,11 +126,14 @@ class Walk:
                 if target.__class__ is ast.Attribute and target.value.__class__ is ast.Name \
                         and target.value.id == "self":
                     self.self_assigned.setdefault(target.attr, []).append(value)  # `self.sm = nn.Softmax(1)`
-                if target.__class__ is ast.Tuple and value.__class__ is ast.Call:
+                if target.__class__ is ast.Tuple:
+                    from_shape = value.__class__ is ast.Attribute and value.attr == "shape"
                     for elt in target.elts:
                         key = name_key(elt)
                         if key is not None:
-                            scope.unpacked.setdefault(key, []).append(value)
+                            scope.tuple_bound.setdefault(key, []).append(from_shape)
+                            if value.__class__ is ast.Call:
+                                scope.unpacked.setdefault(key, []).append(value)
             if len(node.targets) == 1:  # type: ignore[attr-defined]
                 key = name_key(node.targets[0])  # type: ignore[attr-defined]
                 if key is not None:

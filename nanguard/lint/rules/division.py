@@ -106,19 +106,7 @@ def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
     scope, values = ctx.lookup(name)
     if scope is None or any(v is not None for v in values):
         return False
-    key = f"shape_unpacked:{id(scope.node)}"
-    if key not in ctx.memo:  # per scope: name -> [is each tuple assignment of it from `.shape`]
-        found: dict[str, list[bool]] = {}
-        for n in bounded_walk(scope.node, 4000):
-            if isinstance(n, ast.Assign):
-                from_shape = isinstance(n.value, ast.Attribute) and n.value.attr == "shape"
-                for t in n.targets:
-                    if isinstance(t, ast.Tuple):
-                        for x in t.elts:
-                            if isinstance(x, ast.Name):
-                                found.setdefault(x.id, []).append(from_shape)
-        ctx.memo[key] = found
-    kinds = ctx.memo[key].get(name, [])
+    kinds = scope.tuple_bound.get(name, [])
     return bool(kinds) and all(kinds) and len(kinds) == len(values)
 
 
@@ -131,8 +119,8 @@ def _converted_to_int(ctx: Analysis, node: ast.AST) -> bool:
     key = "int_wrapped_divisions"
     if key not in ctx.memo:
         wrapped = set()
-        for n in bounded_walk(ctx.tree, 200000):
-            if isinstance(n, ast.Call) and len(n.args) == 1 and ctx.op(n) is None and \
+        for n, _, _ in ctx.calls:  # every call of the module, collected by the walk
+            if len(n.args) == 1 and ctx.op(n) is None and \
                     (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")) in _TO_PYTHON_INT:
                 wrapped.add(id(n.args[0]))
         ctx.memo[key] = wrapped
@@ -147,8 +135,14 @@ def _python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
     known = [v for v in values or [] if v is not None]
     if scope is None or not known or not all(python_number(ctx, v, 0) for v in known):
         return False
-    grown = [n.value for n in bounded_walk(scope.node, 4000)
-             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == expr.id]
+    memo_key = f"augmented:{id(scope.node)}"
+    if memo_key not in ctx.memo:  # one walk per scope: name -> values added in place
+        grown_by: dict[str, list[ast.expr]] = {}
+        for n in bounded_walk(scope.node, 4000):
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                grown_by.setdefault(n.target.id, []).append(n.value)
+        ctx.memo[memo_key] = grown_by
+    grown = ctx.memo[memo_key].get(expr.id, [])
     return len(known) + len(grown) == len(values) and all(python_number(ctx, g, 1) for g in grown)
 
 

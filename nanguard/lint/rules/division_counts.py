@@ -188,9 +188,14 @@ def counts_from_one(ctx: Analysis, key: str) -> bool:
 
 
 def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
-    """The iterable of the `for` in the current scope that binds `key`, if any."""
-    for node in bounded_walk(ctx.scope.node, 4000):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
-                isinstance(t, ast.Name) and t.id == key for t in ast.walk(node.target)):
-            return node.iter
-    return None
+    """The iterable of the first `for` in the current scope that binds `key`, if any."""
+    memo_key = f"loops:{id(ctx.scope.node)}"
+    if memo_key not in ctx.memo:  # one walk per scope: target name -> iterable
+        loops: dict[str, ast.expr] = {}
+        for node in bounded_walk(ctx.scope.node, 4000):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                for t in ast.walk(node.target):
+                    if isinstance(t, ast.Name):
+                        loops.setdefault(t.id, node.iter)
+        ctx.memo[memo_key] = loops
+    return ctx.memo[memo_key].get(key)  # type: ignore[no-any-return]

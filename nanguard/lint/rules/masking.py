@@ -209,10 +209,13 @@ def _reaches(ctx: Analysis, fill: ast.AST, at: ast.AST) -> bool:
     if not isinstance(body, list):
         return True
     fl, al = fill.lineno, at.lineno  # type: ignore[attr-defined]
-    for node in ast.walk(ctx.scope.node):
-        if isinstance(node, ast.If) and node.orelse and node.lineno <= fl:
-            arms = [(s[0].lineno, s[-1].end_lineno) for s in (node.body, node.orelse)]
-            where = [next((i for i, (lo, hi) in enumerate(arms) if lo <= line <= hi), None) for line in (fl, al)]
+    memo_key = f"if_else_arms:{id(ctx.scope.node)}"
+    if memo_key not in ctx.memo:  # one walk per scope: (line of the if, its two arms' line spans)
+        ctx.memo[memo_key] = [(node.lineno, [(s[0].lineno, s[-1].end_lineno) for s in (node.body, node.orelse)])
+                              for node in ast.walk(ctx.scope.node) if isinstance(node, ast.If) and node.orelse]
+    for line, arms in ctx.memo[memo_key]:
+        if line <= fl:
+            where = [next((i for i, (lo, hi) in enumerate(arms) if lo <= x <= hi), None) for x in (fl, al)]
             if None not in where and where[0] != where[1]:
                 return False
     return True
