@@ -157,6 +157,10 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             return True
         if oc.op in ("where", "masked_fill", "nan_to_num", "softplus", "exp", "sigmoid", "softmax"):
             return True
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("clamp_", "clamp_min_"):
+        lower = next((k.value for k in e.keywords if k.arg == "min"), e.args[0] if e.args else None)
+        if _positive_bound(ctx, lower):
+            return True  # `x.ne(pad).sum(-1).float().clamp_(min=1)`: clamped in place, in the chain
     key = name_key(e)
     if key is not None:
         if "safe" in key.lower():

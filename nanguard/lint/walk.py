@@ -261,6 +261,8 @@ class Walk:
                    for o in operands):
             return
         for o in operands:
+            if isinstance(o, ast.Call) and o.args:
+                scope.zero_checked.add("expr:" + ast.dump(o))  # `if torch.sum(m.view(-1), dim=0) == 0:`
             while isinstance(o, ast.Call) and isinstance(o.func, ast.Attribute) and not o.args:
                 o = o.func.value  # `n.sum() == 0`, `n.min() > 0`
             key = name_key(o)

@@ -732,6 +732,50 @@ NEGATIVES = [
             avg_seq_len = all_tokens.size / ((all_tokens == 1).sum())
             print(f"Saved {filename}, average seqlen: {avg_seq_len:.2f}")
     """),
+    # ParlAI's memory network: the length clamped in place at the end of its chain.
+    ("NG401", """\
+        def reduce_mean(embs, input, padding_idx):
+            lens = input.ne(padding_idx).sum(-1).unsqueeze(-1).float().clamp_(min=1)
+            return embs.sum(-2) / lens
+    """),
+    # torchtune's KD losses: the count checked against 0, spelled out again in the division.
+    ("NG401", """\
+        def forward_kl(x, labels, ignore_index):
+            mask = (labels != ignore_index).int()
+            sum_masks = torch.sum(mask.view(-1), dim=0)
+            if sum_masks == 0:
+                return torch.tensor(0.0)
+            return -torch.sum(x * mask.view(-1), dim=0) / torch.sum(mask.view(-1), dim=0)
+    """),
+    ("NG401", """\
+        def reverse_kl(x, labels, ignore_index):
+            mask = (labels != ignore_index).int()
+            if torch.sum(mask.view(-1), dim=0) == 0:
+                return torch.tensor(0.0)
+            return -torch.sum(x * mask.view(-1), dim=0) / torch.sum(mask.view(-1), dim=0)
+    """),
+    # torchtune's top-k sampling: -inf below the k-th largest logit keeps the top k.
+    ("NG701", """\
+        def sample(logits, top_k):
+            v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+            pivot = v.select(-1, -1).unsqueeze(-1)
+            logits = torch.where(logits < pivot, -float("Inf"), logits)
+            return torch.nn.functional.softmax(logits, dim=-1)
+    """),
+    # ParlAI's greedy and top-k search: the log-probability of the argmax or of a sampled token.
+    ("NG101", """\
+        def greedy(logprobs):
+            tok_scores, tok_ids = logprobs.max(1)
+            return torch.softmax(logprobs.view(-1), dim=-1)[tok_ids].log().item()
+    """),
+    ("NG101", """\
+        def top_k(logprobs, k):
+            values, indices = logprobs.topk(k, dim=-1)
+            probs = torch.softmax(values, dim=-1)
+            choices = torch.multinomial(probs, 1)[:, 0]
+            hyp_ids = torch.arange(logprobs.size(0))
+            return probs[hyp_ids, choices].log()
+    """),
 ]
 
 POSITIVES = [
@@ -1109,6 +1153,23 @@ POSITIVES = [
             pred_norm = avg_loss.argmin().item()
             num_correct += int(pred_norm == label)
             print(f"acc_norm: {num_correct}")
+    """),
+    ("NG401", """\
+        def forward_kl(x, labels, ignore_index):
+            mask = (labels != ignore_index).int()
+            return -torch.sum(x * mask.view(-1), dim=0) / torch.sum(mask.view(-1), dim=0)
+    """),
+    ("NG701", """\
+        def sample(logits, threshold):
+            logits = torch.where(logits < threshold, -float("Inf"), logits)
+            return torch.nn.functional.softmax(logits, dim=-1)
+    """),
+    # an index chosen from another tensor can point at an underflowed probability
+    ("NG101", """\
+        def picked(logits, other, y):
+            probs = torch.softmax(logits, -1)
+            _, idx = other.max(1)
+            return probs[torch.arange(len(y)), idx].log()
     """),
 ]
 

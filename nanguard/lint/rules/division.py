@@ -192,6 +192,26 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+def _checked_expression(ctx: Analysis, d: ast.expr) -> bool:
+    """Is the divisor, spelled out, compared with 0 in this function, itself or as the value of a
+    name that is (`sum_masks = torch.sum(m, 0)`, `if sum_masks == 0: return`, `... / torch.sum(m, 0)`)?"""
+    if not isinstance(d, ast.Call) or not d.args:
+        return False
+    spelled = ast.dump(d)
+    s = ctx.scope
+    while s is not None:
+        if "expr:" + spelled in s.zero_checked:
+            return True
+        for key in s.zero_checked:
+            if key.startswith(("expr:", "compared:")):
+                continue
+            values = s.bindings.get(key, [])
+            if len(values) == 1 and values[0] is not None and ast.dump(values[0]) == spelled:
+                return True
+        s = s.parent
+    return False
+
+
 def _compared_under_any_all(ctx: Analysis, mask: ast.expr) -> bool:
     """Is the mask a comparison of a name that the function also tests whole, with `any`/`all`
     (`if torch.all(targets == ignore): ... else: loss / (targets != ignore).sum()`)?"""
@@ -251,6 +271,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
     if python and (python_number(ctx, numerator) or _python_accumulator(ctx, strip_wrappers(ctx, numerator))
                    or not has_tensor_op(ctx, numerator)):
         return None  # `correct.item() / mask.sum().item()`: Python raises ZeroDivisionError, no NaN
+    if _checked_expression(ctx, d):
+        return None  # `if sum_masks == 0: return ...` then `/ torch.sum(mask.view(-1), dim=0)`
     candidates = [d]
     if name_key(d) is not None:
         if ctx.zero_checked(d):

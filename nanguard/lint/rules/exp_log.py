@@ -21,7 +21,7 @@ from nanguard.lint.signs import is_max_like, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.shapes import square_base
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import additive_terms, const_value, describe
+from nanguard.lint.syntax import additive_terms, bounded_walk, callee_name, const_value, describe
 
 LOG_SOFTMAX = Rule(
     code="NG101",
@@ -242,6 +242,46 @@ def _scaled_max_subtraction(ctx: Analysis, expr: ast.expr | None) -> bool:
     return False
 
 
+# Index producers whose index points at an entry of positive probability: the mode (`argmax`,
+# the indices of `max`) or a draw (`multinomial`, `categorical`) from the probabilities themselves.
+_MODE_OR_SAMPLE = frozenset({"argmax", "max", "multinomial", "categorical"})
+
+
+def _picked_at_a_mode_or_a_sample(ctx: Analysis, expr: ast.expr, base: ast.expr) -> bool:
+    """Is the last index of `probs[..., i]` / `probs.gather(d, i)` the argmax or a sample of the
+    distribution (ParlAI's greedy and top-k search log their chosen token's probability)?"""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    if isinstance(e, ast.Subscript):
+        index = e.slice
+        last = index.elts[-1] if isinstance(index, ast.Tuple) and index.elts else index
+    elif isinstance(e, ast.Call) and callee_name(e.func) == "gather" and e.args:
+        last = e.args[-1]
+    else:
+        return False
+    if not isinstance(last, ast.Name):
+        return False
+    value = ctx.value_of(last)
+    while isinstance(value, ast.Subscript):
+        value = value.value  # `torch.multinomial(probs, 1)[:, 0]`
+    scope, _ = ctx.lookup(last.id)
+    sources = [value] + list(scope.unpacked.get(last.id, ()) if scope is not None else ())
+    picked = _names(ctx, base)  # the index must come from the same distribution (or its logits)
+    return any(isinstance(v, ast.Call) and callee_name(v.func) in _MODE_OR_SAMPLE and _names(ctx, v) & picked
+               for v in sources)
+
+
+def _names(ctx: Analysis, expr: ast.AST) -> set[str]:
+    """Local names in `expr` and, one level down, in the values of those names."""
+    found: set[str] = set()
+    for node in bounded_walk(expr, 60):
+        if isinstance(node, ast.Name) and node.id not in ctx.imports.aliases:
+            found.add(node.id)
+            value = ctx.value_of(node)
+            if value is not None:
+                found.update(n.id for n in bounded_walk(value, 60) if isinstance(n, ast.Name))
+    return found
+
+
 @checks("NG101", "NG102", "NG103", "NG104", "NG105")
 def check_log(ctx: Analysis, oc: OpCall) -> None:
     arg = oc.input
@@ -257,6 +297,8 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
     where = via(ctx, arg, value)
     if inner is None or inner.op not in ("softmax", "sigmoid"):
         picked = selected_from(ctx, arg)  # `log(p.gather(1, y))`, `probs[idx, y].log()`
+        if picked is not arg and _picked_at_a_mode_or_a_sample(ctx, arg, picked):
+            return  # `probs[rows, multinomial(probs, 1)]`, `softmax(x)[x.argmax()]`: never an exact 0
         if picked is not arg:
             found, picked_value = _op_through_name(ctx, picked)
             if found is not None and found.op in ("softmax", "sigmoid"):

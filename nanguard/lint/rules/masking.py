@@ -82,7 +82,10 @@ def _registered_causal(ctx: Analysis, attr: str) -> bool:
 def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
     if mask is None:
         return False
-    for expr in (mask, ctx.value_of(mask)):
+    exprs = [mask, ctx.value_of(mask)]
+    if isinstance(mask, ast.Compare):  # `logits < pivot`, `pivot = v.select(-1, -1)` of `v, _ = topk(...)`
+        exprs.extend(ctx.value_of(n) for n in [mask.left, *mask.comparators] if isinstance(n, ast.Name))
+    for expr in exprs:
         if expr is None:
             continue
         for node in bounded_walk(expr, 80):
