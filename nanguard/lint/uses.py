@@ -22,14 +22,16 @@ if TYPE_CHECKING:  # pragma: no cover
 # Calls that only show a value or read it without a gradient: printing, logging, formatting,
 # leaving the framework, index- and bool-valued results (argmax, bucketize, isnan: no gradient).
 _SINK_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "log_metrics", "log_dict",
-                         "add_scalar", "add_scalars", "set_postfix", "set_description", "format",
+                         "add_scalar", "add_scalars", "add_summary", "add_histogram", "scalar", "log_scalar",
+                         "log_metric", "record_local_metric", "set_postfix", "set_description", "format",
                          "item", "tolist", "numpy", "float", "int", "bool", "write",
                          "argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere",
                          "bucketize", "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose",
                          "allclose"})
 # Of these, the ones that only show a value: a NaN that reaches them is printed, not propagated.
 _SHOW_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log_metrics", "log_dict", "add_scalar",
-                         "add_scalars", "set_postfix", "set_description", "format", "write"})
+                         "add_scalars", "add_summary", "add_histogram", "scalar", "log_scalar", "log_metric",
+                         "record_local_metric", "set_postfix", "set_description", "format", "write"})
 # Of these, the ones a framework also spells as a tensor op, whose result is still not differentiable.
 _INDEX_OPS = frozenset({"argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere", "bucketize",
                         "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose", "allclose"})

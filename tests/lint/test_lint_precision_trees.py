@@ -776,6 +776,13 @@ NEGATIVES = [
             hyp_ids = torch.arange(logprobs.size(0))
             return probs[hyp_ids, choices].log()
     """),
+    # praxis's n-grammer: a k-means statistic only written to a summary.
+    ("NG501", """\
+        def summarize(self, head, total):
+            mask = head > 0
+            logavg = jnp.log(jnp.where(mask, head / total, 1.0)) / jnp.maximum(1.0, jnp.sum(mask))
+            self.add_summary("k_means/geomean_cluster_proportion", jnp.exp(logavg.sum()))
+    """),
 ]
 
 POSITIVES = [
