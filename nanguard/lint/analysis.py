@@ -13,7 +13,7 @@ from typing import Any
 from nanguard.core.hazards import HAZARDS, lint_message
 from nanguard.lint import dataflow, fix_safety, uses
 from nanguard.lint.autodiff import Autodiff
-from nanguard.lint.model import GRADIENT, POSSIBLE, VALUE, Rule
+from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op, instance_op
 from nanguard.lint.scope import (
     _LABEL_NAME,
@@ -361,8 +361,6 @@ class Analysis(Walk):
                 or self.only_reported(node)):
             return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it; custom-gradient
             # bodies and rules, and functions used only there or under no_grad, are not differentiated
-        if (hazard or rule.hazard) == VALUE and uses.only_shown(self, node):
-            return  # `avg = n / (tokens == 1).sum()` then `print(f"{avg:.2f}")`: the inf is shown, not used
         if dataflow.fixed_value(self, node):
             return  # computed from literals alone: the same value on every run, whatever the input
         seen = (rule.code, id(node))

@@ -28,10 +28,6 @@ _SINK_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log", "lo
                          "argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere",
                          "bucketize", "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose",
                          "allclose"})
-# Of these, the ones that only show a value: a NaN that reaches them is printed, not propagated.
-_SHOW_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "log_metrics", "log_dict", "add_scalar",
-                         "add_scalars", "add_summary", "add_histogram", "scalar", "log_scalar", "log_metric",
-                         "record_local_metric", "set_postfix", "set_description", "format", "write"})
 # Of these, the ones a framework also spells as a tensor op, whose result is still not differentiable.
 _INDEX_OPS = frozenset({"argmax", "argmin", "argsort", "nonzero", "count_nonzero", "argwhere", "bucketize",
                         "searchsorted", "digitize", "isnan", "isinf", "isfinite", "isclose", "allclose"})
@@ -48,13 +44,11 @@ class _Uses:
     targets each node's value flows to (with the assignment's last line and the loop around it),
     and the nodes returned."""
 
-    __slots__ = ("hiding", "loads", "loop_of", "owner", "returned", "shown", "sunk")
+    __slots__ = ("loads", "loop_of", "owner", "returned", "sunk")
 
     def __init__(self, ctx: Analysis, scope_node: ast.AST) -> None:
         self.loads: dict[str, list[ast.Name]] = {}
         self.sunk: set[int] = set()
-        self.shown: set[int] = set()  # the part of `sunk` that is only shown: printed, logged, formatted
-        self.hiding: set[int] = set()  # the part that turns a NaN into a wrong answer: compared, arg-maxed
         self.owner: dict[int, tuple[tuple[str, ...], int, int]] = {}  # -> (targets, last line, id(stmt))
         self.loop_of: dict[int, ast.AST] = {}  # id(assignment) -> the innermost loop around it
         self.returned: set[int] = set()
@@ -62,12 +56,7 @@ class _Uses:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads.setdefault(n.id, []).append(n)
             elif isinstance(n, (ast.JoinedStr, ast.Compare)):
-                inside = {id(m) for m in bounded_walk(n, 200)}
-                self.sunk |= inside
-                if isinstance(n, ast.JoinedStr):
-                    self.shown |= inside
-                else:
-                    self.hiding |= inside
+                self.sunk.update(id(m) for m in bounded_walk(n, 200))
             elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                 names = _target_names(n)
                 if names:
@@ -89,12 +78,7 @@ class _Uses:
                     if isinstance(func, ast.Attribute) and name in _INDEX_OPS | {"item", "tolist", "numpy"}:
                         parts.append(func.value)
                     for part in parts:
-                        inside = {id(m) for m in bounded_walk(part, 200)}
-                        self.sunk |= inside
-                        if name in _SHOW_CALLS:
-                            self.shown |= inside
-                        elif name in _INDEX_OPS or name in ("int", "bool"):
-                            self.hiding |= inside
+                        self.sunk.update(id(m) for m in bounded_walk(part, 200))
 
     def loads_after(self, key: str, line: int, loop: ast.AST | None) -> list[ast.Name]:
         """Loads of `key` that can read a value assigned on `line`: later lines, and anywhere in
@@ -123,15 +107,12 @@ def _uses_of(ctx: Analysis, scope_node: ast.AST) -> _Uses:
     return ctx.memo[memo_key]  # type: ignore[no-any-return]
 
 
-def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, local: bool,
-          sinks: set[int]) -> bool:
+def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, local: bool) -> bool:
     """Does the value of `node` end, on every path, in a sink: shown, compared, reduced to an
     index, or assigned only to names whose every later read does (transitively, `depth` names)?
     A name never read again ends it too, in a function (`local`): nothing outside sees it."""
-    if id(node) in sinks:
+    if id(node) in uses.sunk:
         return True
-    if sinks is uses.shown and id(node) in uses.hiding:
-        return False  # `pred = avg.argmin()`, `acc += int(pred == y)`: a NaN changes what is shown
     owned = uses.owner.get(id(node))
     if owned is None or depth <= 0:
         return False
@@ -143,7 +124,7 @@ def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, lo
         loads = uses.loads_after(key, line, uses.loop_of.get(stmt))
         if not loads and not (local or key.startswith("_")):
             return False
-        if not all(_dead(uses, n, seen, depth - 1, local, sinks) for n in loads):
+        if not all(_dead(uses, n, seen, depth - 1, local) for n in loads):
             return False
     return True
 
@@ -154,23 +135,15 @@ def only_reported(ctx: Analysis, node: ast.AST) -> bool:
     `argsort(where(m, d, inf))`), through local names and, for a value a private or nested
     function returns, through every call of it in the module? No gradient is taken through
     such a value."""
-    return _only_reported(ctx, node, ctx.scope, 2, False)
+    return _only_reported(ctx, node, ctx.scope, 2)
 
 
-def only_shown(ctx: Analysis, node: ast.AST) -> bool:
-    """Is the value of `node` only printed, logged or formatted (`avg = n / (t == 1).sum()` then
-    `print(f"{avg:.2f}")`)? A NaN or inf there is shown, not computed with. A comparison is no
-    such use: a NaN compares False and silently changes what the code does."""
-    return _only_reported(ctx, node, ctx.scope, 2, True)
-
-
-def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int, shown: bool) -> bool:
+def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int) -> bool:
     local = isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
     uses = _uses_of(ctx, scope.node)
-    sinks = uses.shown if shown else uses.sunk
-    if id(node) not in uses.owner and id(node) not in sinks:
+    if id(node) not in uses.owner and id(node) not in uses.sunk:
         if id(node) in uses.returned and calls_depth > 0 and isinstance(scope.node, FUNCS):
-            return _result_only_reported(ctx, scope.node, calls_depth - 1, shown)
+            return _result_only_reported(ctx, scope.node, calls_depth - 1)
         return False
     owned = uses.owner.get(id(node))
     if owned is not None:
@@ -178,10 +151,10 @@ def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int,
         loads = [n for key in names for n in uses.loads_after(key, line, uses.loop_of.get(stmt))]
         if not loads:
             return False  # the value of the finding itself is never read: dead code, or read elsewhere
-    return _dead(uses, node, set(), 4, local, sinks)
+    return _dead(uses, node, set(), 4, local)
 
 
-def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int, shown: bool) -> bool:
+def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int) -> bool:
     """Is every call of the private or nested function `fn` in this module a value that only
     reaches sinks (`dists = distances(p)` then `dists < r`)?"""
     refs = ctx.autodiff.calls_of(fn)
@@ -189,7 +162,7 @@ def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int, shown: b
         return False
     for call, caller in refs:
         scope = ctx.scope_of.get(id(caller)) if caller is not None else ctx.module_scope
-        if scope is None or not _only_reported(ctx, call, scope, calls_depth, shown):
+        if scope is None or not _only_reported(ctx, call, scope, calls_depth):
             return False
     return True
 
