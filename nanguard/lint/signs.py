@@ -200,6 +200,8 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
         inner = ctx.op(e.operand)
         if inner is not None and inner.op in ("abs", "relu", "softplus", "exp", "norm"):
             return True
+        if _clipped_below(ctx, e.operand):
+            return True  # `-log_alpha` after `log_alpha = tf.clip_by_value(log_alpha, -8., 8.)`: at most 8
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and is_max_like(ctx, e.right):
         return True
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) and _positive_scale(e.right) \
@@ -225,6 +227,16 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
         return True  # log1p(-p) of a probability p
     ident = last_identifier(e)
     return _log_probability(e) or (ident is not None and "neg" in ident.lower())
+
+
+def _clipped_below(ctx: Analysis, expr: ast.expr) -> bool:
+    """Is `expr` (or what the name last held) clamped to a constant lower bound?"""
+    target = ctx.resolve(expr)
+    if target is expr and name_key(expr) is not None:
+        target = ctx.last_value(expr) or expr
+    oc = ctx.op(strip_wrappers(ctx, target))
+    return oc is not None and oc.op == "clamp" \
+        and const_value(oc.operand(1, "min", "clip_value_min", "min_value")) is not None
 
 
 _LOG_PROBABILITY = ("log_prob", "logprob", "logp", "log_p")

@@ -777,6 +777,13 @@ NEGATIVES = [
             logavg = jnp.log(jnp.where(mask, head / total, 1.0)) / jnp.maximum(1.0, jnp.sum(mask))
             self.add_summary("k_means/geomean_cluster_proportion", jnp.exp(logavg.sum()))
     """),
+    # edward2's variational dropout regulariser: log_alpha is clipped to [-8, 8] first.
+    ("NG104", """\
+        def kl(log_variance, mean):
+            log_alpha = log_variance - tf.math.log(tf.square(mean) + 1e-7)
+            log_alpha = tf.clip_by_value(log_alpha, -8., 8.)
+            return tf.reduce_sum(0.63 * tf.nn.sigmoid(1.87 + 1.48 * log_alpha) - 0.5 * tf.math.log1p(tf.exp(-log_alpha)))
+    """),
 ]
 
 POSITIVES = [
@@ -1163,6 +1170,12 @@ POSITIVES = [
             probs = torch.softmax(logits, -1)
             _, idx = other.max(1)
             return probs[torch.arange(len(y)), idx].log()
+    """),
+    ("NG104", """\
+        def kl(log_variance, mean):
+            log_alpha = log_variance - tf.math.log(tf.square(mean) + 1e-7)
+            log_alpha = tf.clip_by_value(log_alpha, log_alpha, 8.)
+            return tf.reduce_sum(-0.5 * tf.math.log1p(tf.exp(-log_alpha)))
     """),
 ]
 
