@@ -36,6 +36,12 @@ _INDEX_OPS = frozenset({"argmax", "argmin", "argsort", "nonzero", "count_nonzero
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "size", "dim", "numel", "get_shape",
                        "indices"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Calls that differentiate, run or keep what they are given: the value does not end in their
+# result (TF1's `opt.minimize(cost)` then `sess.run([train_op, cost])`, `losses.append(d)`).
+_ESCAPES = frozenset({"minimize", "backward", "grad", "gradient", "gradients", "value_and_grad", "vjp", "jvp",
+                      "apply_gradients", "compute_gradients", "run", "append", "extend", "insert", "add",
+                      "update", "put", "setdefault", "assign", "add_loss", "register_buffer",
+                      "register_parameter", "save", "step", "fit", "train_on_batch"})
 
 
 class _Uses:
@@ -44,11 +50,12 @@ class _Uses:
     targets each node's value flows to (with the assignment's last line and the loop around it),
     and the nodes returned."""
 
-    __slots__ = ("loads", "loop_of", "owner", "returned", "sunk")
+    __slots__ = ("escaped", "loads", "loop_of", "owner", "returned", "sunk")
 
     def __init__(self, ctx: Analysis, scope_node: ast.AST) -> None:
         self.loads: dict[str, list[ast.Name]] = {}
         self.sunk: set[int] = set()
+        self.escaped: set[int] = set()  # passed to code that differentiates, runs or keeps it
         self.owner: dict[int, tuple[tuple[str, ...], int, int]] = {}  # -> (targets, last line, id(stmt))
         self.loop_of: dict[int, ast.AST] = {}  # id(assignment) -> the innermost loop around it
         self.returned: set[int] = set()
@@ -79,6 +86,10 @@ class _Uses:
                         parts.append(func.value)
                     for part in parts:
                         self.sunk.update(id(m) for m in bounded_walk(part, 200))
+                elif name in _ESCAPES or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                                        and func.value.id == "self" and ctx.op(n) is None):
+                    for part in [*n.args, *(k.value for k in n.keywords)]:
+                        self.escaped.update(id(m) for m in bounded_walk(part, 200))
 
     def loads_after(self, key: str, line: int, loop: ast.AST | None) -> list[ast.Name]:
         """Loads of `key` that can read a value assigned on `line`: later lines, and anywhere in
@@ -111,6 +122,8 @@ def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, lo
     """Does the value of `node` end, on every path, in a sink: shown, compared, reduced to an
     index, or assigned only to names whose every later read does (transitively, `depth` names)?
     A name never read again ends it too, in a function (`local`): nothing outside sees it."""
+    if id(node) in uses.escaped:
+        return False  # `optimizer.minimize(cost)`, `sess.run([train_op, cost])`, `losses.append(d)`
     if id(node) in uses.sunk:
         return True
     owned = uses.owner.get(id(node))

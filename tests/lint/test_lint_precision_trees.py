@@ -1177,6 +1177,20 @@ POSITIVES = [
             log_alpha = tf.clip_by_value(log_alpha, log_alpha, 8.)
             return tf.reduce_sum(-0.5 * tf.math.log1p(tf.exp(-log_alpha)))
     """),
+    # TF1: the cost goes to `minimize` and `sess.run`, which differentiate it; that the fetched
+    # value is then only printed does not end its gradient.
+    ("NG302", """\
+        x = tf.placeholder(tf.float32, [None, 784])
+        y = tf.placeholder(tf.float32, [None, 10])
+        W = tf.Variable(tf.zeros([784, 10]))
+        pred = tf.nn.softmax(tf.matmul(x, W))
+        d = tf.sqrt(tf.reduce_sum(tf.square(pred - y), 1))
+        cost = tf.reduce_mean(d)
+        optimizer = tf.train.GradientDescentOptimizer(0.1).minimize(cost)
+        with tf.Session() as sess:
+            _, c = sess.run([optimizer, cost], feed_dict={})
+            print(c)
+    """),
 ]
 
 
