@@ -13,6 +13,7 @@ from typing import Any
 from nanguard.core.hazards import HAZARDS, lint_message
 from nanguard.lint import dataflow, fix_safety, uses
 from nanguard.lint.autodiff import Autodiff
+from nanguard.lint.autodiff_markers import names_a_metric
 from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op, instance_op
 from nanguard.lint.scope import (
@@ -358,7 +359,7 @@ class Analysis(Walk):
         if (hazard or rule.hazard) == GRADIENT and (
                 self.nograd or framework == NUMPY or id(node) in self.detached_results
                 or self.detached(subject or node) or self.autodiff.scope_not_differentiated(self.scope)
-                or self.only_reported(node)):
+                or self.only_reported(node) or names_a_metric(self.assigned_to.get(id(node), ""))):
             return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it; custom-gradient
             # bodies and rules, and functions used only there or under no_grad, are not differentiated
         if dataflow.fixed_value(self, node):

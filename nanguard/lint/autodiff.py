@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from nanguard.lint.autodiff_markers import (
     CUSTOM_DERIVATIVE, DATASET_SUFFIX, FUNCS, FUNCTION_BASES, FUNCTION_METHODS, GRADIENT_RULE_PARAMS,
     OPTIMIZER_HOOKS, RULE_CALLS, SOLVER_STEPS, callee, decorator_name, gradient_transformation_update,
-    last_identifier, mark_escape, scalar_annotation,
+    last_identifier, mark_escape, names_a_metric, scalar_annotation,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -196,7 +196,7 @@ class Autodiff:
             return level
         if any(decorator_name(d) in RULE_CALLS for d in fn.decorator_list):  # type: ignore[attr-defined]
             return 2  # a custom-derivative primal, or a rule registered by decorator (`@f.defjvp`)
-        if gradient_transformation_update(fn):
+        if gradient_transformation_update(fn) or names_a_metric(fn.name):  # type: ignore[attr-defined]
             return 2
         if not self._built:
             self._build()

@@ -9,6 +9,7 @@ uses each function.
 from __future__ import annotations
 
 import ast
+import re
 
 # Decorators (last identifier) whose function body autodiff replaces by a rule.
 CUSTOM_DERIVATIVE = frozenset({"custom_gradient", "custom_jvp", "custom_vjp", "custom_op", "RegisterGradient"})
@@ -97,6 +98,22 @@ def scalar_annotation(ann: ast.expr | None) -> bool:
         elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
         return all(scalar_annotation(e) for e in elts)
     return False
+
+
+# Metrics computed from counts or thresholded predictions: nothing differentiates them (unlike
+# IoU, Dice or an RMSE, which are also losses, and so are not listed).
+_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc"})
+_NUMERIC_FORMAT = frozenset({"mixed", "half", "full", "single", "double", "fp16", "bf16", "fp32", "amp"})
+
+
+def names_a_metric(name: str) -> bool:
+    """`f1_score`, `accuracy_without_true_negatives`, `event_accuracy`, `precision` (not
+    `mixed_precision`; not `acc`, which is as often an accumulator): a count-based metric."""
+    tokens = [t for t in re.split(r"[_\d]+|(?<=[a-z])(?=[A-Z])", name) if t]
+    low = [t.lower() for t in tokens]
+    if any(t in _NUMERIC_FORMAT or t == "loss" for t in low):
+        return False  # `mixed_precision`; a soft F1 *loss* is differentiated
+    return any(t in _METRIC_WORDS for t in low) or "f1" in name.lower().split("_")
 
 
 def gradient_transformation_update(fn: ast.AST) -> bool:

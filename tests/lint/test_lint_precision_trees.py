@@ -784,6 +784,16 @@ NEGATIVES = [
             log_alpha = tf.clip_by_value(log_alpha, -8., 8.)
             return tf.reduce_sum(0.63 * tf.nn.sigmoid(1.87 + 1.48 * log_alpha) - 0.5 * tf.math.log1p(tf.exp(-log_alpha)))
     """),
+    # magenta's transcription metrics: F1 and accuracy are counts, nothing differentiates them.
+    ("NG501", """\
+        def f1_score(precision, recall):
+            return tf.where(tf.greater(precision + recall, 0), 2 * ((precision * recall) / (precision + recall)), 0)
+    """),
+    ("NG501", """\
+        def summaries(precision, recall):
+            f1_score = tf.where(tf.greater(precision + recall, 0), 2 * ((precision * recall) / (precision + recall)), 0)
+            return {"metrics/f1_score": f1_score}
+    """),
 ]
 
 POSITIVES = [
@@ -1190,6 +1200,15 @@ POSITIVES = [
         with tf.Session() as sess:
             _, c = sess.run([optimizer, cost], feed_dict={})
             print(c)
+    """),
+    # a soft F1 *loss* is differentiated, and mixed precision is not a metric
+    ("NG501", """\
+        def soft_f1_loss(precision, recall):
+            return 1 - tf.where(tf.greater(precision + recall, 0), 2 * ((precision * recall) / (precision + recall)), 0)
+    """),
+    ("NG501", """\
+        def mixed_precision_ratio(a, b):
+            return torch.where(b > 0, a / b, 0.0)
     """),
 ]
 
