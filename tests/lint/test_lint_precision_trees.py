@@ -794,6 +794,14 @@ NEGATIVES = [
             f1_score = tf.where(tf.greater(precision + recall, 0), 2 * ((precision * recall) / (precision + recall)), 0)
             return {"metrics/f1_score": f1_score}
     """),
+    # praxis: a ratio over the element count of the layer's own input, under `if inputs.size != 0`.
+    ("NG401", """\
+        def compute_loss(inputs, paddings):
+            num_unpadded_tokens = jnp.sum(1.0 - paddings)
+            if inputs.size != 0:
+                num_tokens = jnp.array(inputs.size, jnp.float32)
+                return num_unpadded_tokens / num_tokens
+    """),
 ]
 
 POSITIVES = [

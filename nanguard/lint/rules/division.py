@@ -172,6 +172,9 @@ def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
     return id(node) in cleaned
 
 
+_NUMBER_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32"})
+
+
 def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     """A product of the sizes of the function's own input (`x.size(1) * x.size(2)`, `x.shape[-1]`,
     `x.numel()`), or a name bound to one: the element count of full dimensions, 0 only for an
@@ -186,6 +189,10 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         return _unchanged_parameter(ctx, expr.func.value)
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
         return _unchanged_parameter(ctx, expr.value.value)
+    if isinstance(expr, ast.Attribute) and expr.attr == "size":
+        return _unchanged_parameter(ctx, expr.value)  # NumPy's and JAX's `inputs.size`
+    if isinstance(expr, ast.Call) and callee_name(expr.func) in _NUMBER_WRAPPERS and expr.args:
+        return _sizes_only(ctx, expr.args[0], depth)  # `jnp.array(inputs.size, jnp.float32)`
     if depth > 0 and isinstance(expr, ast.Name):
         value = ctx.value_of(expr)
         return value is not None and _sizes_only(ctx, value, depth - 1)
