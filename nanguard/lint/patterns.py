@@ -21,6 +21,7 @@ from nanguard.lint.syntax import (
     const_value,
     is_eps_like,
     is_positive_const,
+    last_identifier,
 )
 
 
@@ -128,9 +129,17 @@ def tensor_literal(expr: ast.expr) -> ast.expr:
 
 
 def is_builtin_max_with_positive(ctx: Analysis, expr: ast.expr) -> bool:
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "max" \
-            and expr.func.id not in ctx.imports.aliases:
+    """`max(n, 1)`, and a helper named as a floor with a positive float bound (vdvae's
+    `const_max(cdf_delta, 1e-12)`, a `safe_max(x, 1e-6)`); not a reduction (`torch.max(x, 1)`:
+    an int is a dimension) and not an upper bound (`clamp_max`)."""
+    if not isinstance(expr, ast.Call):
+        return False
+    if isinstance(expr.func, ast.Name) and expr.func.id == "max" and expr.func.id not in ctx.imports.aliases:
         return any(is_positive_const(a) for a in expr.args)
+    name = (last_identifier(expr.func) or "").lower()
+    if "max" in name and not any(w in name for w in ("clamp", "clip", "arg", "soft", "amax", "logsumexp")) \
+            and ctx.op(expr) is None:
+        return any(is_positive_const(a) and isinstance(const_value(a), float) for a in expr.args)
     return False
 
 

@@ -43,7 +43,7 @@ def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
 _NONNEGATIVE_OPS = frozenset({"abs", "square", "exp", "relu", "softplus", "sigmoid", "softmax", "norm", "sqrt"})
 
 
-def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 3) -> int:
+def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 5) -> int:
     """+1 when `expr` is visibly >= 0, -1 when visibly <= 0, 0 when unknown: `-0.5 * (x / s) ** 2`
     is -1 (a Gaussian's exponent), `x ** 2 / (2 * s ** 2)` is +1."""
     if depth < 0:

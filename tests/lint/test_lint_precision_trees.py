@@ -802,6 +802,18 @@ NEGATIVES = [
                 num_tokens = jnp.array(inputs.size, jnp.float32)
                 return num_unpadded_tokens / num_tokens
     """),
+    # normflows' two-moons prior: the exponent is minus a product of absolute values.
+    ("NG104", """\
+        def log_prob(z, loc, scale):
+            a = torch.abs(z[:, 0])
+            eps = torch.abs(torch.tensor(loc))
+            return -0.5 * ((a - eps) / (3 * scale)) ** 2 + torch.log(1 + torch.exp(-2 * (a * eps) / (3 * scale) ** 2))
+    """),
+    # vdvae's discretised logistic: the double where, its floor in a helper named for it.
+    ("NG501", """\
+        def log_probs(x, cdf_delta, log_pdf_mid):
+            return torch.where(cdf_delta > 1e-5, torch.log(const_max(cdf_delta, 1e-12)), log_pdf_mid - np.log(127.5))
+    """),
 ]
 
 POSITIVES = [
@@ -1217,6 +1229,17 @@ POSITIVES = [
     ("NG501", """\
         def mixed_precision_ratio(a, b):
             return torch.where(b > 0, a / b, 0.0)
+    """),
+    ("NG104", """\
+        def log_prob(z, loc, scale):
+            a = torch.abs(z[:, 0])
+            eps = torch.tensor(loc)
+            return torch.log(1 + torch.exp(-2 * (a * eps) / (3 * scale) ** 2))
+    """),
+    # `torch.max(s, 1)` is a reduction over dimension 1, not a floor at 1
+    ("NG501", """\
+        def f(s):
+            return torch.where(s > 0, torch.log(torch.max(s, 1)[0]), 0.0)
     """),
 ]
 
