@@ -109,11 +109,10 @@ _NUMERIC_FORMAT = frozenset({"mixed", "half", "full", "single", "double", "fp16"
 def names_a_metric(name: str) -> bool:
     """`f1_score`, `accuracy_without_true_negatives`, `event_accuracy`, `precision` (not
     `mixed_precision`; not `acc`, which is as often an accumulator): a count-based metric."""
-    tokens = [t for t in re.split(r"[_\d]+|(?<=[a-z])(?=[A-Z])", name) if t]
-    low = [t.lower() for t in tokens]
-    if any(t in _NUMERIC_FORMAT or t == "loss" for t in low):
+    words = [t.lower() for t in re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])", name) if t]
+    if any(w in _NUMERIC_FORMAT or w == "loss" for w in words):
         return False  # `mixed_precision`; a soft F1 *loss* is differentiated
-    return any(t in _METRIC_WORDS for t in low) or "f1" in name.lower().split("_")
+    return any(w in _METRIC_WORDS for w in words)
 
 
 def gradient_transformation_update(fn: ast.AST) -> bool:

@@ -148,17 +148,9 @@ def incremented_before(ctx: Analysis, name: ast.expr, line: int) -> bool:
     last assignment and before `line`? Its value there is no longer what was assigned (a count
     of a mask plus something else is not a count of a mask)."""
     key = name_key(name)
-    if key is None:
+    scope, _ = ctx.lookup(key) if key is not None else (None, [])
+    if scope is None:
         return False
     last = ctx.last_value(name)
     since = last.lineno if last is not None else 0  # type: ignore[attr-defined]
-    memo_key = f"incremented:{id(ctx.scope.node)}"
-    if memo_key not in ctx.memo:
-        found: dict[str, list[int]] = {}
-        for node in _bounded_walk(ctx.scope.node, 8000):
-            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-                k = name_key(node.target)
-                if k is not None:
-                    found.setdefault(k, []).append(node.lineno)
-        ctx.memo[memo_key] = found
-    return any(since < n < line for n in ctx.memo[memo_key].get(key, ()))
+    return any(isinstance(n.op, ast.Add) and since < n.lineno < line for n in scope.augmented.get(key, ()))

@@ -128,7 +128,7 @@ def tensor_literal(expr: ast.expr) -> ast.expr:
     return expr
 
 
-def is_builtin_max_with_positive(ctx: Analysis, expr: ast.expr) -> bool:
+def is_max_with_positive_floor(ctx: Analysis, expr: ast.expr) -> bool:
     """`max(n, 1)`, and a helper named as a floor with a positive float bound (vdvae's
     `const_max(cdf_delta, 1e-12)`, a `safe_max(x, 1e-6)`); not a reduction (`torch.max(x, 1)`:
     an int is a dimension) and not an upper bound (`clamp_max`)."""
@@ -158,7 +158,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         break
     if has_positive_offset(e) or _below_a_clamp_ceiling(ctx, e):
         return True
-    if is_builtin_max_with_positive(ctx, e):
+    if is_max_with_positive_floor(ctx, e):
         return True
     oc = ctx.op(e)
     if oc is not None:

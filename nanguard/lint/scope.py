@@ -47,7 +47,8 @@ SPECIAL = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, as
 class Scope:
     """Bindings and guards of one function, lambda, class or module body."""
 
-    __slots__ = ("bindings", "mutations", "node", "parent", "tuple_bound", "unpacked", "zero_checked")
+    __slots__ = ("augmented", "bindings", "checked_exprs", "mutations", "node", "parent", "tested_comparisons",
+                 "tuple_bound", "unpacked", "zero_checked")
 
     def __init__(self, node: ast.AST, parent: Scope | None) -> None:
         self.node = node
@@ -57,9 +58,14 @@ class Scope:
         self.bindings: dict[str, list[ast.expr | None]] = {}
         # name -> in-place changes: the value of `name[...] = value`, or the call `name.op_(...)`.
         self.mutations: dict[str, list[ast.AST]] = {}
-        # names (or `self.x` spellings) compared with 0 or tested with .any()/.all() somewhere;
-        # "compared:x" where a comparison of x is tested whole (`torch.all(x == ignore)`).
+        # names (or `self.x` spellings) compared with 0 or tested with .any()/.all() somewhere.
         self.zero_checked: set[str] = set()
+        # `ast.dump` of calls compared with 0 (`if torch.sum(m.view(-1), dim=0) == 0:`).
+        self.checked_exprs: set[str] = set()
+        # names whose comparison is tested whole with any/all (`torch.all(targets == ignore)`).
+        self.tested_comparisons: set[str] = set()
+        # name -> its augmented assignments (`n += eps`, `lw -= lw.max()`), in source order.
+        self.augmented: dict[str, list[ast.AugAssign]] = {}
         # name -> calls it was unpacked from (`v, _ = torch.topk(logits, k)`).
         self.unpacked: dict[str, list[ast.expr]] = {}
         # name -> for each tuple assignment binding it, whether the value was a `.shape`.

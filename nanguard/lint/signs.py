@@ -146,17 +146,12 @@ def nonpositive_by_construction(ctx: Analysis, expr: ast.expr) -> bool:
     return _nonpositive(ctx, expr)
 
 
-def _scope_facts(ctx: Analysis) -> tuple[list[ast.AugAssign], list[ast.If]]:
-    """The current scope's in-place subtractions and single-comparison `if`s, found once."""
-    key = f"sign_facts:{id(ctx.scope.node)}"
+def _single_comparison_ifs(ctx: Analysis) -> list[ast.If]:
+    """The current scope's single-comparison `if`s, found once."""
+    key = f"sign_ifs:{id(ctx.scope.node)}"
     if key not in ctx.memo:
-        subtractions, ifs = [], []
-        for n in _bounded_walk(ctx.scope.node, 4000):
-            if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Sub):
-                subtractions.append(n)
-            elif isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and len(n.test.ops) == 1 and n.body:
-                ifs.append(n)
-        ctx.memo[key] = (subtractions, ifs)
+        ctx.memo[key] = [n for n in _bounded_walk(ctx.scope.node, 4000) if isinstance(n, ast.If)
+                         and isinstance(n.test, ast.Compare) and len(n.test.ops) == 1 and n.body]
     return ctx.memo[key]  # type: ignore[no-any-return]
 
 
@@ -166,8 +161,9 @@ def _max_subtracted_in_place(ctx: Analysis, expr: ast.expr) -> bool:
     line = getattr(expr, "lineno", None)
     if key is None or line is None:
         return False
-    return any(name_key(n.target) == key and n.lineno < line and is_max_like(ctx, n.value)
-               for n in _scope_facts(ctx)[0])
+    scope, _ = ctx.lookup(key)
+    return scope is not None and any(isinstance(n.op, ast.Sub) and n.lineno < line and is_max_like(ctx, n.value)
+                                     for n in scope.augmented.get(key, ()))
 
 
 def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
@@ -176,7 +172,7 @@ def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
     if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub)) or not hasattr(expr, "lineno"):
         return False
     line = expr.lineno
-    enclosing = [stmt for stmt in _scope_facts(ctx)[1] if stmt.lineno < line <= (stmt.end_lineno or 0)]
+    enclosing = [stmt for stmt in _single_comparison_ifs(ctx) if stmt.lineno < line <= (stmt.end_lineno or 0)]
     if not enclosing:
         return False
     small, big = ast.dump(expr.left), ast.dump(expr.right)  # need: left <= right

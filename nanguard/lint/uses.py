@@ -11,9 +11,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nanguard.lint.autodiff_markers import FUNCS
 from nanguard.lint.syntax import bounded_walk
-
-FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis

@@ -93,7 +93,7 @@ class Walk:
                                 for part in [subject.left, *subject.comparators]:
                                     key = name_key(part)
                                     if key is not None:
-                                        scope.zero_checked.add("compared:" + key)
+                                        scope.tested_comparisons.add(key)
                                 continue
                             key = name_key(subject) if subject is not None else None
                             if key is not None:
@@ -143,6 +143,7 @@ class Walk:
             key = name_key(target)
             if key is not None:
                 scope.bind(key, None)
+                scope.augmented.setdefault(key, []).append(node)  # type: ignore[arg-type]
             elif isinstance(target, ast.Subscript):
                 key = name_key(target.value)
                 if key is not None:
@@ -262,7 +263,7 @@ class Walk:
             return
         for o in operands:
             if isinstance(o, ast.Call) and o.args:
-                scope.zero_checked.add("expr:" + ast.dump(o))  # `if torch.sum(m.view(-1), dim=0) == 0:`
+                scope.checked_exprs.add(ast.dump(o))  # `if torch.sum(m.view(-1), dim=0) == 0:`
             while isinstance(o, ast.Call) and isinstance(o.func, ast.Attribute) and not o.args:
                 o = o.func.value  # `n.sum() == 0`, `n.min() > 0`
             key = name_key(o)

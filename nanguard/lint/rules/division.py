@@ -18,7 +18,7 @@ from nanguard.lint.rules.division_counts import (
 )
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
-from nanguard.lint.syntax import callee_name, bounded_walk, const_value, describe
+from nanguard.lint.syntax import callee_name, const_value, describe
 
 DIV_BY_COUNT = Rule(
     code="NG401",
@@ -135,14 +135,7 @@ def _python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
     known = [v for v in values or [] if v is not None]
     if scope is None or not known or not all(python_number(ctx, v, 0) for v in known):
         return False
-    memo_key = f"augmented:{id(scope.node)}"
-    if memo_key not in ctx.memo:  # one walk per scope: name -> values added in place
-        grown_by: dict[str, list[ast.expr]] = {}
-        for n in bounded_walk(scope.node, 4000):
-            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                grown_by.setdefault(n.target.id, []).append(n.value)
-        ctx.memo[memo_key] = grown_by
-    grown = ctx.memo[memo_key].get(expr.id, [])
+    grown = [n.value for n in scope.augmented.get(expr.id, ())]
     return len(known) + len(grown) == len(values) and all(python_number(ctx, g, 1) for g in grown)
 
 
@@ -207,11 +200,9 @@ def _checked_expression(ctx: Analysis, d: ast.expr) -> bool:
     spelled = ast.dump(d)
     s = ctx.scope
     while s is not None:
-        if "expr:" + spelled in s.zero_checked:
+        if spelled in s.checked_exprs:
             return True
         for key in s.zero_checked:
-            if key.startswith(("expr:", "compared:")):
-                continue
             values = s.bindings.get(key, [])
             if len(values) == 1 and values[0] is not None and ast.dump(values[0]) == spelled:
                 return True
@@ -227,7 +218,7 @@ def _compared_under_any_all(ctx: Analysis, mask: ast.expr) -> bool:
     keys = {name_key(part) for part in [mask.left, *mask.comparators]} - {None}
     s = ctx.scope
     while s is not None:
-        if any("compared:" + k in s.zero_checked for k in keys):  # type: ignore[operator]
+        if keys & s.tested_comparisons:
             return True
         s = s.parent
     return False
