@@ -38,6 +38,7 @@ _NO_GRAD_FACTORIES = frozenset({
     "isnan", "isinf", "isfinite",
 })
 _NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
+_PYTHON_NUMBER_METHODS = frozenset({"size", "dim", "numel", "nelement", "item"})
 
 
 def _module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
@@ -286,6 +287,8 @@ class Analysis(Walk):
                     continue
                 if name == "len":
                     continue
+                if name in _PYTHON_NUMBER_METHODS and receiver is not None and not n.args[1:]:
+                    continue  # `k.size(-1)`, `x.numel()`, `loss.item()`: Python numbers, outside autograd
                 if receiver is not None and name_key(receiver) in self.imports.aliases:
                     receiver = None  # `torch.sum(...)`: a module, not a tensor
                 stack.extend(n.args)

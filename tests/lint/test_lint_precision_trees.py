@@ -206,13 +206,6 @@ NEGATIVES = [
             step = results.step + 1
             return tf.where(step < num_adaptation_steps, tf.math.exp(new_log_step), step_size)
     """),
-    # tensorflow-probability's log1mexp: x = |x| just before, so exp(-x) <= 1.
-    ("NG501", """\
-        def log1mexp(x):
-            x = tf.convert_to_tensor(x, name='x')
-            x = tf.math.abs(x)
-            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
-    """),
     # keras-hub's Gemma 3n: softplus(0) written out on a constant.
     ("NG104", "r_softplus_0 = 1.0 / np.log(1 + np.exp(0.0))\n"),
     # tensorflow/examples' EfficientDet IoU: where the intersection is 0 the union is the sum of
@@ -814,9 +807,80 @@ NEGATIVES = [
         def log_probs(x, cdf_delta, log_pdf_mid):
             return torch.where(cdf_delta > 1e-5, torch.log(const_max(cdf_delta, 1e-12)), log_pdf_mid - np.log(127.5))
     """),
+    # decision-transformer's attention: the scale is a Python number (`k.size(-1)`), no gradient.
+    ("NG501", """\
+        def forward(self, q, k, T):
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float('-inf'))
+            return F.softmax(att, dim=-1)
+    """),
+    # mdlm's SEDD parameterisation: where the discarded expm1 overflows, the kept exp(s) - 1 does too.
+    ("NG501", """\
+        def _sedd_parameterization(self, logits, xt, sigma):
+            return torch.where(sigma < 0.5, torch.expm1(sigma), sigma.exp() - 1).log()
+    """),
+    # timesfm's evaluation: a running total of whole batch sizes is 0 only for an empty dataset.
+    ("NG401", """\
+        def evaluate(eval_itr, model):
+            mse_run_losses = []
+            num_elements = 0
+            for batch in eval_itr:
+                actuals = batch[3]
+                mse_run_losses.append(((model(batch[0]) - actuals) ** 2).sum())
+                num_elements += actuals.shape[0] * actuals.shape[1]
+            return np.sum(mse_run_losses) / num_elements
+    """),
+    # tensorflow_graphics' slerp: the dot product comes from a helper named for the bound it keeps.
+    ("NG303", """\
+        def _quaternion_weights(q1, q2, eps):
+            dot_product = _safe_dot(tf.nn.l2_normalize(q1, axis=-1), tf.nn.l2_normalize(q2, axis=-1), eps)
+            return tf.acos(dot_product)
+    """),
 ]
 
 POSITIVES = [
+    # ... a tensor's scale is differentiated: `1 / norm` where the mask discards it is still a risk.
+    ("NG501", """\
+        def forward(self, q, k, lengths):
+            norm = k.norm(dim=-1, keepdim=True)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / norm)
+            return att.masked_fill(norm == 0, 0.0)
+    """),
+    # ... the softplus story: the kept branch `x` stays finite where the discarded exp overflows.
+    ("NG501", "y = torch.where(x < 20, torch.log1p(torch.exp(x)), x)\n"),
+    # ... a binary cross-entropy's log(1 - p) evaluated at p = 1, where the where discards it.
+    ("NG501", "y = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))\n"),
+    # tensorflow-probability's log1mexp, with and without x = |x|: exp(-x) rounds to 1 for
+    # 0 < x < 6e-8, where the discarded log1p(-exp(-x)) is -inf and the kept log(-expm1(-x)) is
+    # finite (-18.4 at x = 1e-8): a NaN gradient there (the overflow of exp(-x) for x < -88 is
+    # not the reason: the kept branch is NaN there too).
+    ("NG501", """\
+        def log1mexp(x):
+            x = tf.convert_to_tensor(x, name='x')
+            x = tf.math.abs(x)
+            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """),
+    ("NG501", """\
+        def log1mexp(x):
+            x = tf.convert_to_tensor(x, name='x')
+            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """),
+    # ... a running total grown by the size of a selection is 0 whenever nothing is selected.
+    ("NG401", """\
+        def evaluate(loader, model):
+            losses = []
+            num_elements = 0
+            for x, mask in loader:
+                losses.append((model(x) * mask).sum())
+                num_elements += len(x[mask])
+            return np.sum(losses) / num_elements
+    """),
+    # ... and a helper that only computes a dot product bounds nothing.
+    ("NG303", """\
+        def angle(a, b):
+            dot_product = _dot(F.normalize(a, dim=-1), F.normalize(b, dim=-1))
+            return torch.acos(dot_product)
+    """),
     ("NG501", """\
         def _mean(self):
             concentration = tf.convert_to_tensor(self.concentration)
@@ -877,11 +941,6 @@ POSITIVES = [
             step = tf.cast(results.step, smoothing.dtype) + 1.
             new_log_step = target + error_sum * step
             return tf.where(step < results.num_adaptation_steps, tf.math.exp(new_log_step), step_size)
-    """),
-    ("NG501", """\
-        def log1mexp(x):
-            x = tf.convert_to_tensor(x, name='x')
-            return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
     """),
     ("NG501", """\
         def cumulative_variance(x, fix):

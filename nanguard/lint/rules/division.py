@@ -139,6 +139,35 @@ def _python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
     return len(known) + len(grown) == len(values) and all(python_number(ctx, g, 1) for g in grown)
 
 
+def _running_total_of_sizes(ctx: Analysis, expr: ast.expr) -> bool:
+    """`n = 0` ... `n += y.shape[0] * y.shape[1]` (an evaluation loop's element count): a Python
+    total grown only by the sizes of whole tensors is 0 only when no non-empty batch came, an
+    empty dataset, as `_sizes_only` is for one tensor. Sizes of a selection (`len(x[mask])`) are not."""
+    if not _python_accumulator(ctx, expr):
+        return False
+    scope, _ = ctx.lookup(expr.id)  # type: ignore[attr-defined]
+    grown = [n.value for n in scope.augmented.get(expr.id, ())] if scope is not None else []  # type: ignore[attr-defined]
+    return bool(grown) and all(_whole_size(ctx, g) for g in grown)
+
+
+def _whole_size(ctx: Analysis, expr: ast.expr) -> bool:
+    if const_value(expr) is not None:
+        return const_value(expr) != 0
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return _whole_size(ctx, expr.left) and _whole_size(ctx, expr.right)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
+        of = expr.value.value
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in ("size", "numel", "nelement") and ctx.imports.qualname(expr.func) is None:
+        of = expr.func.value
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len" \
+            and "len" not in ctx.imports.aliases and len(expr.args) == 1:
+        of = expr.args[0]
+    else:
+        return False
+    return isinstance(of, ast.Name) and not _masked_selection(ctx, of)
+
+
 def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
     """`sum(log.get("ntokens", 0) for log in logging_outputs)`: the builtin sum of what other code
     recorded (fairseq's reduce_metrics): whether any record counted something is theirs."""
@@ -271,6 +300,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         return None  # `correct.item() / mask.sum().item()`: Python raises ZeroDivisionError, no NaN
     if _checked_expression(ctx, d):
         return None  # `if sum_masks == 0: return ...` then `/ torch.sum(mask.view(-1), dim=0)`
+    if _running_total_of_sizes(ctx, d):
+        return None  # `num_elements += y.shape[0] * y.shape[1]` over the batches, then `/ num_elements`
     candidates = [d]
     if name_key(d) is not None:
         if ctx.zero_checked(d):

@@ -12,7 +12,7 @@ from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import local_constant
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import additive_terms, bounded_walk, const_value, is_eps_like
+from nanguard.lint.syntax import additive_terms, bounded_walk, callee_name, const_value, is_eps_like
 
 ACOS_COSINE = Rule(
     code="NG303",
@@ -113,6 +113,8 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
             if isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mult):
                 return "raw"
         return None
+    if isinstance(e, ast.Call) and _BOUNDING_HELPER.search(callee_name(e.func)):
+        return "guarded"  # `_safe_dot(a, b, eps)`, `clipped_cos(...)`: a helper named for the bound it keeps
     if isinstance(e, ast.BinOp):
         if isinstance(e.op, ast.MatMult):
             return "raw"
@@ -129,6 +131,10 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
             return "raw"
     return None
 
+
+# A helper whose name says it keeps its result in range (tensorflow_graphics' `_safe_dot`, which
+# shrinks the dot product by 1 - eps): its author bounded the value; the rule reads the name.
+_BOUNDING_HELPER = re.compile(r"(^|_)(safe|clip|clipped|clamp|clamped|shrink|bounded)(_|$)", re.IGNORECASE)
 
 # Whole words of a name that say "a cosine or a dot product": such a value is ±1 for parallel
 # vectors (an input the code accepts; an infinite gradient) and rounds past it (a NaN).

@@ -127,6 +127,12 @@ def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool
     return any(counts_own_finite_entries(ctx, name.split("@", 1)[0], numerator) for name in tested)
 
 
+def _feeds_another(s, ss: list) -> bool:
+    """Is the op `s` inside the input of another singular op of the branch (`log1p(-exp(x))`:
+    -inf where exp(x) rounds to 1, whatever the exp's own overflow)?"""
+    return any(o is not s and o.node is not s.node and any(n is s.node for n in ast.walk(o.node)) for o in ss)
+
+
 def where_parts(oc: OpCall) -> tuple[ast.expr, list[tuple[ast.expr, bool]]] | None:
     """(condition, [(branch, kept where the condition is True?)]) of where/masked_fill.
 
@@ -173,9 +179,15 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
     found = [(kept, list(singulars(ctx, branch))) for branch, kept in branches]
     # `where(c, -fu, fu)`: an op evaluated for both branches is kept on one side or the other.
     both = set.intersection(*({id(s.node) for s in ss} for _, ss in found)) if len(found) > 1 else set()
-    for kept_when_true, ss in found:
+    # `where(s < 0.5, expm1(s), exp(s) - 1)`: where the discarded exp overflows, the kept one does
+    # too; the value is already inf there, the NaN gradient adds nothing.
+    overflows = [{ast.dump(s.input) for s in ss if s.label == "exp" and s.input is not None} for _, ss in found]
+    for i, (kept_when_true, ss) in enumerate(found):
         for s in ss:
             if id(s.node) in both:
+                continue
+            if s.label == "exp" and s.input is not None and not _feeds_another(s, ss) and any(
+                    ast.dump(s.input) in o for j, o in enumerate(overflows) if j != i):
                 continue
             inp = s.input
             if inp is None:
@@ -195,6 +207,9 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                     continue
             elif s.label in ("acos", "asin", "atanh"):
                 if not discards(c, inp_names, (1.0, -1.0), kept_when_true, additive_names(ctx, inp)):
+                    continue
+            elif s.label == "log1p(-x)":
+                if not discards(c, inp_names, (1.0,), kept_when_true, additive_names(ctx, inp)):
                     continue
             elif not discards(c, inp_names, (_zero_of(ctx, inp),), kept_when_true, additive_names(ctx, inp)):
                 continue

@@ -63,6 +63,15 @@ def _classify(ctx: Analysis, node: ast.AST) -> Singular | None:
             return Singular("division", node, den)
     if oc.op in ("exp", "expm1"):
         return Singular("exp", node, oc.input)  # both overflow for inputs above ~88 (float32)
+    if oc.op == "log1p" and isinstance(oc.input, ast.UnaryOp) and isinstance(oc.input.op, ast.USub):
+        # log1p(-p) is log(1 - p): infinite derivative at p = 1 (a probability's binary cross-entropy);
+        # log1p(-exp(z)) (log1mexp's second form) at z = 0, and wherever exp(z) rounds to 1
+        # (|z| < 6e-8 in float32), where log(-expm1(z)) is still finite.
+        inner = ctx.op(oc.input.operand)
+        if inner is not None and inner.op == "exp" and inner.input is not None:
+            return Singular("log1p", node, inner.input)
+        if inner is None or inner.op != "expm1":
+            return Singular("log1p(-x)", node, oc.input.operand)
     return None
 
 
