@@ -343,12 +343,14 @@ class Analysis(Walk):
 
     def report(self, rule: Rule, node: ast.AST, pattern: str, key: str, fix: FixBuilder | None = None,
                hazard: str | None = None, subject: ast.AST | None = None, confidence: str | None = None,
-               **fields: Any) -> None:
+               root: ast.AST | None = None, **fields: Any) -> None:
         """Record a finding at `node`: `pattern` says what was matched, the catalogue entry
         `key` (one of the rule's hazards) why it is a hazard and the fix, filled with
         `fields`. `hazard` (GRADIENT or VALUE) overrides the rule's; `subject` is the
         expression whose gradient is at risk (default `node`): detached subjects are not
-        reported for gradient hazards. `confidence` (CERTAIN or POSSIBLE) overrides the rule's."""
+        reported for gradient hazards. `confidence` (CERTAIN or POSSIBLE) overrides the rule's.
+        `root`, the op that causes the hazard when it is not `node`: a finding of its own at
+        `root` (`acos(cosine)` reported by NG303) makes this one a duplicate, dropped."""
         if key not in rule.hazards:
             raise ValueError(f"{rule.code} does not find hazard {key!r} (it finds {rule.hazards})")
         if rule.code not in self.enabled:
@@ -374,7 +376,7 @@ class Analysis(Walk):
         # NumPy code is advised in JAX's words (jax.numpy mirrors it, and gains autograd).
         wording = JAX if framework == NUMPY else framework
         self.raw.append(Raw(rule, node, lint_message(HAZARDS[key], pattern, wording, **fields), fix, key,
-                            self.scope, confidence))
+                            self.scope, confidence, root))
 
     def spell(self, qualname: str) -> str | None:
         """How to write module `qualname` at the current scope so that it is that module, or None."""

@@ -141,8 +141,11 @@ def _findings(ctx: Analysis, text: str, path: str) -> list[Finding]:
     src = SourceText(text)
     exempt = file_noqa(text)
     out: list[Finding] = []
+    reported_at = {id(raw.node) for raw in ctx.raw}
     for raw in ctx.raw:
         code = raw.rule.code
+        if raw.root is not None and id(raw.root) in reported_at:
+            continue  # its cause has its own finding (NG303's `acos(cosine)` under NG501's where)
         if exempt is not None and (exempt is ALL or any(code.startswith(c) for c in exempt)):
             continue
         node = raw.node

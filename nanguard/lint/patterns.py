@@ -194,10 +194,19 @@ def _below_a_clamp_ceiling(ctx: Analysis, e: ast.expr) -> bool:
     for value in [e.right, ctx.last_value(e.right) if name_key(e.right) is not None else None]:
         oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
         if oc is not None and oc.op == "clamp":
-            ceiling = const_value(oc.operand(2, "max", "clip_value_max", "max_value") or oc.keyword("max"))
+            ceiling = const_value(oc.operand(2, "max", "clip_value_max", "max_value") or oc.keyword("max"),
+                                  lambda n: _number_bound_once(ctx, n))  # `1 - eps`, `eps = 1e-15`
             if ceiling is not None and ceiling < top:
                 return True
     return False
+
+
+def _number_bound_once(ctx: Analysis, node: ast.AST) -> float | None:
+    """The number a local name is bound to, when it is bound once (`eps = 1e-15`), else None."""
+    if not isinstance(node, ast.Name):
+        return None
+    _, values = ctx.lookup(node.id)
+    return const_value(values[0]) if len(values) == 1 and values[0] is not None else None
 
 
 def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:

@@ -79,10 +79,12 @@ class Raw:
     """A finding before positions and noqa are worked out; ``hazard`` is the catalogue key
     of the hazard its message words."""
 
-    __slots__ = ("confidence", "fix", "hazard", "message", "node", "rule", "scope")
+    __slots__ = ("confidence", "fix", "hazard", "message", "node", "root", "rule", "scope")
 
     def __init__(self, rule: Rule, node: ast.AST, message: str, fix: FixBuilder | None,
-                 hazard: str | None = None, scope: Scope | None = None, confidence: str = "") -> None:
+                 hazard: str | None = None, scope: Scope | None = None, confidence: str = "",
+                 root: ast.AST | None = None) -> None:
+        self.root = root  # the op that causes it, when that is not `node` (a where's singular branch op)
         self.scope = scope
         self.confidence = confidence
         self.rule = rule

@@ -814,6 +814,28 @@ NEGATIVES = [
             att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float('-inf'))
             return F.softmax(att, dim=-1)
     """),
+    # RecBole's FiGNN: self-loops masked out of a graph attention with an identity mask.
+    ("NG701", """\
+        def forward(self, alpha):
+            mask = torch.eye(self.num_fields).to(alpha.device)
+            alpha = alpha.masked_fill(mask.bool(), float("-inf"))
+            return F.softmax(alpha, dim=-1)
+    """),
+    # RecBole's log loss: the ceiling `1 - eps` is named through `eps`.
+    ("NG201", """\
+        def metric_info(preds, trues):
+            eps = 1e-15
+            preds = np.float64(preds)
+            preds = np.clip(preds, eps, 1 - eps)
+            return np.sum(-trues * np.log(preds) - (1 - trues) * np.log(1 - preds)) / len(preds)
+    """),
+    # mmpretrain's ArcFace head: the where's acos is the one NG303 reports two lines up.
+    ("NG501", """\
+        def logits(self, pre_logits):
+            cosine = F.normalize(pre_logits) @ F.normalize(self.weight).t()
+            phi = torch.cos(torch.acos(cosine) + self.margins)
+            return torch.where(cosine > 0, phi, cosine)
+    """),
     # mdlm's SEDD parameterisation: where the discarded expm1 overflows, the kept exp(s) - 1 does too.
     ("NG501", """\
         def _sedd_parameterization(self, logits, xt, sigma):
@@ -848,6 +870,26 @@ POSITIVES = [
     """),
     # ... the softplus story: the kept branch `x` stays finite where the discarded exp overflows.
     ("NG501", "y = torch.where(x < 20, torch.log1p(torch.exp(x)), x)\n"),
+    # ... a padding mask of the same shape can fill a row.
+    ("NG701", """\
+        def forward(self, alpha, pad):
+            mask = pad.to(alpha.device)
+            alpha = alpha.masked_fill(mask.bool(), float("-inf"))
+            return F.softmax(alpha, dim=-1)
+    """),
+    # ... a ceiling named through a parameter is not known to be below 1.
+    ("NG201", """\
+        def metric_info(preds, trues, eps):
+            preds = np.clip(preds, eps, 1 - eps)
+            return np.sum(-trues * np.log(preds) - (1 - trues) * np.log(1 - preds)) / len(preds)
+    """),
+    # ... and the where's acos is reported where nothing else reports it.
+    ("NG501", """\
+        def logits(self, cosine):
+            cosine = cosine.clamp(-1, 1)
+            phi = torch.cos(torch.acos(cosine) + self.margins)
+            return torch.where(cosine > 0, phi, cosine)
+    """),
     # ... a binary cross-entropy's log(1 - p) evaluated at p = 1, where the where discards it.
     ("NG501", "y = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))\n"),
     # tensorflow-probability's log1mexp, with and without x = |x|: exp(-x) rounds to 1 for

@@ -31,8 +31,9 @@ NaN, and it poisons the attention output and every gradient that touches it.
 
 A large finite fill (`torch.finfo(dtype).min`, -1e9) avoids the NaN but gives a fully
 masked row a uniform distribution over padding. Causal masks (`triu`/`tril`, a buffer
-registered from `torch.tril`, names with "causal"/"subsequent") keep the diagonal, and top-k /
-top-p sampling masks keep at least one logit: neither empties a row, and neither is reported.
+registered from `torch.tril`, names with "causal"/"subsequent") keep the diagonal, an identity
+mask (`torch.eye(n)`: self-loops out of a graph attention) keeps the rest of the row, and top-k /
+top-p sampling masks keep at least one logit: none empties a row, and none is reported.
 A fill after the softmax, or in the other arm of an `if`, is not "masked then softmaxed".
 Not reported when the code keeps a fully masked row out: the mask keeps a row with nothing
 left (`keep = keep | ~keep.any(-1, keepdim=True)`), or a where on whether the row has an
@@ -50,7 +51,9 @@ RULES = [NEG_INF_SOFTMAX]
 
 _CAUSAL = re.compile(r"causal|subsequent|future|tril|triu|look_?ahead|autoregressive|square_mask"
                      # top-k / top-p sampling: at least one logit survives
-                     r"|top_?k|top_?p|nucleus|to_remove|kth|cutoff", re.IGNORECASE)
+                     r"|top_?k|top_?p|nucleus|to_remove|kth|cutoff"
+                     # an identity mask (`torch.eye(n)`, or its complement) leaves n - 1 (or 1) entries per row
+                     r"|(?:^|_)eye(?:$|_)", re.IGNORECASE)
 
 
 def _from_topk(ctx: Analysis, name: str) -> bool:
@@ -85,6 +88,8 @@ def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
     exprs = [mask, ctx.value_of(mask)]
     if isinstance(mask, ast.Compare):  # `logits < pivot`, `pivot = v.select(-1, -1)` of `v, _ = topk(...)`
         exprs.extend(ctx.value_of(n) for n in [mask.left, *mask.comparators] if isinstance(n, ast.Name))
+    if not isinstance(mask, ast.Name):  # `mask.bool()`, `~mask`: the value of the name inside too
+        exprs.extend(ctx.value_of(n) for n in bounded_walk(mask, 20) if isinstance(n, ast.Name))
     for expr in exprs:
         if expr is None:
             continue

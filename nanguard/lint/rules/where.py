@@ -226,7 +226,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
             kind = "masked_fill" if oc.op == "masked_fill" else "where"
             ctx.report(SINGLE_WHERE, oc.node,
                        f"`{kind}` still differentiates `{describe(s.node, 40)}` where the condition discards it",
-                       "where_gradient", subject=inp)
+                       "where_gradient", subject=inp, root=s.node)
             return
 
 
