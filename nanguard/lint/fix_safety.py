@@ -31,6 +31,18 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_DIRS for p in parts[:-1])
 
 
+_METRIC_DIRS = frozenset({"metric", "metrics"})
+
+
+def in_metrics_module(path: str) -> bool:
+    """`metrics.py`, or a file under a `metrics/` directory (torchrec's `metrics/ctr.py`): evaluation
+    numbers computed from what a model already output. Their gradient hazards are lowered to
+    "possible" (a metric there is rarely differentiated; kornia's can be, hence not silenced);
+    their value hazards, a NaN in a reported number, stay certain."""
+    parts = re.split(r"[\\/]", os.path.normpath(path))
+    return parts[-1] in ("metric.py", "metrics.py") or any(p in _METRIC_DIRS for p in parts[:-1])
+
+
 def binds_only_imports(ctx, name: str, scope: Scope) -> bool:
     """Is `name`, seen from `scope`, bound only by module-level imports (never reassigned, never a
     parameter, a loop or unpacking target, a `global` in a function)?"""

@@ -340,6 +340,22 @@ def test_findings_in_test_files_are_possible_not_certain(path, body):
     assert lint_source(HEADER + body, path=path, confidence="certain") == []
 
 
+METRIC_BODY = "def compute_ctr(ctr_num, ctr_denom):\n    return torch.where(ctr_denom <= 0.0, 0.0, ctr_num / ctr_denom)\n"
+RATE_BODY = "def click_rate(clicks, mask):\n    return clicks.sum() / mask.sum()\n"
+
+
+@pytest.mark.parametrize("path", ["torchrec/metrics/ctr.py", "lib/metrics.py", "kornia/metric/epe.py"])
+def test_gradient_findings_in_metric_modules_are_possible(path):
+    # An evaluation number is rarely differentiated: its gradient hazards are lowered (README, "Lint").
+    [f] = lint_source(HEADER + METRIC_BODY, path=path)
+    assert f.code == "NG501" and f.confidence == POSSIBLE
+    assert lint_source(HEADER + METRIC_BODY, path=path, confidence="certain") == []
+    # ... elsewhere the same function is a certain finding,
+    assert [f.code for f in lint_source(HEADER + METRIC_BODY, path="lib/ranking.py", confidence="certain")] == ["NG501"]
+    # ... and a NaN in the number itself stays certain in a metric module.
+    assert [f.code for f in lint_source(HEADER + RATE_BODY, path=path, confidence="certain")] == ["NG401"]
+
+
 @pytest.mark.parametrize("fn", ["naive_attention", "reference_loss", "oracle_softmax", "test_helper", "ref_loss"])
 def test_a_function_name_lowers_nothing_outside_test_files(fn):
     # Production code named `naive_attention` is linted like any other function.
