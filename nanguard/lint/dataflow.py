@@ -9,10 +9,11 @@ own non-NaN entries.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import _bounded_walk
+from nanguard.lint.syntax import _bounded_walk, callee_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
@@ -154,3 +155,33 @@ def incremented_before(ctx: Analysis, name: ast.expr, line: int) -> bool:
     last = ctx.last_value(name)
     since = last.lineno if last is not None else 0  # type: ignore[attr-defined]
     return any(isinstance(n.op, ast.Add) and since < n.lineno < line for n in scope.augmented.get(key, ()))
+
+
+_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "is_inf", "is_finite"})
+_LEAVES = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+
+
+def nan_handled_next(ctx: Analysis, node: ast.AST) -> bool:
+    """Is the value `node` assigned to a name that the very next statement tests with isnan, isinf
+    or isfinite, leaving the loop or the function when it is not finite (DomainBed's
+    `loss_i = s / n` then `if torch.isnan(loss_i): nans += 1; continue`)? The code handles it."""
+    key = ctx.assigned_to.get(id(node))
+    if key is None:
+        return False
+    for block in _blocks(ctx.scope.node):
+        for stmt, after in zip(block, block[1:]):
+            if not (isinstance(stmt, ast.Assign) and stmt.value is node and isinstance(after, ast.If)):
+                continue
+            tested = any(isinstance(c, ast.Call) and callee_name(c.func) in _NAN_TESTS
+                         and any(name_key(a) == key for a in [*c.args, getattr(c.func, "value", None)] if a is not None)
+                         for c in ast.walk(after.test))
+            return tested and isinstance(after.body[-1], _LEAVES)
+    return False
+
+
+def _blocks(root: ast.AST) -> Iterator[list]:
+    for n in _bounded_walk(root, 4000):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and len(block) > 1:
+                yield block

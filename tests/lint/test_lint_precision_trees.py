@@ -836,6 +836,20 @@ NEGATIVES = [
             phi = torch.cos(torch.acos(cosine) + self.margins)
             return torch.where(cosine > 0, phi, cosine)
     """),
+    # DomainBed's contrastive loss: the ratio's NaN is tested on the next line and skipped.
+    ("NG401", """\
+        def loss(pairwise, pos_in, pos_out):
+            total, nans = 0.0, 0
+            for i in range(pairwise.shape[1]):
+                a, b = pairwise[pos_in], pairwise[pos_out]
+                num_positives = a.shape[0] + b.shape[0]
+                loss_i = torch.sum(torch.log(torch.cat((a[:, i], b[:, i])))) / num_positives
+                if torch.isnan(loss_i):
+                    nans += 1
+                    continue
+                total -= loss_i
+            return total
+    """),
     # mdlm's SEDD parameterisation: where the discarded expm1 overflows, the kept exp(s) - 1 does too.
     ("NG501", """\
         def _sedd_parameterization(self, logits, xt, sigma):
@@ -889,6 +903,19 @@ POSITIVES = [
             cosine = cosine.clamp(-1, 1)
             phi = torch.cos(torch.acos(cosine) + self.margins)
             return torch.where(cosine > 0, phi, cosine)
+    """),
+    # ... a NaN tested but then used anyway is not handled.
+    ("NG401", """\
+        def loss(pairwise, pos_in, pos_out):
+            total = 0.0
+            for i in range(pairwise.shape[1]):
+                a, b = pairwise[pos_in], pairwise[pos_out]
+                num_positives = a.shape[0] + b.shape[0]
+                loss_i = torch.sum(torch.log(torch.cat((a[:, i], b[:, i])))) / num_positives
+                if torch.isnan(loss_i):
+                    print("nan")
+                total -= loss_i
+            return total
     """),
     # ... a binary cross-entropy's log(1 - p) evaluated at p = 1, where the where discards it.
     ("NG501", "y = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))\n"),
@@ -1375,6 +1402,12 @@ def test_a_name_overwritten_before_the_where_is_read_as_its_last_value():
 
 # Findings whose risk depends on the data: reported with --confidence all, not by default.
 POSSIBLE_ONLY = [
+    # jumanji's search-and-rescue: a count held by an object the
+    # environment owns (set by its other code, like `self.num_items`).
+    ("NG401", """\
+        def _state_to_observation(self, state):
+            return 1.0 - jnp.sum(state.targets.found) / self.generator.num_targets
+    """),
     # transformers' openfold residue constants: the law of cosines on a table of bond lengths
     # and angles. Elementwise, a² + b² - 2ab·cos g is exactly 0 at a == b, g == 0 and rounds
     # negative only for nearly equal inputs.

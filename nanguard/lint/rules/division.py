@@ -9,7 +9,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
-from nanguard.lint.dataflow import counts_own_finite_entries, incremented_before
+from nanguard.lint.dataflow import counts_own_finite_entries, incremented_before, nan_handled_next
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
@@ -221,6 +221,15 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+def _held_by_self(expr: ast.expr) -> bool:
+    """`self.num_items`, `self.generator.num_targets`: set by the object's other methods."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+        if isinstance(expr, ast.Name):
+            return expr.id == "self"
+    return False
+
+
 def _checked_expression(ctx: Analysis, d: ast.expr) -> bool:
     """Is the divisor, spelled out, compared with 0 in this function, itself or as the value of a
     name that is (`sum_masks = torch.sum(m, 0)`, `if sum_masks == 0: return`, `... / torch.sum(m, 0)`)?"""
@@ -336,8 +345,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # `num_boxes` to >= 1 before passing it): possible (README).
         if isinstance(d, ast.Name) and counts_from_one(ctx, d.id):
             return None  # `for deg in range(1, n + 1): ... / deg`
-        elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or (
-            isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == "self")
+        elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or _held_by_self(d)
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None
 
@@ -369,6 +377,8 @@ def check_division(ctx: Analysis, target) -> None:
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
+    if nan_handled_next(ctx, node):
+        return  # `loss_i = s / n` then `if torch.isnan(loss_i): continue` (DomainBed)
     reason, confidence = found
     ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty",
                confidence=confidence)
