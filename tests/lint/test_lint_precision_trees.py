@@ -850,6 +850,15 @@ NEGATIVES = [
                 total -= loss_i
             return total
     """),
+    # DeBERTa's XSoftmax: the masked entries are refilled with 0 in place after the softmax.
+    ("NG701", """\
+        def forward(self, input, mask, dim):
+            rmask = ~(mask.bool())
+            output = input.masked_fill(rmask, float("-inf"))
+            output = torch.softmax(output, dim)
+            output.masked_fill_(rmask, 0)
+            return output
+    """),
     # mdlm's SEDD parameterisation: where the discarded expm1 overflows, the kept exp(s) - 1 does too.
     ("NG501", """\
         def _sedd_parameterization(self, logits, xt, sigma):
@@ -916,6 +925,15 @@ POSITIVES = [
                     print("nan")
                 total -= loss_i
             return total
+    """),
+    # ... a refill on another condition leaves a fully masked row NaN.
+    ("NG701", """\
+        def forward(self, input, mask, keep, dim):
+            rmask = ~(mask.bool())
+            output = input.masked_fill(rmask, float("-inf"))
+            output = torch.softmax(output, dim)
+            output.masked_fill_(~keep, 0)
+            return output
     """),
     # ... a binary cross-entropy's log(1 - p) evaluated at p = 1, where the where discards it.
     ("NG501", "y = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))\n"),

@@ -13,7 +13,7 @@ from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where import where_parts
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import bounded_walk, is_neg_inf
+from nanguard.lint.syntax import bounded_walk, const_value, is_neg_inf
 
 NEG_INF_SOFTMAX = Rule(
     code="NG701",
@@ -316,6 +316,22 @@ def _row_guarded(ctx: Analysis, fill: ast.AST, softmax: ast.AST) -> bool:
             continue
         side = _kept_where_true(ctx, fill)
         if side is not None and side == _side_of(ctx, select, softmax):
+            return True
+    return _refilled_in_place(ctx, fill, mask, softmax)
+
+
+def _refilled_in_place(ctx: Analysis, fill: ast.AST, mask: ast.AST, softmax: ast.AST) -> bool:
+    """`out = softmax(s.masked_fill(m, -inf))` then `out.masked_fill_(m, 0)` (DeBERTa's XSoftmax):
+    the in-place select on the fill's own condition replaces every entry of a fully masked row."""
+    key = ctx.assigned_to.get(id(softmax))
+    if key is None or _kept_where_true(ctx, fill) is not False:
+        return False
+    spelled, line = ast.dump(mask), softmax.lineno  # type: ignore[attr-defined]
+    for call, _scope, _nograd in ctx.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "masked_fill_" and name_key(func.value) == key \
+                and call.lineno > line and len(call.args) == 2 and ast.dump(call.args[0]) == spelled \
+                and const_value(call.args[1]) is not None:
             return True
     return False
 
