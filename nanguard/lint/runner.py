@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nanguard.lint import compat
+from nanguard.lint import compat, project
 from nanguard.lint.checker import check_source
 from nanguard.lint.fixes import apply_edits
 from nanguard.lint.model import Edit, Finding
@@ -179,14 +179,23 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
+def _start_worker(causal_masks: frozenset[str]) -> None:
+    _tune_gc()
+    project.set_causal_mask_classes(causal_masks)
+
+
 def run_tasks(tasks: list[Task], jobs: int) -> list[FileResult]:
-    """Lint every task, in parallel when it pays; results in task order."""
+    """Lint every task, in parallel when it pays; results in task order. Facts about the whole
+    tree (`nanguard.lint.project`) are gathered first and given to every worker."""
+    causal_masks = project.gather(t.path for t in tasks if t.path != "-" and t.path.endswith(".py"))
     if jobs <= 1 or len(tasks) < 8 or any(t.path == "-" for t in tasks):
         thresholds = gc.get_threshold()
         _tune_gc()
+        project.set_causal_mask_classes(causal_masks)
         try:
             return [lint_one(t) for t in tasks]
         finally:
+            project.set_causal_mask_classes(frozenset())  # `lint_source` afterwards sees one file only
             gc.unfreeze()
             gc.set_threshold(*thresholds)
     # Largest files first so no worker is left with a giant at the end.
@@ -194,7 +203,7 @@ def run_tasks(tasks: list[Task], jobs: int) -> list[FileResult]:
     ordered = [tasks[i] for i in order]
     chunk = 1  # largest files first, one at a time: no worker is handed a bundle of giants
     ctx = _pool_context()
-    with ctx.Pool(processes=jobs, initializer=_tune_gc) as pool:
+    with ctx.Pool(processes=jobs, initializer=_start_worker, initargs=(causal_masks,)) as pool:
         results = pool.map(lint_one, ordered, chunksize=chunk)
     out: list[FileResult | None] = [None] * len(tasks)
     for i, r in zip(order, results):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 import re
 
+from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import dominates
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
@@ -13,7 +15,7 @@ from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where import where_parts
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import bounded_walk, const_value, is_neg_inf
+from nanguard.lint.syntax import bounded_walk, callee_name, const_value, is_neg_inf
 
 NEG_INF_SOFTMAX = Rule(
     code="NG701",
@@ -88,8 +90,9 @@ def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
     exprs = [mask, ctx.value_of(mask)]
     if isinstance(mask, ast.Compare):  # `logits < pivot`, `pivot = v.select(-1, -1)` of `v, _ = topk(...)`
         exprs.extend(ctx.value_of(n) for n in [mask.left, *mask.comparators] if isinstance(n, ast.Name))
-    if not isinstance(mask, ast.Name):  # `mask.bool()`, `~mask`: the value of the name inside too
-        exprs.extend(ctx.value_of(n) for n in bounded_walk(mask, 20) if isinstance(n, ast.Name))
+    if not isinstance(mask, ast.Name):  # `mask.bool()`, `~mask`, `attn_mask.mask`: the value of the name inside too
+        exprs.extend(ctx.value_of(n) or _dominating_value(ctx, n) for n in bounded_walk(mask, 20)
+                     if isinstance(n, ast.Name))
     for expr in exprs:
         if expr is None:
             continue
@@ -104,7 +107,36 @@ def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
                     and _registered_causal(ctx, node.attr):
                 return True
+            if isinstance(node, ast.Call) and callee_name(node.func) in _causal_classes(ctx):
+                return True  # `attn_mask = ProbMask(B, H, L_Q, index, scores)`: a class that builds triu
     return False
+
+
+def _dominating_value(ctx: Analysis, name: ast.Name) -> ast.expr | None:
+    """The last value assigned to `name` before its use when that assignment runs on every path
+    to the use (`attn_mask = ProbMask(...)` then `masked_fill_(attn_mask.mask, -inf)`); not one made
+    only on some paths (`if attn_mask is None: attn_mask = TriangularCausalMask(...)`)."""
+    value = ctx.last_value(name)
+    scope = ctx.scope
+    if value is None or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return value if dominates(ctx, scope.node, value.lineno, name.lineno) else None  # type: ignore[attr-defined]
+
+
+def _causal_classes(ctx: Analysis) -> frozenset[str]:
+    """Classes named `...Mask` whose body builds a triangle (triu/tril) and takes no padding:
+    those of the linted tree (`nanguard.lint.project`) and of this file."""
+    found = ctx.memo.get("causal_mask_classes")
+    if found is None:
+        here = {n.name for n in ast.walk(ctx.tree) if isinstance(n, ast.ClassDef) and n.name.endswith("Mask")
+                and any(isinstance(c, ast.Call) and callee_name(c.func).rstrip("_") in ("triu", "tril")
+                        for c in ast.walk(n))
+                and not any(isinstance(a, ast.arg) and _PADDING_ARG.search(a.arg) for a in ast.walk(n))}
+        found = ctx.memo["causal_mask_classes"] = project.causal_mask_classes() | frozenset(here)
+    return found
+
+
+_PADDING_ARG = re.compile(r"pad|length|lens$", re.IGNORECASE)
 
 
 def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:

@@ -1,0 +1,109 @@
+"""Facts gathered over the whole linted tree (`nanguard.lint.project`): causal-mask classes.
+
+Informer's attention (copied into Time-Series-Library, neuralforecast, PatchTST, FEDformer) fills
+`-inf` through a `ProbMask` defined in another file; every row of it keeps its diagonal, so the
+softmax never sees a fully masked row. A mask passed in by the caller still can.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from nanguard.lint import lint_source, project
+from nanguard.lint.cli import main
+
+MASKING = textwrap.dedent("""\
+    import torch
+
+
+    class TriangularCausalMask():
+        def __init__(self, B, L, device="cpu"):
+            self._mask = torch.triu(torch.ones([B, 1, L, L], dtype=torch.bool), diagonal=1).to(device)
+
+        @property
+        def mask(self):
+            return self._mask
+
+
+    class ProbMask():
+        def __init__(self, B, H, L, index, scores, device="cpu"):
+            _mask = torch.ones(L, scores.shape[-1], dtype=torch.bool).to(device).triu(1)
+            _mask_ex = _mask[None, None, :].expand(B, H, L, scores.shape[-1])
+            self._mask = _mask_ex[torch.arange(B)[:, None, None], torch.arange(H)[None, :, None], index, :]
+
+        @property
+        def mask(self):
+            return self._mask
+
+
+    class PaddedCausalMask():
+        def __init__(self, L, lengths):
+            self._mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1) | (torch.arange(L) >= lengths[:, None])
+""")
+
+ATTENTION = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    from utils.masking import TriangularCausalMask, ProbMask
+
+
+    class ProbAttention(torch.nn.Module):
+        def _update_context(self, context_in, V, scores, index, L_Q, attn_mask):
+            if self.mask_flag:
+                attn_mask = ProbMask(V.shape[0], V.shape[1], L_Q, index, scores, device=V.device)
+                scores.masked_fill_(attn_mask.mask, -np.inf)
+            return torch.softmax(scores, dim=-1)
+
+
+    class FullAttention(torch.nn.Module):
+        def forward(self, scores, attn_mask):
+            if attn_mask is None:
+                attn_mask = TriangularCausalMask(scores.shape[0], scores.shape[-1], device=scores.device)
+            scores.masked_fill_(attn_mask.mask, -np.inf)
+            return torch.softmax(scores, dim=-1)
+""")
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "__init__.py").write_text("")
+    (tmp_path / "utils" / "masking.py").write_text(MASKING)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "attn.py").write_text(ATTENTION)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _ng701_lines(capsys, *argv) -> list[int]:
+    main(["--exit-zero", *argv])
+    out = capsys.readouterr().out
+    return [int(line.split(":")[1]) for line in out.splitlines() if ": NG701 " in line]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_causal_mask_class_of_another_file_keeps_every_row(tree, capsys, jobs):
+    # ProbMask (softmax on line 11) builds triu rows: not reported. The caller's mask may still
+    # empty a row (line 19).
+    assert _ng701_lines(capsys, "-j", jobs, ".") == [19]
+
+
+def test_without_the_mask_file_the_class_is_unknown(tree, capsys):
+    # Linting the attention file alone: ProbMask's body is not in view, the finding stays.
+    assert _ng701_lines(capsys, "-j", "1", "models/attn.py") == [11, 19]
+    assert project.causal_mask_classes() == frozenset()  # nothing left over for lint_source
+
+
+def test_gather_reads_the_classes_from_text(tree):
+    # PaddedCausalMask takes lengths: a padded row can be empty, so it does not count.
+    assert project.gather([str(tree / "utils" / "masking.py")]) == {"TriangularCausalMask", "ProbMask"}
+
+
+def test_a_causal_mask_class_in_the_same_file_is_read_from_its_tree():
+    source = MASKING + ATTENTION.replace("from utils.masking import TriangularCausalMask, ProbMask, PaddedCausalMask\n", "")
+    lines = [f.line for f in lint_source(source, confidence="certain") if f.code == "NG701"]
+    softmaxes = [i for i, line in enumerate(source.splitlines(), 1) if "return torch.softmax" in line]
+    assert lines == [softmaxes[1]]  # FullAttention's, over the caller's mask; not ProbAttention's
