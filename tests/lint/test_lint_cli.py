@@ -280,11 +280,12 @@ def test_stdin(project, capsys, monkeypatch):
 
 
 def test_parallel_run_matches_serial(project, capsys):
-    for i in range(12):
-        (project / f"m{i:02d}.py").write_text(BAD if i % 3 else CLEAN)
+    # 40 files of different sizes: the 16 largest go to the pool one at a time, the rest in chunks.
+    for i in range(40):
+        (project / f"m{i:02d}.py").write_text(("# pad\n" * (i * 7 % 40)) + (BAD if i % 3 else CLEAN))
     serial = run(capsys, "-q", "-j", "1", ".")
     parallel = run(capsys, "-q", "-j", "2", ".")
-    assert serial == parallel and serial[0] == 1 and serial[1].count("NG101") == 8
+    assert serial == parallel and serial[0] == 1 and serial[1].count("NG101") == 26
 
 
 @pytest.mark.slow
