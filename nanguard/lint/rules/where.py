@@ -19,7 +19,7 @@ from nanguard.lint.scope import name_key
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import Condition, additive_names, condition_names, discards, sign
-from nanguard.lint.rules.where_singular import INDEPENDENT, has_inner_guard, prior_values, singulars, zero_tied
+from nanguard.lint.rules.where_singular import INDEPENDENT, Singular, has_inner_guard, prior_values, singulars, zero_tied
 from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
 
 SINGLE_WHERE = Rule(
@@ -38,8 +38,9 @@ The NaN lands in x.grad although every forward value is finite (the seed stories
     # or: y = nanguard.safe_where(x > 0, torch.log, x, other=0.0, safe=1.0)
 
 Singular functions: log, log2, log10, sqrt, rsqrt, reciprocal, division by a variable,
-pow with a negative or fractional (0 < p < 1) exponent, acos/asin/atanh, and exp/expm1
-(overflow). Reported only when the condition compares the singular input's variable with a
+pow with a negative or fractional (0 < p < 1) exponent, acos/asin/atanh, log1p(-p) at p = 1
+(and log1p(-exp(z)) at z = 0), and exp/expm1 (overflow; not where the kept branch overflows
+at the same input, as in `where(s < .5, expm1(s), exp(s) - 1)`). Reported only when the condition compares the singular input's variable with a
 constant (or tests the exp's result for inf) such that the singular point, 0, ±1 or +inf,
 falls in the region the where discards: `where(x > 0, log(x), 0)` and `where(x == 0, 1,
 sin(x) / x)` are reported, `where(x != 0, exp(x), 0)` is not. Not reported when the input
@@ -127,9 +128,9 @@ def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool
     return any(counts_own_finite_entries(ctx, name.split("@", 1)[0], numerator) for name in tested)
 
 
-def _feeds_another(s, ss: list) -> bool:
-    """Is the op `s` inside the input of another singular op of the branch (`log1p(-exp(x))`:
-    -inf where exp(x) rounds to 1, whatever the exp's own overflow)?"""
+def _feeds_another(s: Singular, ss: list[Singular]) -> bool:
+    """Is the op `s` inside another singular op of the branch (the exp of `log1p(-exp(x))`, which
+    is -inf where exp(x) rounds to 1, whatever the exp's own overflow)?"""
     return any(o is not s and o.node is not s.node and any(n is s.node for n in ast.walk(o.node)) for o in ss)
 
 
