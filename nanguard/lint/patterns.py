@@ -11,6 +11,7 @@ names say (counts, masks, probabilities) in `nanguard.lint.naming`, signs and up
 from __future__ import annotations
 
 import ast
+import math
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import WRAPPER_METHODS, OpCall
@@ -194,19 +195,11 @@ def _below_a_clamp_ceiling(ctx: Analysis, e: ast.expr) -> bool:
     for value in [e.right, ctx.last_value(e.right) if name_key(e.right) is not None else None]:
         oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
         if oc is not None and oc.op == "clamp":
-            ceiling = const_value(oc.operand(2, "max", "clip_value_max", "max_value") or oc.keyword("max"),
-                                  lambda n: _number_bound_once(ctx, n))  # `1 - eps`, `eps = 1e-15`
+            ceiling_expr = oc.operand(2, "max", "clip_value_max", "max_value") or oc.keyword("max")
+            ceiling = local_constant(ctx, ceiling_expr) if ceiling_expr is not None else None  # `1 - eps`
             if ceiling is not None and ceiling < top:
                 return True
     return False
-
-
-def _number_bound_once(ctx: Analysis, node: ast.AST) -> float | None:
-    """The number a local name is bound to, when it is bound once (`eps = 1e-15`), else None."""
-    if not isinstance(node, ast.Name):
-        return None
-    _, values = ctx.lookup(node.id)
-    return const_value(values[0]) if len(values) == 1 and values[0] is not None else None
 
 
 def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
@@ -217,3 +210,38 @@ def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
         _, values = ctx.lookup(bound.id)
         return len(values) == 1 and is_positive_const(values[0])
     return False
+
+
+_MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
+         "sqrt": math.sqrt}
+
+
+def local_constant(ctx: Analysis, expr: ast.expr, depth: int = 3) -> float | None:
+    """The value of a number computed from literals, `math.pi`/`math.log(...)` and local
+    names bound once to such numbers (`min_log_mel = min_log_hz / linear_step`); else None."""
+
+    def leaf(e: ast.AST) -> float | None:
+        if depth <= 0:
+            return None
+        if isinstance(e, ast.Name):
+            _, values = ctx.lookup(e.id)
+            if len(values) == 1 and values[0] is not None:
+                return local_constant(ctx, values[0], depth - 1)
+            return None
+        if isinstance(e, ast.Attribute) and e.attr in ("pi", "e") \
+                and (name_key(e.value) == "math" or name_key(e.value) in ctx.imports.aliases):
+            return getattr(math, e.attr)  # `math.pi`, `np.pi`, `jnp.e`
+        if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords:
+            # `math.sqrt(3)`, `np.sqrt(5)`: a framework's function of a number is a number
+            fn = e.func.attr if isinstance(e.func, ast.Attribute) and name_key(e.func.value) == "math" else \
+                getattr(ctx.op(e), "op", None)
+            if fn not in _MATH:
+                return None
+            a = local_constant(ctx, e.args[0], depth - 1)
+            try:
+                return None if a is None else _MATH[fn](a)
+            except (ArithmeticError, ValueError):
+                return None
+        return None
+
+    return const_value(expr, leaf)

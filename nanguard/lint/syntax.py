@@ -8,7 +8,6 @@ build on them.
 from __future__ import annotations
 
 import ast
-import math
 import re
 from typing import Callable
 
@@ -53,19 +52,7 @@ def const_value(expr: ast.AST | None,
                 return float(a ** b)
         except (ZeroDivisionError, OverflowError, ValueError, TypeError):
             return None
-    if isinstance(expr, ast.Call) and len(expr.args) == 1 and not expr.keywords \
-            and isinstance(expr.func, ast.Attribute) and expr.func.attr in _CONSTANT_FUNCTIONS \
-            and isinstance(expr.func.value, ast.Name) and expr.func.value.id in ("math", "np", "numpy"):
-        a = const_value(expr.args[0], leaf)  # `np.log(2)`, `math.sqrt(3)`: a number written as a call
-        try:
-            return float(_CONSTANT_FUNCTIONS[expr.func.attr](a)) if a is not None else None
-        except (OverflowError, ValueError):
-            return None
     return leaf(expr) if leaf is not None else None
-
-
-_CONSTANT_FUNCTIONS = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
-                       "sqrt": math.sqrt}
 
 
 _EPS_WORD = re.compile(r"(^|_)(eps|epsilon|tiny|min_value|clamp_min|min_val)(_|$)|eps$|^eps", re.IGNORECASE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
@@ -147,25 +148,12 @@ def _running_total_of_sizes(ctx: Analysis, expr: ast.expr) -> bool:
         return False
     scope, _ = ctx.lookup(expr.id)  # type: ignore[attr-defined]
     grown = [n.value for n in scope.augmented.get(expr.id, ())] if scope is not None else []  # type: ignore[attr-defined]
-    return bool(grown) and all(_whole_size(ctx, g) for g in grown)
+    return bool(grown) and all(_sizes_only(ctx, g, 0, _whole_batch) for g in grown)
 
 
-def _whole_size(ctx: Analysis, expr: ast.expr) -> bool:
-    if const_value(expr) is not None:
-        return const_value(expr) != 0
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
-        return _whole_size(ctx, expr.left) and _whole_size(ctx, expr.right)
-    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
-        of = expr.value.value
-    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
-            and expr.func.attr in ("size", "numel", "nelement") and ctx.imports.qualname(expr.func) is None:
-        of = expr.func.value
-    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len" \
-            and "len" not in ctx.imports.aliases and len(expr.args) == 1:
-        of = expr.args[0]
-    else:
-        return False
-    return isinstance(of, ast.Name) and not _masked_selection(ctx, of)
+def _whole_batch(ctx: Analysis, expr: ast.expr) -> bool:
+    """A tensor held by a name, not a masked selection (`actuals = batch[3]`, not `x[mask]`)."""
+    return isinstance(expr, ast.Name) and not _masked_selection(ctx, expr)
 
 
 def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
@@ -197,27 +185,33 @@ def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
 _NUMBER_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32"})
 
 
-def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
+                whole: Callable[[Analysis, ast.expr], bool] | None = None) -> bool:
     """A product of the sizes of the function's own input (`x.size(1) * x.size(2)`, `x.shape[-1]`,
-    `x.numel()`), or a name bound to one: the element count of full dimensions, 0 only for an
-    empty input (whose mean is NaN by definition). Sizes of a slice or a selection
-    (`len(x[mask])`, `grids[:, :, 1:].shape[2]`) are not: those are empty for some inputs."""
+    `x.numel()`, `len(x)`), or a name bound to one: the element count of full dimensions, 0 only
+    for an empty input (whose mean is NaN by definition). Sizes of a slice or a selection
+    (`len(x[mask])`, `grids[:, :, 1:].shape[2]`) are not: those are empty for some inputs.
+    `whole` says which tensors count as whole (default: the function's unchanged parameters)."""
+    whole = whole or _unchanged_parameter
     if const_value(expr) is not None:
         return const_value(expr) != 0
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
-        return _sizes_only(ctx, expr.left, depth) and _sizes_only(ctx, expr.right, depth)
+        return _sizes_only(ctx, expr.left, depth, whole) and _sizes_only(ctx, expr.right, depth, whole)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
             and expr.func.attr in ("size", "numel", "nelement") and ctx.imports.qualname(expr.func) is None:
-        return _unchanged_parameter(ctx, expr.func.value)
+        return whole(ctx, expr.func.value)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len" \
+            and "len" not in ctx.imports.aliases and len(expr.args) == 1:
+        return whole(ctx, expr.args[0])
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
-        return _unchanged_parameter(ctx, expr.value.value)
+        return whole(ctx, expr.value.value)
     if isinstance(expr, ast.Attribute) and expr.attr == "size":
-        return _unchanged_parameter(ctx, expr.value)  # NumPy's and JAX's `inputs.size`
+        return whole(ctx, expr.value)  # NumPy's and JAX's `inputs.size`
     if isinstance(expr, ast.Call) and callee_name(expr.func) in _NUMBER_WRAPPERS and expr.args:
-        return _sizes_only(ctx, expr.args[0], depth)  # `jnp.array(inputs.size, jnp.float32)`
+        return _sizes_only(ctx, expr.args[0], depth, whole)  # `jnp.array(inputs.size, jnp.float32)`
     if depth > 0 and isinstance(expr, ast.Name):
         value = ctx.value_of(expr)
-        return value is not None and _sizes_only(ctx, value, depth - 1)
+        return value is not None and _sizes_only(ctx, value, depth - 1, whole)
     return False
 
 

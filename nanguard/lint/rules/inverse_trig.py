@@ -8,9 +8,8 @@ import re
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.patterns import local_constant, strip_wrappers
 from nanguard.lint.rules.base import checks
-from nanguard.lint.rules.where_condition import local_constant
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, bounded_walk, callee_name, const_value, is_eps_like
 

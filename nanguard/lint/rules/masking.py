@@ -128,15 +128,12 @@ def _causal_classes(ctx: Analysis) -> frozenset[str]:
     those of the linted tree (`nanguard.lint.project`) and of this file."""
     found = ctx.memo.get("causal_mask_classes")
     if found is None:
-        here = {n.name for n in ast.walk(ctx.tree) if isinstance(n, ast.ClassDef) and n.name.endswith("Mask")
-                and any(isinstance(c, ast.Call) and callee_name(c.func).rstrip("_") in ("triu", "tril")
-                        for c in ast.walk(n))
-                and not any(isinstance(a, ast.arg) and _PADDING_ARG.search(a.arg) for a in ast.walk(n))}
+        here: set[str] = set()
+        for n in ast.walk(ctx.tree):
+            if isinstance(n, ast.ClassDef) and n.name.endswith("Mask"):  # judged as the tree's are
+                here |= project.causal_mask_classes_in(ast.unparse(n).encode() + b"\n")
         found = ctx.memo["causal_mask_classes"] = project.causal_mask_classes() | frozenset(here)
     return found
-
-
-_PADDING_ARG = re.compile(r"pad|length|lens$", re.IGNORECASE)
 
 
 def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:

@@ -8,55 +8,20 @@ the where throws away.
 from __future__ import annotations
 
 import ast
-import math
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.dataflow import tagged_names
+from nanguard.lint.patterns import local_constant
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, const_value, is_eps_like, is_neg_inf, is_pos_inf
 
 
-_MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
-         "sqrt": math.sqrt}
-
-
-def local_constant(ctx: Analysis, expr: ast.expr, depth: int = 3) -> float | None:
-    """The value of a number computed from literals, `math.pi`/`math.log(...)` and local
-    names bound once to such numbers (`min_log_mel = min_log_hz / linear_step`); else None."""
-
-    def leaf(e: ast.AST) -> float | None:
-        if depth <= 0:
-            return None
-        if isinstance(e, ast.Name):
-            _, values = ctx.lookup(e.id)
-            if len(values) == 1 and values[0] is not None:
-                return local_constant(ctx, values[0], depth - 1)
-            return None
-        if isinstance(e, ast.Attribute) and e.attr in ("pi", "e") \
-                and (name_key(e.value) == "math" or name_key(e.value) in ctx.imports.aliases):
-            return getattr(math, e.attr)  # `math.pi`, `np.pi`, `jnp.e`
-        if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords:
-            # `math.sqrt(3)`, `np.sqrt(5)`: a framework's function of a number is a number
-            fn = e.func.attr if isinstance(e.func, ast.Attribute) and name_key(e.func.value) == "math" else \
-                getattr(ctx.op(e), "op", None)
-            if fn not in _MATH:
-                return None
-            a = local_constant(ctx, e.args[0], depth - 1)
-            try:
-                return None if a is None else _MATH[fn](a)
-            except (ArithmeticError, ValueError):
-                return None
-        return None
-
-    return const_value(expr, leaf)
-
-
 def _literal(ctx: Analysis, expr: ast.expr) -> bool:
     if const_value(expr) is not None or is_eps_like(expr) or is_neg_inf(expr) or is_pos_inf(expr):
         return True
-    if isinstance(expr, ast.Name) and local_constant(ctx, expr) is not None:
-        return True
+    if isinstance(expr, (ast.Name, ast.Call)) and local_constant(ctx, expr) is not None:
+        return True  # `eps_cut`, `np.log(2)`: a number by its binding or its constant argument
     oc = ctx.op(expr)
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and oc is None \
         and expr.func.attr in ("tensor", "as_tensor", "zeros_like", "ones_like", "full_like") \
