@@ -25,9 +25,13 @@ _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _CALLED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
+def _parts(path: str) -> list[str]:
+    return re.split(r"[\\/]", os.path.normpath(path))
+
+
 def is_test_path(path: str) -> bool:
     """`test_ops.py`, `ops_test.py`, `conftest.py`, or a file under a `tests/` directory."""
-    parts = re.split(r"[\\/]", os.path.normpath(path))
+    parts = _parts(path)
     return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_DIRS for p in parts[:-1])
 
 
@@ -39,8 +43,24 @@ def in_metrics_module(path: str) -> bool:
     numbers computed from what a model already output. Their gradient hazards are lowered to
     "possible" (a metric there is rarely differentiated; kornia's can be, hence not silenced);
     their value hazards, a NaN in a reported number, stay certain."""
-    parts = re.split(r"[\\/]", os.path.normpath(path))
+    parts = _parts(path)
     return parts[-1] in ("metric.py", "metrics.py") or any(p in _METRIC_DIRS for p in parts[:-1])
+
+
+_ENVIRONMENT_DIRS = frozenset({"envs", "environments"})
+_ENVIRONMENT_FILES = frozenset({"env.py", "envs.py", "environment.py"})
+
+
+def in_environment_module(path: str) -> bool:
+    """`env.py`, `environment.py`, or a file under an `envs/` or `environments/` directory: a
+    reinforcement-learning environment's step, reward and physics (JaxMARL's collision force,
+    jumanji's rewards), which an agent samples rather than differentiates. Their gradient hazards
+    are lowered to "possible" (brax's physics can be differentiated, hence not silenced); a NaN
+    in an observation or reward itself stays certain. A conda environment's folder
+    (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
+    parts = _parts(path)
+    return parts[-1] in _ENVIRONMENT_FILES or any(
+        p in _ENVIRONMENT_DIRS and "site-packages" not in parts[i:] for i, p in enumerate(parts[:-1]))
 
 
 def binds_only_imports(ctx, name: str, scope: Scope) -> bool:

@@ -159,6 +159,9 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         break
     if has_positive_offset(e) or _below_a_clamp_ceiling(ctx, e):
         return True
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) \
+            and _floored(ctx, e.left) and _floored(ctx, e.right):
+        return True  # `(p + eps) / (q + eps)` (a KL divergence's ratio), `(a + eps) * (b + eps)`
     if is_max_with_positive_floor(ctx, e):
         return True
     oc = ctx.op(e)
@@ -202,14 +205,45 @@ def _below_a_clamp_ceiling(ctx: Analysis, e: ast.expr) -> bool:
     return False
 
 
+def _floored(ctx: Analysis, expr: ast.expr) -> bool:
+    """Kept from 0 by the code itself: `x + eps`, a positive clamp or floor. Not a positive
+    function of x (`exp(-d)`, a softmax), which still underflows to 0."""
+    e = strip_wrappers(ctx, expr)
+    if has_positive_offset(e) or is_max_with_positive_floor(ctx, e):
+        return True
+    oc = ctx.op(e)
+    return oc is not None and oc.op in ("clamp", "clamp_min", "maximum") and _positive_bound(ctx, clamp_lower(oc))
+
+
 def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
-    """A positive number, or a local name bound once to one (`threshold = 0.008856`)."""
+    """A positive number, or a local name or `self` attribute bound once to one
+    (`threshold = 0.008856`, `self.min_norm = 1e-15` in `__init__`)."""
     if is_positive_const(bound):
         return True
-    if isinstance(bound, ast.Name):
-        _, values = ctx.lookup(bound.id)
-        return len(values) == 1 and is_positive_const(values[0])
-    return False
+    key = name_key(bound) if isinstance(bound, (ast.Name, ast.Attribute)) else None
+    if key is None:
+        return False
+    _, values = ctx.lookup(key)
+    if not values and key.startswith("self."):
+        values = _attribute_values(ctx, key)
+    return len(values) == 1 and is_positive_const(values[0])
+
+
+def _attribute_values(ctx: Analysis, key: str) -> list[ast.expr | None]:
+    """Every value the methods of the enclosing class assign to `self.x`."""
+    s = ctx.scope
+    while s is not None and not isinstance(s.node, ast.ClassDef):
+        s = s.parent
+    if s is None:
+        return []
+    values: list[ast.expr | None] = []
+    for fn in s.node.body:  # type: ignore[attr-defined]
+        method = ctx.scope_of.get(id(fn)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        if method is not None:
+            values.extend(method.bindings.get(key, ()))
+            if key in method.mutations:
+                return []
+    return values
 
 
 _MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,

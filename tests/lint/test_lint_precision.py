@@ -356,6 +356,28 @@ def test_gradient_findings_in_metric_modules_are_possible(path):
     assert [f.code for f in lint_source(HEADER + RATE_BODY, path=path, confidence="certain")] == ["NG401"]
 
 
+COLLISION_BODY = ("def collision_force(delta_pos):\n"
+                  "    dist = jnp.sqrt(jnp.sum(jnp.square(delta_pos)))\n    return dist\n")
+REWARD_BODY = "def reward(found, mask):\n    return found.sum() / mask.sum()\n"
+
+
+@pytest.mark.parametrize("path", ["jaxmarl/environments/mpe/simple.py", "myrl/envs/pendulum.py", "game/env.py"])
+def test_gradient_findings_in_environment_modules_are_possible(path):
+    # An RL environment's step is sampled, not differentiated: its gradient hazards are lowered (README).
+    [f] = lint_source(HEADER + COLLISION_BODY, path=path)
+    assert f.code == "NG302" and f.confidence == POSSIBLE
+    assert lint_source(HEADER + COLLISION_BODY, path=path, confidence="certain") == []
+    # ... a NaN in the reward itself stays certain.
+    assert [f.code for f in lint_source(HEADER + REWARD_BODY, path=path, confidence="certain")] == ["NG401"]
+
+
+@pytest.mark.parametrize("path", ["lib/physics.py", "miniconda3/envs/py311/lib/python3.11/site-packages/pkg/dist.py",
+                                  "pkg/environment_utils.py"])
+def test_a_conda_environment_or_a_similar_name_is_not_an_rl_environment(path):
+    [f] = lint_source(HEADER + COLLISION_BODY, path=path, confidence="certain")
+    assert (f.code, f.confidence) == ("NG302", CERTAIN)
+
+
 @pytest.mark.parametrize("fn", ["naive_attention", "reference_loss", "oracle_softmax", "test_helper", "ref_loss"])
 def test_a_function_name_lowers_nothing_outside_test_files(fn):
     # Production code named `naive_attention` is linted like any other function.

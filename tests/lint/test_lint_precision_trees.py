@@ -875,6 +875,47 @@ NEGATIVES = [
                 num_elements += actuals.shape[0] * actuals.shape[1]
             return np.sum(mse_run_losses) / num_elements
     """),
+    # CoinCheung's large-margin softmax: a one-hot mask fills one entry per row, the others survive.
+    ("NG701", """\
+        def forward(ctx, logits, labels, lam=0.3):
+            idx = torch.zeros_like(logits).scatter_(1, labels.unsqueeze(1), 1.)
+            lgts = logits.clone()
+            lgts[idx.bool()] = -torch.inf
+            q = lgts.softmax(dim=1)
+            return q
+    """),
+    ("NG701", """\
+        def complement(logits, labels):
+            keep = F.one_hot(labels, logits.size(-1)).bool()
+            return logits.masked_fill(~keep, float("-inf")).softmax(-1)
+    """),
+    # hgcn's Möbius matvec: the clamped norm is never 0 (its floor an attribute set in __init__),
+    # and the curvature's own zero has nothing to do with the where's `mx == 0`.
+    ("NG501", """\
+        class PoincareBall(Manifold):
+            def __init__(self):
+                super().__init__()
+                self.min_norm = 1e-15
+
+            def mobius_matvec(self, m, x, c):
+                sqrt_c = c ** 0.5
+                mx = x @ m.transpose(-1, -2)
+                mx_norm = mx.norm(dim=-1, keepdim=True, p=2).clamp_min(self.min_norm)
+                res_c = torch.tanh(mx_norm) * mx / (mx_norm * sqrt_c)
+                cond = (mx == 0).prod(-1, keepdim=True, dtype=torch.uint8)
+                return torch.where(cond, torch.zeros(1), res_c)
+    """),
+    # RepDistiller's PKT: the KL ratio (p + eps) / (q + eps) is positive, so p·log(ratio) is 0 at p = 0.
+    ("NG201", """\
+        def cosine_similarity_loss(output_net, target_net, eps=0.0000001):
+            model_similarity = torch.mm(output_net, output_net.transpose(0, 1))
+            target_similarity = torch.mm(target_net, target_net.transpose(0, 1))
+            model_similarity = (model_similarity + 1.0) / 2.0
+            target_similarity = (target_similarity + 1.0) / 2.0
+            model_similarity = model_similarity / torch.sum(model_similarity, dim=1, keepdim=True)
+            target_similarity = target_similarity / torch.sum(target_similarity, dim=1, keepdim=True)
+            return torch.mean(target_similarity * torch.log((target_similarity + eps) / (model_similarity + eps)))
+    """),
     # tensorflow_graphics' slerp: the dot product comes from a helper named for the bound it keeps.
     ("NG303", """\
         def _quaternion_weights(q1, q2, eps):
@@ -884,6 +925,54 @@ NEGATIVES = [
 ]
 
 POSITIVES = [
+    # ... Graphormer's KDE probabilities exp(-d²/T) underflow to 0 on top of the ratio: 0·log 0.
+    ("NG201", """\
+        def kl(self, rmsds, ref_probs):
+            self_probs = torch.exp(-rmsds ** 2 / self.temperature)
+            return torch.sum(self_probs * torch.log(self_probs / (ref_probs + 1e-32)), axis=1)
+    """),
+    # ... without the eps on top, the ratio is 0 where p is: 0·log 0.
+    ("NG201", """\
+        def cosine_similarity_loss(output_net, target_net, eps=0.0000001):
+            model_similarity = torch.mm(output_net, output_net.transpose(0, 1))
+            target_similarity = torch.mm(target_net, target_net.transpose(0, 1))
+            model_similarity = (model_similarity + 1.0) / 2.0
+            target_similarity = (target_similarity + 1.0) / 2.0
+            model_similarity = model_similarity / torch.sum(model_similarity, dim=1, keepdim=True)
+            target_similarity = target_similarity / torch.sum(target_similarity, dim=1, keepdim=True)
+            return torch.mean(target_similarity * torch.log(target_similarity / (model_similarity + eps)))
+    """),
+    # ... ones scattered into a padding mask (not into zeros) can still fill a row.
+    ("NG701", """\
+        def forward(scores, pad, idx):
+            m = pad.scatter(1, idx, True)
+            return scores.masked_fill(m, float("-inf")).softmax(-1)
+    """),
+    # ... the norm left unclamped is 0 where the where discards it: 0/0 in the gradient.
+    ("NG501", """\
+        def mobius_matvec(m, x, c):
+            sqrt_c = c ** 0.5
+            mx = x @ m.transpose(-1, -2)
+            mx_norm = mx.norm(dim=-1, keepdim=True, p=2)
+            res_c = mx / (mx_norm * sqrt_c)
+            cond = (mx == 0).prod(-1, keepdim=True, dtype=torch.uint8)
+            return torch.where(cond, torch.zeros_like(res_c), res_c)
+    """),
+    # ... a floor attribute that another method changes is not known positive.
+    ("NG501", """\
+        class Ball(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.min_norm = 1e-15
+
+            def set_floor(self, v):
+                self.min_norm = v
+
+            def matvec(self, m, x):
+                mx = x @ m
+                mx_norm = mx.norm(dim=-1, keepdim=True).clamp_min(self.min_norm)
+                return torch.where(mx == 0, torch.zeros_like(mx), mx / mx_norm)
+    """),
     # ... a tensor's scale is differentiated: `1 / norm` where the mask discards it is still a risk.
     ("NG501", """\
         def forward(self, q, k, lengths):

@@ -34,7 +34,8 @@ NaN, and it poisons the attention output and every gradient that touches it.
 A large finite fill (`torch.finfo(dtype).min`, -1e9) avoids the NaN but gives a fully
 masked row a uniform distribution over padding. Causal masks (`triu`/`tril`, a buffer
 registered from `torch.tril`, names with "causal"/"subsequent") keep the diagonal, an identity
-mask (`torch.eye(n)`: self-loops out of a graph attention) keeps the rest of the row, and top-k /
+mask (`torch.eye(n)`: self-loops out of a graph attention) and a one-hot mask (`F.one_hot(labels)`,
+ones scattered into zeros: the label's entry) keep the rest of the row, and top-k /
 top-p sampling masks keep at least one logit: none empties a row, and none is reported.
 A fill after the softmax, or in the other arm of an `if`, is not "masked then softmaxed".
 Not reported when the code keeps a fully masked row out: the mask keeps a row with nothing
@@ -109,7 +110,27 @@ def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
                 return True
             if isinstance(node, ast.Call) and callee_name(node.func) in _causal_classes(ctx):
                 return True  # `attn_mask = ProbMask(B, H, L_Q, index, scores)`: a class that builds triu
+            if isinstance(node, ast.Call) and _one_hot(node):
+                return True
     return False
+
+
+_ZERO_FACTORIES = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
+def _one_hot(call: ast.Call) -> bool:
+    """A one-hot mask, one entry per row (the label's): `F.one_hot(labels, C)`, or ones scattered
+    into zeros (`torch.zeros_like(logits).scatter_(1, labels.unsqueeze(1), 1.)`). Filling it
+    leaves the other C - 1 entries of the row; filling its complement leaves the label's."""
+    name = callee_name(call.func)
+    if name == "one_hot":
+        return True
+    if name not in ("scatter", "scatter_") or len(call.args) < 3 or not isinstance(call.func, ast.Attribute):
+        return False
+    base = call.func.value
+    value = call.args[2]
+    one = isinstance(value, ast.Constant) and value.value in (1, True)
+    return one and isinstance(base, ast.Call) and callee_name(base.func) in _ZERO_FACTORIES
 
 
 def _dominating_value(ctx: Analysis, name: ast.Name) -> ast.expr | None:

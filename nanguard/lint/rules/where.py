@@ -128,6 +128,25 @@ def _numerator_guarded(ctx: Analysis, numerator: ast.expr, c: Condition) -> bool
     return any(counts_own_finite_entries(ctx, name.split("@", 1)[0], numerator) for name in tested)
 
 
+def _factors_guarded(ctx: Analysis, inp: ast.expr, c: Condition) -> bool:
+    """A product whose every factor is either kept from 0 or has zeros unrelated to the tested
+    variables: `mx / (mx_norm * sqrt_c)` with `mx_norm` clamped and `where(mx == 0, 0, ...)`
+    (hgcn's Möbius matvec) is finite where the where discards it; `sqrt_c`'s own zero is not
+    the where's business."""
+    e = strip_wrappers(ctx, inp)
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)):
+        return False
+    factors, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            stack.extend((n.left, n.right))
+        else:
+            factors.append(n)
+    tested = set().union(*(t.names for t in c.tests))
+    return all(guarded_positive(ctx, f) or zero_tied(ctx, f, tested) == INDEPENDENT for f in factors)
+
+
 def _feeds_another(s: Singular, ss: list[Singular]) -> bool:
     """Is the op `s` inside another singular op of the branch (the exp of `log1p(-exp(x))`, which
     is -inf where exp(x) rounds to 1, whatever the exp's own overflow)?"""
@@ -216,7 +235,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                 continue
             elif zero_tied(ctx, inp, set().union(*(t.names for t in c.tests))) == INDEPENDENT:
                 continue  # `where(eig != 0, g1 / g2, b)` with g2 = sum(-2 / (b + 2 * eig) ** 3): g2 is not 0 there
-            if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp):
+            if guarded_positive(ctx, inp) or has_inner_guard(ctx, inp) or _factors_guarded(ctx, inp, c):
                 continue
             if s.label == "division" and isinstance(s.node, ast.BinOp) and _numerator_guarded(ctx, s.node.left, c):
                 continue
