@@ -164,14 +164,22 @@ _LEAVES = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 def nan_handled_next(ctx: Analysis, node: ast.AST) -> bool:
     """Is the value `node` assigned to a name that the very next statement tests with isnan, isinf
     or isfinite, leaving the loop or the function when it is not finite (DomainBed's
-    `loss_i = s / n` then `if torch.isnan(loss_i): nans += 1; continue`)? The code handles it."""
-    key = ctx.assigned_to.get(id(node))
-    if key is None:
-        return False
+    `loss_i = s / n` then `if torch.isnan(loss_i): nans += 1; continue`), or cleans with
+    nan_to_num (SAM's `rate = hits.sum() / mask.sum()` then `return jnp.nan_to_num(rate)`)?
+    The code handles it."""
+    line = getattr(node, "lineno", 0)
     for block in _blocks(ctx.scope.node):
         for stmt, after in zip(block, block[1:]):
-            if not (isinstance(stmt, ast.Assign) and stmt.value is node and isinstance(after, ast.If)):
+            if not (isinstance(stmt, ast.Assign) and stmt.lineno <= line <= (stmt.end_lineno or 0)
+                    and len(stmt.targets) == 1 and any(n is node for n in _bounded_walk(stmt.value, 200))):
                 continue
+            key = name_key(stmt.targets[0])
+            value = after.value if isinstance(after, (ast.Return, ast.Assign)) else None
+            if isinstance(value, ast.Call) and callee_name(value.func) in ("nan_to_num", "nan_to_num_") \
+                    and value.args and key is not None and name_key(value.args[0]) == key:
+                return True  # the NaN reaches the name (through any arithmetic) and is cleaned there
+            if stmt.value is not node or not isinstance(after, ast.If):
+                return False
             tested = any(isinstance(c, ast.Call) and callee_name(c.func) in _NAN_TESTS
                          and any(name_key(a) == key for a in [*c.args, getattr(c.func, "value", None)] if a is not None)
                          for c in ast.walk(after.test))

@@ -35,16 +35,18 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_DIRS for p in parts[:-1])
 
 
-_METRIC_DIRS = frozenset({"metric", "metrics"})
+_EVALUATION_DIRS = frozenset({"metric", "metrics", "diagnostics"})
+_EVALUATION_FILES = frozenset({"metric.py", "metrics.py", "diagnostics.py"})
 
 
-def in_metrics_module(path: str) -> bool:
-    """`metrics.py`, or a file under a `metrics/` directory (torchrec's `metrics/ctr.py`): evaluation
-    numbers computed from what a model already output. Their gradient hazards are lowered to
+def in_evaluation_module(path: str) -> bool:
+    """`metrics.py`, `diagnostics.py`, or a file under a `metrics/` or `diagnostics/` directory
+    (torchrec's `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`): evaluation numbers computed
+    from what a model or a sampler already output. Their gradient hazards are lowered to
     "possible" (a metric there is rarely differentiated; kornia's can be, hence not silenced);
     their value hazards, a NaN in a reported number, stay certain."""
     parts = _parts(path)
-    return parts[-1] in ("metric.py", "metrics.py") or any(p in _METRIC_DIRS for p in parts[:-1])
+    return parts[-1] in _EVALUATION_FILES or any(p in _EVALUATION_DIRS for p in parts[:-1])
 
 
 _ENVIRONMENT_DIRS = frozenset({"envs", "environments"})

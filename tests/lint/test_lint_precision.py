@@ -344,7 +344,8 @@ METRIC_BODY = "def compute_ctr(ctr_num, ctr_denom):\n    return torch.where(ctr_
 RATE_BODY = "def click_rate(clicks, mask):\n    return clicks.sum() / mask.sum()\n"
 
 
-@pytest.mark.parametrize("path", ["torchrec/metrics/ctr.py", "lib/metrics.py", "kornia/metric/epe.py"])
+@pytest.mark.parametrize("path", ["torchrec/metrics/ctr.py", "lib/metrics.py", "kornia/metric/epe.py",
+                                  "blackjax/diagnostics.py", "sampler/diagnostics/psis.py"])
 def test_gradient_findings_in_metric_modules_are_possible(path):
     # An evaluation number is rarely differentiated: its gradient hazards are lowered (README, "Lint").
     [f] = lint_source(HEADER + METRIC_BODY, path=path)

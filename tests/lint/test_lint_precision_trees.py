@@ -916,6 +916,45 @@ NEGATIVES = [
             target_similarity = target_similarity / torch.sum(target_similarity, dim=1, keepdim=True)
             return torch.mean(target_similarity * torch.log((target_similarity + eps) / (model_similarity + eps)))
     """),
+    # SAM's metrics: the ratio is cleaned with nan_to_num by the next statement (an empty mask gives 0).
+    ("NG401", """\
+        def top_k_error_rate_metric(logits, one_hot_labels, k=5, mask=None):
+            mask = mask.reshape([logits.shape[0]])
+            hit = jax.vmap(jnp.isin)(jnp.argmax(one_hot_labels, -1), jnp.argsort(logits, axis=-1)[:, -k:])
+            error_rate = 1 - ((hit * mask).sum() / mask.sum())
+            # Set to zero if there is no non-masked samples.
+            return jnp.nan_to_num(error_rate)
+    """),
+    # blackjax's log1mexp: x is held at or below -eps first, so exp(x) < 1 and log1p(-exp(x)) is finite.
+    ("NG501", """\
+        def log1mexp(x):
+            x = jnp.minimum(x, -jnp.finfo(x.dtype).eps)
+            return jnp.where(x > -0.6931472, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
+    """),
+    # entmax's and TabNet's sparsemax threshold: the support (method-form cumsum of the sorted
+    # input) holds the largest entry.
+    ("NG401", """\
+        def _threshold_and_support(input, dim=-1):
+            input_srt, _ = torch.sort(input, descending=True, dim=dim)
+            input_cumsum = input_srt.cumsum(dim) - 1
+            rhos = _make_ix_like(input, dim)
+            support = rhos * input_srt > input_cumsum
+            support_size = support.sum(dim=dim).unsqueeze(dim)
+            tau = input_cumsum.gather(dim, support_size - 1)
+            tau /= support_size.to(input.dtype)
+            return tau, support_size
+    """),
+    # tensorflow-addons' sparsemax: the same support through `tf.math.cumsum` of the top-k values.
+    ("NG401", """\
+        def _compute_2d_sparsemax(logits, obs, dims):
+            z_sorted, _ = tf.nn.top_k(logits, k=dims)
+            z_cumsum = tf.math.cumsum(z_sorted, axis=-1)
+            k = tf.range(1, tf.cast(dims, logits.dtype) + 1, dtype=logits.dtype)
+            z_check = 1 + k * z_sorted > z_cumsum
+            k_z = tf.math.reduce_sum(tf.cast(z_check, tf.int32), axis=-1)
+            tau_sum = tf.gather_nd(z_cumsum, k_z)
+            return (tau_sum - 1) / tf.cast(k_z, logits.dtype)
+    """),
     # tensorflow_graphics' slerp: the dot product comes from a helper named for the bound it keeps.
     ("NG303", """\
         def _quaternion_weights(q1, q2, eps):
@@ -925,6 +964,26 @@ NEGATIVES = [
 ]
 
 POSITIVES = [
+    # ... a ratio printed before nan_to_num cleans it is printed as NaN.
+    ("NG401", """\
+        def error_rate(logits, labels, mask):
+            rate = ((jnp.argmax(logits, -1) == labels) * mask).sum() / mask.sum()
+            print(rate)
+            return jnp.nan_to_num(rate)
+    """),
+    # ... log1mexp without the clamp: exp(x) rounds to 1 for |x| < 6e-8.
+    ("NG501", """\
+        def log1mexp(x):
+            return jnp.where(x > -0.6931472, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
+    """),
+    # ... the cumsum of something unsorted does not hold the largest entry first.
+    ("NG401", """\
+        def threshold(scores, dim=-1):
+            cs = scores.cumsum(dim) - 1
+            support = scores > cs
+            n = support.sum(dim=dim)
+            return cs.sum(dim) / n
+    """),
     # ... Graphormer's KDE probabilities exp(-d²/T) underflow to 0 on top of the ratio: 0·log 0.
     ("NG201", """\
         def kl(self, rmsds, ref_probs):

@@ -132,7 +132,13 @@ def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
         calls.extend(bounded_walk(value, 20) if value is not None else [node])
     for call in calls:
         if isinstance(call, ast.Call) and callee_name(call.func) == "cumsum":
-            source = call.args[0] if call.args else getattr(call.func, "value", None)
+            head = getattr(call.func, "value", None)
+            root = head
+            while isinstance(root, ast.Attribute):
+                root = root.value  # `tf.math.cumsum`: the module is `tf`
+            module = isinstance(root, ast.Name) and root.id in ctx.imports.aliases
+            # `torch.cumsum(z, 0)`, `np.cumsum(u, axis=1)`; but `z.cumsum(dim)` sums z, not dim
+            source = call.args[0] if call.args and (module or head is None) else head
             if source is None:
                 continue
             value = ctx.resolve(source)

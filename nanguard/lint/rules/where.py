@@ -14,13 +14,13 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.dataflow import counts_own_finite_entries, tagged_names
-from nanguard.lint.patterns import guarded_positive, strip_wrappers
+from nanguard.lint.patterns import guarded_positive, local_constant, strip_wrappers
 from nanguard.lint.scope import name_key
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.where_condition import Condition, additive_names, condition_names, discards, sign
 from nanguard.lint.rules.where_singular import INDEPENDENT, Singular, has_inner_guard, prior_values, singulars, zero_tied
-from nanguard.lint.syntax import bounded_walk, const_value, describe, is_neg_inf, is_pos_inf
+from nanguard.lint.syntax import bounded_walk, callee_name, const_value, describe, is_eps_like, is_neg_inf, is_pos_inf
 
 SINGLE_WHERE = Rule(
     code="NG501",
@@ -147,6 +147,40 @@ def _factors_guarded(ctx: Analysis, inp: ast.expr, c: Condition) -> bool:
     return all(guarded_positive(ctx, f) or zero_tied(ctx, f, tested) == INDEPENDENT for f in factors)
 
 
+def _negative_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
+    """`-1e-7`, `-eps`, `-jnp.finfo(x.dtype).eps`: a number below 0."""
+    if bound is None:
+        return False
+    v = local_constant(ctx, bound)
+    if v is not None:
+        return v < 0
+    return isinstance(bound, ast.UnaryOp) and isinstance(bound.op, ast.USub) and is_eps_like(bound.operand)
+
+
+def _held_below_zero(ctx: Analysis, expr: ast.expr) -> bool:
+    """`x = jnp.minimum(x, -eps)` before `log1p(-exp(x))` (blackjax's log1mexp): exp(x) stays below
+    1 by a representable step, so log1p(-exp(x)) and its derivative stay finite."""
+    value = ctx.last_value(expr) if name_key(expr) is not None else expr
+    value = strip_wrappers(ctx, value) if value is not None else None
+    if not isinstance(value, ast.Call):
+        return False
+    name = callee_name(value.func)
+    if name in ("minimum", "fmin") and len(value.args) == 2:
+        return any(_negative_bound(ctx, a) for a in value.args)
+    if name in ("clamp", "clip", "clip_by_value"):
+        method = isinstance(value.func, ast.Attribute) and ctx.op(value.func.value) is None \
+            and name_key(value.func.value) is not None and len(value.args) < 3 and name == "clamp"
+        ceiling = next((k.value for k in value.keywords if k.arg in ("max", "a_max", "clip_value_max", "max_value")),
+                       None)
+        if ceiling is None:
+            args = value.args if method else value.args[1:]
+            ceiling = args[1] if len(args) >= 2 else None
+        return _negative_bound(ctx, ceiling)
+    if name == "clamp_max" and value.args:
+        return _negative_bound(ctx, value.args[-1])
+    return False
+
+
 def _feeds_another(s: Singular, ss: list[Singular]) -> bool:
     """Is the op `s` inside another singular op of the branch (the exp of `log1p(-exp(x))`, which
     is -inf where exp(x) rounds to 1, whatever the exp's own overflow)?"""
@@ -216,7 +250,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
             # Is the op's singular point in the discarded region? 0 for log/sqrt/1/x/pow,
             # ±1 for acos/asin/atanh, +inf (overflow) for exp.
             if s.label == "exp":
-                if nonpositive_by_construction(ctx, inp):
+                if nonpositive_by_construction(ctx, inp) or _held_below_zero(ctx, inp):
                     continue
                 # `isinf(exp)` on the branch's own exp: the author expects it to overflow.
                 finite = next((v for k, v in c.finite.items() if k.split("@", 1)[0] == s.via), None) \
@@ -228,6 +262,8 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
             elif s.label in ("acos", "asin", "atanh"):
                 if not discards(c, inp_names, (1.0, -1.0), kept_when_true, additive_names(ctx, inp)):
                     continue
+            elif s.label == "log1p" and _held_below_zero(ctx, inp):
+                continue
             elif s.label == "log1p(-x)":
                 if not discards(c, inp_names, (1.0,), kept_when_true, additive_names(ctx, inp)):
                     continue
