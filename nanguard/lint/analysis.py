@@ -358,9 +358,8 @@ class Analysis(Walk):
         confidence = confidence or rule.confidence
         if fix_safety.in_test_file(self.path):
             confidence = POSSIBLE  # a test file's formula runs on the test's own inputs only (README)
-        elif (hazard or rule.hazard) == GRADIENT and (fix_safety.in_evaluation_module(self.path)
-                                                     or fix_safety.in_environment_module(self.path)):
-            confidence = POSSIBLE  # an evaluation number, an environment's step: rarely differentiated (README)
+        elif (hazard or rule.hazard) == GRADIENT and fix_safety.rarely_differentiated_module(self.path):
+            confidence = POSSIBLE  # a metric, an RL environment, an optimizer: rarely differentiated (README)
         if confidence == POSSIBLE and rule.code not in self.possible:
             return
         framework = self.framework_at(node)

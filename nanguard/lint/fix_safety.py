@@ -35,34 +35,32 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_DIRS for p in parts[:-1])
 
 
-_EVALUATION_DIRS = frozenset({"metric", "metrics", "diagnostics"})
-_EVALUATION_FILES = frozenset({"metric.py", "metrics.py", "diagnostics.py"})
+# Modules whose code is rarely differentiated, by what they hold: a folder name and the module
+# names that mean the same. Their gradient hazards are lowered to "possible" (README, "Lint");
+# their value hazards, a NaN in a number they report or return, stay certain.
+_RARELY_DIFFERENTIATED = {
+    # evaluation numbers computed from what a model or a sampler already output (torchrec's
+    # `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`); kornia's metrics can be losses
+    "evaluation": ({"metric", "metrics", "diagnostics"}, {"metric.py", "metrics.py", "diagnostics.py"}),
+    # a reinforcement-learning environment's step, reward and physics, which an agent samples
+    # (JaxMARL's collision force, jumanji's rewards); brax's physics can be differentiated
+    "environment": ({"envs", "environments"}, {"env.py", "envs.py", "environment.py"}),
+    # optimizers, which run on gradients outside the tape (blackjax's L-BFGS state, the update
+    # functions of optimizer libraries); meta-learning can differentiate through them
+    "optimizer": ({"optim", "optimizer", "optimizers"}, {"optim.py", "optimizer.py", "optimizers.py"}),
+}
 
 
-def in_evaluation_module(path: str) -> bool:
-    """`metrics.py`, `diagnostics.py`, or a file under a `metrics/` or `diagnostics/` directory
-    (torchrec's `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`): evaluation numbers computed
-    from what a model or a sampler already output. Their gradient hazards are lowered to
-    "possible" (a metric there is rarely differentiated; kornia's can be, hence not silenced);
-    their value hazards, a NaN in a reported number, stay certain."""
+def rarely_differentiated_module(path: str) -> str | None:
+    """Which kind of rarely differentiated module `path` is ('evaluation', 'environment',
+    'optimizer'), from its folders and its name; None for any other. A conda environment's
+    folder (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
     parts = _parts(path)
-    return parts[-1] in _EVALUATION_FILES or any(p in _EVALUATION_DIRS for p in parts[:-1])
-
-
-_ENVIRONMENT_DIRS = frozenset({"envs", "environments"})
-_ENVIRONMENT_FILES = frozenset({"env.py", "envs.py", "environment.py"})
-
-
-def in_environment_module(path: str) -> bool:
-    """`env.py`, `environment.py`, or a file under an `envs/` or `environments/` directory: a
-    reinforcement-learning environment's step, reward and physics (JaxMARL's collision force,
-    jumanji's rewards), which an agent samples rather than differentiates. Their gradient hazards
-    are lowered to "possible" (brax's physics can be differentiated, hence not silenced); a NaN
-    in an observation or reward itself stays certain. A conda environment's folder
-    (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
-    parts = _parts(path)
-    return parts[-1] in _ENVIRONMENT_FILES or any(
-        p in _ENVIRONMENT_DIRS and "site-packages" not in parts[i:] for i, p in enumerate(parts[:-1]))
+    for kind, (folders, files) in _RARELY_DIFFERENTIATED.items():
+        if parts[-1] in files or any(p in folders and "site-packages" not in parts[i:]
+                                     for i, p in enumerate(parts[:-1])):
+            return kind
+    return None
 
 
 def binds_only_imports(ctx, name: str, scope: Scope) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import math
 
+from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import WRAPPER_METHODS, OpCall
 from nanguard.lint.scope import name_key
@@ -148,12 +149,15 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     """Is `expr` visibly kept away from zero (eps offset, positive clamp, max with a constant,
     a `where`/`masked_fill` substitution, or a name whose value is)?"""
     e = strip_wrappers(ctx, expr)
-    for _ in range(4):  # |x|, -x and x² are nonzero exactly when x is
+    for _ in range(4):  # |x|, -x, x², sqrt(x) and x ** 0.5 are nonzero exactly when x is
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
             e = e.operand
             continue
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and (const_value(e.right) or 0) > 0:
+            e = strip_wrappers(ctx, e.left)
+            continue
         inner = ctx.op(e)
-        if inner is not None and inner.op in ("abs", "square") and inner.input is not None:
+        if inner is not None and inner.op in ("abs", "square", "sqrt") and inner.input is not None:
             e = strip_wrappers(ctx, inner.input)
             continue
         break
@@ -162,7 +166,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) \
             and _floored(ctx, e.left) and _floored(ctx, e.right):
         return True  # `(p + eps) / (q + eps)` (a KL divergence's ratio), `(a + eps) * (b + eps)`
-    if is_max_with_positive_floor(ctx, e):
+    if is_max_with_positive_floor(ctx, e) or _calls_a_positive_helper(ctx, e):
         return True
     oc = ctx.op(e)
     if oc is not None:
@@ -203,6 +207,85 @@ def _below_a_clamp_ceiling(ctx: Analysis, e: ast.expr) -> bool:
             if ceiling is not None and ceiling < top:
                 return True
     return False
+
+
+# Calls whose result is >= 0 whatever their argument: the receiver of a positive offset.
+_NONNEGATIVE_CALLS = frozenset({"abs", "absolute", "fabs", "square", "norm", "exp", "sqrt", "softplus", "sigmoid",
+                                "relu"})
+_FLOOR_CALLS = frozenset({"clamp_min", "clamp_min_", "maximum", "fmax"})
+# How a helper's text spells the array modules (it is read without the file's imports).
+_MODULE_NAMES = frozenset({"torch", "tf", "jnp", "np", "numpy", "jax", "F", "K", "keras", "ops", "lax"})
+
+
+def _nonnegative(e: ast.expr) -> bool:
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow):
+        return const_value(e.right) == 2
+    return isinstance(e, ast.Call) and (last_identifier(e.func) or "") in _NONNEGATIVE_CALLS
+
+
+def positive_helper_return(e: ast.expr) -> bool:
+    """Is a helper's whole return value positive by its syntax alone (no names looked up):
+    `x.abs().add_(eps)` (geoopt's `sabs`), `x.abs() + eps`, `torch.sqrt(x) + 1e-8`,
+    `x.clamp_min(eps)`, `x.clamp(min=1e-6)`, `torch.clamp(x, min=eps)`, `jnp.maximum(x, eps)`?
+    `eps` is a positive constant or a name that says so."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+        return (is_positive_const(e.right) and _nonnegative(e.left)) or (is_positive_const(e.left)
+                                                                         and _nonnegative(e.right))
+    if not isinstance(e, ast.Call):
+        return False
+    name = last_identifier(e.func) or ""
+    head = e.func.value if isinstance(e.func, ast.Attribute) else None
+    # `x.clamp(...)` is a method; `torch.clamp(x, ...)`, `tf.math.maximum(x, ...)` are functions
+    method = head is not None and not isinstance(head, ast.Attribute) and not (
+        isinstance(head, ast.Name) and head.id in _MODULE_NAMES)
+    if name in ("add", "add_") and method and len(e.args) == 1:
+        return is_positive_const(e.args[0]) and _nonnegative(e.func.value)  # type: ignore[attr-defined]
+    if name in _FLOOR_CALLS and e.args:
+        return is_positive_const(e.args[-1])
+    if name in ("clamp", "clamp_", "clip"):
+        floor = next((k.value for k in e.keywords if k.arg in ("min", "a_min", "clip_value_min", "min_value")), None)
+        if floor is None:
+            positional = e.args if method else e.args[1:]
+            floor = positional[0] if positional else None
+        return is_positive_const(floor)
+    return False
+
+
+def _calls_a_positive_helper(ctx: Analysis, e: ast.expr) -> bool:
+    """`sabs(k)`, `utils.sabs(k)`: a call of a function of the tree or of this file whose one
+    statement returns a positive value (`positive_helper_return`)."""
+    if not isinstance(e, ast.Call):
+        return False
+    func = e.func
+    if isinstance(func, ast.Attribute):
+        root = func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in ctx.imports.aliases):
+            return False  # `self.sabs(k)`: a method, whatever a function of that name returns
+        name = func.attr
+    elif isinstance(func, ast.Name):
+        name = func.id
+    else:
+        return False
+    return name in project.positive_helpers() or name in _file_positive_helpers(ctx)
+
+
+def _file_positive_helpers(ctx: Analysis) -> frozenset[str]:
+    found = ctx.memo.get("positive_helpers")
+    if found is None:
+        positive, others = set(), set()
+        for node in ast.walk(ctx.tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
+                    and positive_helper_return(body[0].value):
+                positive.add(node.name)
+            else:
+                others.add(node.name)
+        found = ctx.memo["positive_helpers"] = frozenset(positive - others)
+    return found
 
 
 def _floored(ctx: Analysis, expr: ast.expr) -> bool:

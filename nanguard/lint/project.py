@@ -1,28 +1,47 @@
 """Facts about the whole tree being linted, gathered in one cheap text pass before any file is.
 
-A rule sees one file at a time; a few of its questions are answered in another file. Today
-one: which classes build a causal mask. Informer's `ProbMask` and `TriangularCausalMask` and
-LogTrans' `LocalMask` are defined in a `masking.py` next to the attention code that fills
-`-inf` through them (Time-Series-Library, neuralforecast, PatchTST, FEDformer); every row of
-such a mask keeps its diagonal or a band around it, so a softmax over it never sees a fully
-masked row (NG701).
+A rule sees one file at a time; a few of its questions are answered in another file:
 
-A class counts when its name ends in `Mask`, its body calls `triu` or `tril`, and it takes no
-padding or lengths (which could empty a row). The parent process gathers the names from the
-files' text (`gather`), workers read them through `causal_mask_classes()`; a class of the
-linted file itself is found from its syntax tree by the rule.
+* which classes build a causal mask. Informer's `ProbMask` and `TriangularCausalMask` and
+  LogTrans' `LocalMask` are defined in a `masking.py` next to the attention code that fills
+  `-inf` through them (Time-Series-Library, neuralforecast, PatchTST, FEDformer); every row of
+  such a mask keeps its diagonal or a band around it, so a softmax over it never sees a fully
+  masked row (NG701). A class counts when its name ends in `Mask`, its body calls `triu` or
+  `tril`, and it takes no padding or lengths (which could empty a row).
+* which helper functions return a positive value: a one-statement body such as geoopt's
+  `def sabs(x, eps=1e-15): return x.abs().add_(eps)` (`patterns.positive_helper_return` says
+  which returns count). `(1 - eps) / sabs(k) ** 0.5` in another module is then never a division
+  by 0. A name counts only when every function of that name in the tree is such a helper.
+
+The parent process gathers both from the files' text (`gather`), workers read them through
+`causal_mask_classes()` and `positive_helpers()`; the linted file's own classes and helpers
+are found from its syntax tree by the rules.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w*Mask)\b[^\n]*:[ \t]*\r?\n((?:\1[ \t]+[^\n]*\n|[ \t]*\r?\n)*)", re.M)
 _TRIANGLE = re.compile(rb"\b(?:triu|tril)_?\(")
 _PADDING = re.compile(rb"pad|length|lens\b", re.IGNORECASE)
+_DEF = re.compile(rb"^[ \t]*def[ \t]+(\w+)", re.M)
+# A def whose first statement is its return, after at most a one-line docstring.
+_ONE_RETURN = re.compile(rb"^[ \t]*def[ \t]+(\w+)[ \t]*\([^)\n]*\)[^:\n]*:[ \t]*\r?\n"
+                         rb"(?:[ \t]+[rRuU]?(?:\"\"\"[^\n]*\"\"\"|'''[^\n]*''')[ \t]*\r?\n)?"
+                         rb"[ \t]+return[ \t]+([^\n#]+?)[ \t]*(?:#[^\n]*)?\r?\n", re.M)
 
-_causal_classes: frozenset[str] = frozenset()
+
+@dataclass(frozen=True)
+class TreeFacts:
+    causal_mask_classes: frozenset[str] = frozenset()
+    positive_helpers: frozenset[str] = frozenset()
+
+
+_facts = TreeFacts()
 
 
 def causal_mask_classes_in(data: bytes) -> set[str]:
@@ -37,23 +56,50 @@ def causal_mask_classes_in(data: bytes) -> set[str]:
     return found
 
 
-def gather(paths: Iterable[str]) -> frozenset[str]:
-    """Causal-mask classes defined anywhere in `paths` (unreadable files are skipped: their
-    own read error is reported by the run)."""
-    names: set[str] = set()
+def helpers_in(data: bytes) -> tuple[set[str], set[str]]:
+    """(positive helpers, every other function name) defined in one file's text."""
+    from nanguard.lint.patterns import positive_helper_return
+
+    positive = set()
+    for match in _ONE_RETURN.finditer(data):
+        try:
+            expr = ast.parse(match.group(2).decode("utf-8"), mode="eval").body
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue  # a return continued on the next line: not read
+        if positive_helper_return(expr):
+            positive.add(match.group(1).decode("ascii"))
+    others = {m.group(1).decode("ascii") for m in _DEF.finditer(data)} - positive
+    return positive, others
+
+
+def gather(paths: Iterable[str]) -> TreeFacts:
+    """The facts of the files `paths` (unreadable files are skipped: their own read error is
+    reported by the run)."""
+    masks: set[str] = set()
+    positive: set[str] = set()
+    others: set[str] = set()
     for path in paths:
         try:
             with open(path, "rb") as fh:
-                names |= causal_mask_classes_in(fh.read())
+                data = fh.read()
         except OSError:
             continue
-    return frozenset(names)
+        masks |= causal_mask_classes_in(data)
+        if b"return" in data:
+            p, o = helpers_in(data)
+            positive |= p
+            others |= o
+    return TreeFacts(frozenset(masks), frozenset(positive - others))
 
 
-def set_causal_mask_classes(names: frozenset[str]) -> None:
-    global _causal_classes
-    _causal_classes = names
+def set_facts(facts: TreeFacts) -> None:
+    global _facts
+    _facts = facts
 
 
 def causal_mask_classes() -> frozenset[str]:
-    return _causal_classes
+    return _facts.causal_mask_classes
+
+
+def positive_helpers() -> frozenset[str]:
+    return _facts.positive_helpers

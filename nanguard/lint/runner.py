@@ -179,23 +179,23 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _start_worker(causal_masks: frozenset[str]) -> None:
+def _start_worker(facts: project.TreeFacts) -> None:
     _tune_gc()
-    project.set_causal_mask_classes(causal_masks)
+    project.set_facts(facts)
 
 
 def run_tasks(tasks: list[Task], jobs: int) -> list[FileResult]:
     """Lint every task, in parallel when it pays; results in task order. Facts about the whole
     tree (`nanguard.lint.project`) are gathered first and given to every worker."""
-    causal_masks = project.gather(t.path for t in tasks if t.path != "-" and t.path.endswith(".py"))
+    facts = project.gather(t.path for t in tasks if t.path != "-" and t.path.endswith(".py"))
     if jobs <= 1 or len(tasks) < 8 or any(t.path == "-" for t in tasks):
         thresholds = gc.get_threshold()
         _tune_gc()
-        project.set_causal_mask_classes(causal_masks)
+        project.set_facts(facts)
         try:
             return [lint_one(t) for t in tasks]
         finally:
-            project.set_causal_mask_classes(frozenset())  # `lint_source` afterwards sees one file only
+            project.set_facts(project.TreeFacts())  # `lint_source` afterwards sees one file only
             gc.unfreeze()
             gc.set_threshold(*thresholds)
     # Largest files first so no worker is left with a giant at the end.
@@ -206,7 +206,7 @@ def run_tasks(tasks: list[Task], jobs: int) -> list[FileResult]:
     # over torch or a research tree of small files, measured).
     giants = jobs * 8
     ctx = _pool_context()
-    with ctx.Pool(processes=jobs, initializer=_start_worker, initargs=(causal_masks,)) as pool:
+    with ctx.Pool(processes=jobs, initializer=_start_worker, initargs=(facts,)) as pool:
         head = pool.map_async(lint_one, ordered[:giants], chunksize=1)
         tail = pool.map_async(lint_one, ordered[giants:], chunksize=8)
         results = head.get() + tail.get()

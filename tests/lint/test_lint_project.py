@@ -99,7 +99,8 @@ def test_without_the_mask_file_the_class_is_unknown(tree, capsys):
 
 def test_gather_reads_the_classes_from_text(tree):
     # PaddedCausalMask takes lengths: a padded row can be empty, so it does not count.
-    assert project.gather([str(tree / "utils" / "masking.py")]) == {"TriangularCausalMask", "ProbMask"}
+    facts = project.gather([str(tree / "utils" / "masking.py")])
+    assert facts.causal_mask_classes == {"TriangularCausalMask", "ProbMask"}
 
 
 def test_a_causal_mask_class_in_the_same_file_is_read_from_its_tree():
@@ -107,3 +108,70 @@ def test_a_causal_mask_class_in_the_same_file_is_read_from_its_tree():
     lines = [f.line for f in lint_source(source, confidence="certain") if f.code == "NG701"]
     softmaxes = [i for i, line in enumerate(source.splitlines(), 1) if "return torch.softmax" in line]
     assert lines == [softmaxes[1]]  # FullAttention's, over the caller's mask; not ProbAttention's
+
+
+SABS = "import torch\n\n\n@torch.jit.script\ndef sabs(x, eps: float = 1e-15):\n    return x.abs().add_(eps)\n"
+PROJECT = """\
+import torch
+from geo.utils import sabs
+
+
+def _project(x, k, eps: float = 4e-3):
+    maxnorm = (1 - eps) / (sabs(k) ** 0.5)
+    return torch.where(k.lt(0), maxnorm, k.new_full((), 1e15))
+"""
+
+
+@pytest.fixture
+def geo(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "geo").mkdir()
+    (tmp_path / "geo" / "utils.py").write_text(SABS)
+    (tmp_path / "geo" / "math.py").write_text(PROJECT)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _ng501_count(capsys, *argv) -> int:
+    main(["--exit-zero", *argv])
+    return capsys.readouterr().out.count(": NG501 ")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_positive_helper_of_another_file_guards_the_division(geo, capsys, jobs):
+    # geoopt's `sabs(k) = |k| + eps` never reaches 0: the where's discarded branch is finite.
+    assert _ng501_count(capsys, "-j", jobs, ".") == 0
+
+
+def test_without_the_helper_file_the_division_is_reported(geo, capsys):
+    assert _ng501_count(capsys, "-j", "1", "geo/math.py") == 1
+    assert project.positive_helpers() == frozenset()
+
+
+def test_a_helper_name_defined_twice_counts_only_if_both_are_positive(tmp_path):
+    (tmp_path / "a.py").write_text(SABS)
+    (tmp_path / "b.py").write_text("def sabs(x):\n    return x.abs()\n")
+    (tmp_path / "c.py").write_text('def softclip(x):\n    """Floor."""\n    return torch.clamp(x, min=1e-6)\n')
+    facts = project.gather([str(tmp_path / n) for n in ("a.py", "b.py", "c.py")])
+    assert facts.positive_helpers == {"softclip"}
+    assert project.gather([str(tmp_path / "a.py")]).positive_helpers == {"sabs"}
+
+
+@pytest.mark.parametrize("ret,positive", [
+    ("x.abs().add_(eps)", True), ("x.abs() + 1e-8", True), ("torch.sqrt(x) + eps", True),
+    ("x.clamp_min(1e-6)", True), ("x.clamp(min=eps)", True), ("jnp.maximum(x, 1e-12)", True),
+    ("torch.clamp(x, 1e-6, 1.0)", True), ("x + eps", False), ("x.add_(eps)", False), ("x.clamp(max=1.0)", False),
+    ("x.clamp_min(0)", False), ("torch.clamp(x, -1.0, 1.0)", False), ("x.abs()", False),
+])
+def test_what_a_positive_helper_returns(ret, positive):
+    import ast
+
+    from nanguard.lint.patterns import positive_helper_return
+    assert positive_helper_return(ast.parse(ret, mode="eval").body) is positive
+
+
+def test_a_positive_helper_in_the_same_file_is_read_from_its_tree():
+    source = SABS + PROJECT.replace("from geo.utils import sabs\n", "")
+    assert [f.code for f in lint_source(source, confidence="all")] == []
+    unbounded = source.replace("x.abs().add_(eps)", "x.abs()")
+    assert "NG501" in [f.code for f in lint_source(unbounded)]
