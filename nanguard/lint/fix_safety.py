@@ -15,9 +15,9 @@ the library op is checked against.
 from __future__ import annotations
 
 import ast
-import os
 import re
 
+from nanguard.lint.module_kind import path_parts
 from nanguard.lint.scope import Scope
 
 _TEST_FILE = re.compile(r"^(test_.*|.*_test|tests?|conftest)\.pyi?$")
@@ -25,42 +25,10 @@ _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _CALLED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-def _parts(path: str) -> list[str]:
-    return re.split(r"[\\/]", os.path.normpath(path))
-
-
 def is_test_path(path: str) -> bool:
     """`test_ops.py`, `ops_test.py`, `conftest.py`, or a file under a `tests/` directory."""
-    parts = _parts(path)
+    parts = path_parts(path)
     return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_DIRS for p in parts[:-1])
-
-
-# Modules whose code is rarely differentiated, by what they hold: a folder name and the module
-# names that mean the same. Their gradient hazards are lowered to "possible" (README, "Lint");
-# their value hazards, a NaN in a number they report or return, stay certain.
-_RARELY_DIFFERENTIATED = {
-    # evaluation numbers computed from what a model or a sampler already output (torchrec's
-    # `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`); kornia's metrics can be losses
-    "evaluation": ({"metric", "metrics", "diagnostics"}, {"metric.py", "metrics.py", "diagnostics.py"}),
-    # a reinforcement-learning environment's step, reward and physics, which an agent samples
-    # (JaxMARL's collision force, jumanji's rewards); brax's physics can be differentiated
-    "environment": ({"envs", "environments"}, {"env.py", "envs.py", "environment.py"}),
-    # optimizers, which run on gradients outside the tape (blackjax's L-BFGS state, the update
-    # functions of optimizer libraries); meta-learning can differentiate through them
-    "optimizer": ({"optim", "optimizer", "optimizers"}, {"optim.py", "optimizer.py", "optimizers.py"}),
-}
-
-
-def rarely_differentiated_module(path: str) -> str | None:
-    """Which kind of rarely differentiated module `path` is ('evaluation', 'environment',
-    'optimizer'), from its folders and its name; None for any other. A conda environment's
-    folder (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
-    parts = _parts(path)
-    for kind, (folders, files) in _RARELY_DIFFERENTIATED.items():
-        if parts[-1] in files or any(p in folders and "site-packages" not in parts[i:]
-                                     for i, p in enumerate(parts[:-1])):
-            return kind
-    return None
 
 
 def binds_only_imports(ctx, name: str, scope: Scope) -> bool:

@@ -372,6 +372,26 @@ def test_gradient_findings_in_environment_modules_are_possible(path):
     assert [f.code for f in lint_source(HEADER + REWARD_BODY, path=path, confidence="certain")] == ["NG401"]
 
 
+ENV_CLASS = """\
+class WaterWorld(VectorizedTask):
+    def reset(self, key):
+        return self._reset_fn(key)
+
+    def step(self, state, action):
+        return self._step_fn(state, action)
+"""
+NOT_AN_ENV = ENV_CLASS.replace("action)", "batch)").replace("action", "batch")
+
+
+def test_gradient_findings_beside_an_environment_class_are_possible():
+    # EvoJAX's task files: a class with reset() and step(state, action) is an RL environment.
+    [f] = lint_source(HEADER + COLLISION_BODY + ENV_CLASS, path="evojax/task/waterworld.py")
+    assert f.code == "NG302" and f.confidence == POSSIBLE
+    # ... a class whose step takes no action (a trainer's step) is not.
+    [f] = lint_source(HEADER + COLLISION_BODY + NOT_AN_ENV, path="lib/trainer.py")
+    assert f.confidence == CERTAIN
+
+
 @pytest.mark.parametrize("path", ["blackjax/optimizers/lbfgs.py", "pkg/optim/adam.py", "lib/optimizer.py"])
 def test_gradient_findings_in_optimizer_modules_are_possible(path):
     # An optimizer runs on gradients outside the tape: its gradient hazards are lowered (README).

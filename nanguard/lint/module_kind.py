@@ -1,0 +1,68 @@
+"""What kind of module a file is, read from its path and its classes: where gradient findings
+are lowered to "possible" (README, "Lint").
+
+Some modules hold code that autodiff rarely differentiates: evaluation numbers (metrics, MCMC
+diagnostics), reinforcement-learning environments (sampled by an agent, not differentiated)
+and optimizers (run on gradients outside the tape). A gradient hazard there (NG302, NG501...)
+is reported only with `--confidence all`; a value hazard, a NaN in a number such a module
+reports or returns, stays certain. Each kind can be differentiated somewhere (kornia's metrics
+as losses, brax's physics, meta-learning through an optimizer), hence lowered, not dropped.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+
+def path_parts(path: str) -> list[str]:
+    """The folders and the file name of `path`, normalised, on any platform."""
+    return re.split(r"[\\/]", os.path.normpath(path))
+
+
+# Modules whose code is rarely differentiated, by what they hold: a folder name and the module
+# names that mean the same. Their gradient hazards are lowered to "possible" (README, "Lint");
+# their value hazards, a NaN in a number they report or return, stay certain.
+_RARELY_DIFFERENTIATED = {
+    # evaluation numbers computed from what a model or a sampler already output (torchrec's
+    # `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`); kornia's metrics can be losses
+    "evaluation": ({"metric", "metrics", "diagnostics"}, {"metric.py", "metrics.py", "diagnostics.py"}),
+    # a reinforcement-learning environment's step, reward and physics, which an agent samples
+    # (JaxMARL's collision force, jumanji's rewards); brax's physics can be differentiated
+    "environment": ({"envs", "environments"}, {"env.py", "envs.py", "environment.py"}),
+    # optimizers, which run on gradients outside the tape (blackjax's L-BFGS state, the update
+    # functions of optimizer libraries); meta-learning can differentiate through them
+    "optimizer": ({"optim", "optimizer", "optimizers"}, {"optim.py", "optimizer.py", "optimizers.py"}),
+}
+
+
+def rarely_differentiated_module(path: str) -> str | None:
+    """Which kind of rarely differentiated module `path` is ('evaluation', 'environment',
+    'optimizer'), from its folders and its name; None for any other. A conda environment's
+    folder (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
+    parts = path_parts(path)
+    for kind, (folders, files) in _RARELY_DIFFERENTIATED.items():
+        if parts[-1] in files or any(p in folders and "site-packages" not in parts[i:]
+                                     for i, p in enumerate(parts[:-1])):
+            return kind
+    return None
+
+
+_STEPS = frozenset({"step", "step_env", "_step"})
+_ACTIONS = frozenset({"action", "actions"})
+
+
+def defines_an_environment(tree: ast.Module) -> bool:
+    """Does the module define a reinforcement-learning environment, a class with `reset` and a
+    `step(..., action)` (gym's API, EvoJAX's tasks, JaxMARL's `step_env(key, state, actions)`)?
+    Its module is then read like one under `envs/`."""
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if "reset" in methods and any(
+                name in _STEPS and {a.arg for a in m.args.args + m.args.kwonlyargs} & _ACTIONS
+                for name, m in methods.items()):
+            return True
+    return False
