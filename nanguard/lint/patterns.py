@@ -131,13 +131,15 @@ def tensor_literal(expr: ast.expr) -> ast.expr:
 
 
 def is_max_with_positive_floor(ctx: Analysis, expr: ast.expr) -> bool:
-    """`max(n, 1)`, and a helper named as a floor with a positive float bound (vdvae's
+    """`max(n, 1)` (or with a count tested against 0 in the function), and a helper named as a
+    floor with a positive float bound (vdvae's
     `const_max(cdf_delta, 1e-12)`, a `safe_max(x, 1e-6)`); not a reduction (`torch.max(x, 1)`:
     an int is a dimension) and not an upper bound (`clamp_max`)."""
     if not isinstance(expr, ast.Call):
         return False
     if isinstance(expr.func, ast.Name) and expr.func.id == "max" and expr.func.id not in ctx.imports.aliases:
-        return any(is_positive_const(a) for a in expr.args)
+        # `max(n, 1)`; `max(num_positives or 0, n_found)` after `if n_found == 0: return`
+        return any(is_positive_const(a) or (isinstance(a, ast.Name) and ctx.zero_checked(a)) for a in expr.args)
     name = (last_identifier(expr.func) or "").lower()
     if "max" in name and not any(w in name for w in ("clamp", "clip", "arg", "soft", "amax", "logsumexp")) \
             and ctx.op(expr) is None:

@@ -955,6 +955,35 @@ NEGATIVES = [
             tau_sum = tf.gather_nd(z_cumsum, k_z)
             return (tau_sum - 1) / tf.cast(k_z, logits.dtype)
     """),
+    # pytorch-forecasting's softplus_inv: expm1 of -(y + eps) overflows as y -> -inf, which the
+    # where keeps; the discarded y > 20 is finite.
+    ("NG501", """\
+        def softplus_inv(y):
+            finfo = torch.finfo(y.dtype)
+            return y.where(y > 20.0, y + (y + finfo.eps).neg().expm1().neg().log())
+    """),
+    # gluonts' generalized Pareto mean: NaN on purpose where it is undefined.
+    ("NG501", """\
+        def mean(self):
+            return torch.where(self.xi < 1, torch.div(self.beta, 1 - self.xi), np.nan * torch.ones_like(self.xi))
+    """),
+    # gluonts' discrete distribution: the support of a probability vector is never empty.
+    ("NG401", """\
+        def rps(self, obs):
+            probs_sorted, values_sorted = self.probs_sorted, self.values_sorted
+            mask_non_zero_prob = (probs_sorted > 0).int()
+            quantile_losses = mask_non_zero_prob * self.quantile_losses(obs, quantiles=values_sorted)
+            return torch.sum(quantile_losses, dim=-1) / torch.sum(mask_non_zero_prob, dim=-1)
+    """),
+    # sentence-transformers' reranking metrics: the count returned early when 0 floors the max.
+    ("NG401", """\
+        def compute_metrics(self, y_true, y_pred, num_positives=None):
+            num_retrieved_positives = sum(y_true)
+            if num_retrieved_positives == 0:
+                return 0, 0, 0
+            num_positives = max(num_positives or 0, num_retrieved_positives)
+            return average_precision_score(y_true, y_pred) * (num_retrieved_positives / num_positives)
+    """),
     # tensorflow_graphics' slerp: the dot product comes from a helper named for the bound it keeps.
     ("NG303", """\
         def _quaternion_weights(q1, q2, eps):
@@ -964,6 +993,25 @@ NEGATIVES = [
 ]
 
 POSITIVES = [
+    # ... the same branch discarded for y < -20: there -(y + eps) grows and expm1 overflows.
+    ("NG501", """\
+        def f(y):
+            finfo = torch.finfo(y.dtype)
+            return y.where(y < -20.0, y + (y + finfo.eps).neg().expm1().neg().log())
+    """),
+    # ... a count of independent sigmoid outputs above a threshold can be 0.
+    ("NG401", """\
+        def rate(scores, logits):
+            hits = (torch.sigmoid(logits) > 0.5).float()
+            return (hits * scores).sum() / hits.sum()
+    """),
+    # ... a max of counts nobody tested against 0.
+    ("NG401", """\
+        def compute_metrics(y_true, y_pred, num_positives=None):
+            num_retrieved_positives = (y_true > 0).sum()
+            num_positives = max(num_positives or 0, num_retrieved_positives)
+            return torch.sum(y_pred * y_true) / num_positives
+    """),
     # ... a ratio printed before nan_to_num cleans it is printed as NaN.
     ("NG401", """\
         def error_rate(logits, labels, mask):

@@ -32,13 +32,21 @@ _DISTRIBUTION_WORDS = ("softmax", "sparsemax", "entmax", "simplex")
 
 def _support_of_a_distribution(ctx: Analysis, mask: ast.expr) -> bool:
     """`primal_out > 0` where `primal_out = _projection_unit_simplex(x)` (jaxopt's JVP rule),
-    `sparsemax(z) != 0`: the support of a probability vector is never empty."""
+    `sparsemax(z) != 0`, `probs_sorted > 0`: the support of a probability vector is never empty."""
     m = strip_wrappers(ctx, ctx.resolve(mask))
     if not (isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], (ast.Gt, ast.NotEq))
             and const_value(m.comparators[0]) == 0):
         return False
     source = strip_wrappers(ctx, ctx.resolve(m.left))
+    if isinstance(source, (ast.Name, ast.Attribute)) and _PROBABILITIES.search(
+            source.id if isinstance(source, ast.Name) else source.attr):
+        return True  # `probs_sorted > 0` (gluonts' discrete distribution): a probability vector's support
     return isinstance(source, ast.Call) and any(w in callee_name(source.func).lower() for w in _DISTRIBUTION_WORDS)
+
+
+# A name made of the word probs/probabilities (`probs`, `probs_sorted`, `self.probs`): a distribution's
+# probability vector.
+_PROBABILITIES = re.compile(r"(^|_)(probs|probabilities)(_|$)", re.IGNORECASE)
 
 
 def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:

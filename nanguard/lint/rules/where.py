@@ -77,10 +77,13 @@ _TYPINGS = frozenset({"constant", "cast", "tensor", "as_tensor", "array", "asarr
 def _infinite(expr: ast.expr, depth: int = 3) -> bool:
     """A non-finite constant: `torch.inf`, `-math.inf`, `float("inf")`, a bare `inf`, NaN
     (`np.nan`, `float("nan")`), also typed or broadcast (`dtype(np.nan)`, `tf.cast(np.nan, dt)`,
-    `tf.constant(np.inf, dt)`, `tf.fill(shape, inf)`, `torch.full_like(x, float("nan"))`)."""
+    `tf.constant(np.inf, dt)`, `tf.fill(shape, inf)`, `torch.full_like(x, float("nan"))`,
+    `np.nan * torch.ones_like(x)`)."""
     e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) else expr
     if is_pos_inf(expr) or is_neg_inf(expr) or (isinstance(e, ast.Name) and e.id in ("inf", "nan")):
         return True
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and depth > 0:
+        return _infinite(e.left, depth - 1) or _infinite(e.right, depth - 1)  # `np.nan * torch.ones_like(xi)`
     if isinstance(e, ast.Attribute) and e.attr in ("nan", "NaN", "NAN") and isinstance(e.value, ast.Name) \
             and e.value.id in _NAN_MODULES:
         return True

@@ -14,7 +14,7 @@ from nanguard.lint.dataflow import tagged_names
 from nanguard.lint.patterns import local_constant
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import additive_terms, const_value, is_eps_like, is_neg_inf, is_pos_inf
+from nanguard.lint.syntax import additive_terms, callee_name, const_value, is_eps_like, is_neg_inf, is_pos_inf
 
 
 def _literal(ctx: Analysis, expr: ast.expr) -> bool:
@@ -138,12 +138,20 @@ def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool
 
 
 def sign(expr: ast.expr) -> float:
-    """-1 when `expr` is visibly a negation of its variables (`-x`, `-2 * x`), else +1."""
+    """-1 when `expr` is visibly a negation of its variables (`-x`, `-2 * x`, `x.neg()`,
+    `torch.neg(x)`), else +1."""
     sign = 1.0
-    while isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        if isinstance(expr.op, ast.USub):
+    while True:
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+            if isinstance(expr.op, ast.USub):
+                sign = -sign
+            expr = expr.operand
+        elif isinstance(expr, ast.Call) and callee_name(expr.func) in ("neg", "negative") and (
+                expr.args or isinstance(expr.func, ast.Attribute)):
             sign = -sign
-        expr = expr.operand
+            expr = expr.args[0] if expr.args else expr.func.value  # type: ignore[attr-defined]
+        else:
+            break
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
         for side in (expr.left, expr.right):
             v = const_value(side)
