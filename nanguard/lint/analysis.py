@@ -8,6 +8,7 @@ expression outside autograd. `report` records a finding worded from the hazard c
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from nanguard.core.hazards import HAZARDS, lint_message
@@ -36,6 +37,9 @@ _NO_GRAD_FACTORIES = frozenset({
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
     "randint_like", "tensor", "as_tensor", "argmax", "argmin", "argsort", "nonzero",
     "isnan", "isinf", "isfinite",
+    # comparisons and logic spelled as calls (`torch.eq(a, b)`, `tf.greater`): bool results
+    "eq", "ne", "lt", "le", "gt", "ge", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "logical_not", "logical_xor", "isclose", "isin",
 })
 _NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
 _PYTHON_NUMBER_METHODS = frozenset({"size", "dim", "numel", "nelement", "item"})
@@ -64,6 +68,10 @@ def _number_default(fn: ast.AST, name: str) -> bool:
     pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
     return any(a.arg == name and isinstance(d, ast.Constant) and type(d.value) in (int, float)
                for a, d in pairs)
+
+
+# A parameter named as a mask (`prediction_mask`, `attention_mask`): selection data, not differentiated.
+_MASK_PARAMETER = re.compile(r"^(\w+_)?masks?$", re.IGNORECASE)
 
 
 class Analysis(Walk):
@@ -312,8 +320,10 @@ class Analysis(Walk):
                 continue  # `table[k]`: an index is an integer (or a bool mask), never differentiated
             prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
             if not prior and s is not None and isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and (self.autodiff.parameter_gradient_free(s.node, key) or _number_default(s.node, key)):
-                continue  # `cutoff: float`, `timescale=1000`, or bound to gradient-free values at every call
+                    and (self.autodiff.parameter_gradient_free(s.node, key) or _number_default(s.node, key)
+                         or _MASK_PARAMETER.search(key)):
+                continue  # `cutoff: float`, `timescale=1000`, a `prediction_mask` parameter (data), or bound
+                # to gradient-free values at every call
             if not prior or not self.gradient_free(prior[-1], depth + 1):
                 return False
         return True

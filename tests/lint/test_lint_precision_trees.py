@@ -984,6 +984,29 @@ NEGATIVES = [
             num_positives = max(num_positives or 0, num_retrieved_positives)
             return average_precision_score(y_true, y_pred) * (num_retrieved_positives / num_positives)
     """),
+    # Pyraformer's and Informer's StandardScaler: fit gets a NumPy array (its statistics are later
+    # passed to torch.from_numpy), whose std divides by n.
+    ("NG801", """\
+        class StandardScaler():
+            def fit(self, data):
+                self.mean = data.mean(0)
+                self.std = data.std(0)
+
+            def transform(self, data):
+                mean = torch.from_numpy(self.mean).type_as(data) if torch.is_tensor(data) else self.mean
+                std = torch.from_numpy(self.std).type_as(data) if torch.is_tensor(data) else self.std
+                return (data - mean) / std
+    """),
+    # uni2ts' packed loss: the observation counts are made of mask parameters and torch.eq
+    # comparisons; no gradient reaches 1 / nobs.
+    ("NG501", """\
+        def reduce_loss(self, loss, prediction_mask, observed_mask, sample_id, variate_id):
+            id_mask = torch.logical_and(torch.eq(sample_id.unsqueeze(-1), sample_id.unsqueeze(-2)),
+                                        torch.eq(variate_id.unsqueeze(-1), variate_id.unsqueeze(-2)))
+            nobs = reduce(id_mask * rearrange(prediction_mask, "... seq -> ... 1 seq"), "... s1 s2 -> ... s1 1", "sum")
+            nobs = torch.where(nobs == 0, nobs, 1 / nobs).sum()
+            return (loss * nobs).sum()
+    """),
     # tensorflow_graphics' slerp: the dot product comes from a helper named for the bound it keeps.
     ("NG303", """\
         def _quaternion_weights(q1, q2, eps):
@@ -993,6 +1016,20 @@ NEGATIVES = [
 ]
 
 POSITIVES = [
+    # ... a torch scaler (nothing turns its statistics back from NumPy) fitted on a batch of one.
+    ("NG801", """\
+        class UnitGaussianNormalizer(object):
+            def __init__(self, x, eps=0.00001):
+                self.mean = torch.mean(x, 0)
+                self.std = torch.std(x, 0)
+    """),
+    # ... counts weighted by a parameter that is not a mask can carry a gradient.
+    ("NG501", """\
+        def reduce_loss(loss, weights, sample_id):
+            same = torch.eq(sample_id.unsqueeze(-1), sample_id.unsqueeze(-2))
+            nobs = (same * weights).sum(-1)
+            return (loss * torch.where(nobs == 0, nobs, 1 / nobs)).sum()
+    """),
     # ... the same branch discarded for y < -20: there -(y + eps) grows and expm1 overflows.
     ("NG501", """\
         def f(y):

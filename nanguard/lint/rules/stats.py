@@ -8,7 +8,8 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import METHOD, TORCH, OpCall
 from nanguard.lint.rules.base import checks
-from nanguard.lint.syntax import bounded_walk, const_value
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, callee_name, const_value
 
 STD_OF_ONE = Rule(
     code="NG801",
@@ -28,7 +29,8 @@ element per group).
     # or x.std(0, correction=0) when the population statistic is what you mean
 
 Reported for torch std/var/std_mean/var_mean over dim 0 with the default correction. (TF's
-reduce_std/reduce_variance use N and are not affected.) Certain (the default) when the
+reduce_std/reduce_variance use N and are not affected, nor is NumPy's std: a statistic a
+class stores on `self` and later passes to `torch.from_numpy` was NumPy's.) Certain (the default) when the
 statistic is taken of a parameter of a module-level function or a method, unchanged: whoever
 calls it decides the batch, and a batch of one is an input it accepts. Possible otherwise (a dataset's
 column, a reshaped feature map: their row count is the data's).""",
@@ -67,6 +69,8 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
         return
     if _batch_size_checked(ctx):
         return  # `if x.size(0) <= 1: raise ValueError(...)`: n - 1 >= 1
+    if _kept_as_a_numpy_array(ctx, oc.node):
+        return  # a scaler's `self.std = data.std(0)` later read by `torch.from_numpy(self.std)`: NumPy's, ddof=0
     ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate",
                confidence=CERTAIN if _callers_batch(ctx, oc.input) else None)
 
@@ -97,6 +101,22 @@ def _batch_size_checked(ctx: Analysis) -> bool:
         if small and _leading_size(left) and any(isinstance(s, (ast.Raise, ast.Return)) for s in node.body):
             return True
     return False
+
+
+def _kept_as_a_numpy_array(ctx: Analysis, node: ast.AST) -> bool:
+    """Is the statistic stored on `self` and turned into a tensor with `torch.from_numpy`
+    elsewhere in the class (Informer's and Pyraformer's `StandardScaler`, whose `fit` gets the
+    training data as a NumPy array)? Then it is NumPy's std, which divides by n."""
+    key = ctx.assigned_to.get(id(node))
+    if key is None or not key.startswith("self."):
+        return False
+    s = ctx.scope
+    while s is not None and not isinstance(s.node, ast.ClassDef):
+        s = s.parent
+    if s is None:
+        return False
+    return any(isinstance(n, ast.Call) and callee_name(n.func) == "from_numpy" and n.args
+               and name_key(n.args[0]) == key for n in bounded_walk(s.node, 3000))
 
 
 def _callers_batch(ctx: Analysis, expr: ast.expr | None) -> bool:
