@@ -368,8 +368,7 @@ class Analysis(Walk):
         confidence = confidence or rule.confidence
         if fix_safety.in_test_file(self.path):
             confidence = POSSIBLE  # a test file's formula runs on the test's own inputs only (README)
-        elif (hazard or rule.hazard) == GRADIENT and (module_kind.rarely_differentiated_module(self.path)
-                                                     or self._defines_an_environment()):
+        elif (hazard or rule.hazard) == GRADIENT and module_kind.rarely_differentiated(self):
             confidence = POSSIBLE  # a metric, an RL environment, an optimizer: rarely differentiated (README)
         if confidence == POSSIBLE and rule.code not in self.possible:
             return
@@ -390,12 +389,6 @@ class Analysis(Walk):
         wording = JAX if framework == NUMPY else framework
         self.raw.append(Raw(rule, node, lint_message(HAZARDS[key], pattern, wording, **fields), fix, key,
                             self.scope, confidence, root))
-
-    def _defines_an_environment(self) -> bool:
-        found = self.memo.get("defines_an_environment")
-        if found is None:
-            found = self.memo["defines_an_environment"] = module_kind.defines_an_environment(self.tree)
-        return found
 
     def spell(self, qualname: str) -> str | None:
         """How to write module `qualname` at the current scope so that it is that module, or None."""

@@ -14,6 +14,10 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nanguard.lint.analysis import Analysis
 
 
 def path_parts(path: str) -> list[str]:
@@ -66,3 +70,12 @@ def defines_an_environment(tree: ast.Module) -> bool:
                 for name, m in methods.items()):
             return True
     return False
+
+
+def rarely_differentiated(ctx: Analysis) -> bool:
+    """Is the linted module one of the kinds above, by its path or by an environment class?"""
+    found = ctx.memo.get("rarely_differentiated")
+    if found is None:
+        found = ctx.memo["rarely_differentiated"] = bool(
+            rarely_differentiated_module(ctx.path) or defines_an_environment(ctx.tree))
+    return found

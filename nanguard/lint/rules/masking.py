@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import ast
-import re
 
-from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.blocks import dominates
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.kept_rows import keeps_every_row
 from nanguard.lint.rules.where import where_parts
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import bounded_walk, callee_name, const_value, is_neg_inf
+from nanguard.lint.syntax import bounded_walk, const_value, is_neg_inf
 
 NEG_INF_SOFTMAX = Rule(
     code="NG701",
@@ -52,111 +50,6 @@ findings are certain.""",
 
 RULES = [NEG_INF_SOFTMAX]
 
-_CAUSAL = re.compile(r"causal|subsequent|future|tril|triu|look_?ahead|autoregressive|square_mask"
-                     # top-k / top-p sampling: at least one logit survives
-                     r"|top_?k|top_?p|nucleus|to_remove|kth|cutoff"
-                     # an identity mask (`torch.eye(n)`, or its complement) leaves n - 1 (or 1) entries per row
-                     r"|(?:^|_)eye(?:$|_)", re.IGNORECASE)
-
-
-def _from_topk(ctx: Analysis, name: str) -> bool:
-    """`v, _ = torch.topk(logits, k)`: a threshold that keeps k >= 1 entries of every row."""
-    scope, _ = ctx.lookup(name)
-    for call in (scope.unpacked.get(name, ()) if scope is not None else ()):
-        func = call.func  # type: ignore[attr-defined]
-        if isinstance(func, ast.Attribute) and func.attr in ("topk", "sort", "kthvalue", "top_k"):
-            return True
-    return False
-
-
-def _registered_causal(ctx: Analysis, attr: str) -> bool:
-    """`self.register_buffer("bias", torch.tril(...))` (nanoGPT): `self.bias` is a causal mask."""
-    for call, scope, _ng in ctx.calls:
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "register_buffer" and len(call.args) >= 2:
-            name = call.args[0]
-            if isinstance(name, ast.Constant) and name.value == attr:
-                values = [call.args[1]]
-                for n in bounded_walk(call.args[1], 60):
-                    if isinstance(n, ast.Name):  # `mask = torch.tril(...)`, then `register_buffer("mask", mask.view(...))`
-                        values.extend(v for v in ctx.lookup(n.id, scope)[1] if v is not None)
-                return any(isinstance(n, (ast.Name, ast.Attribute)) and _CAUSAL.search(
-                    n.id if isinstance(n, ast.Name) else n.attr) for v in values for n in bounded_walk(v, 60))
-    return False
-
-
-def _causal(ctx: Analysis, mask: ast.expr | None) -> bool:
-    if mask is None:
-        return False
-    exprs = [mask, ctx.value_of(mask)]
-    if isinstance(mask, ast.Compare):  # `logits < pivot`, `pivot = v.select(-1, -1)` of `v, _ = topk(...)`
-        exprs.extend(ctx.value_of(n) for n in [mask.left, *mask.comparators] if isinstance(n, ast.Name))
-    if not isinstance(mask, ast.Name):  # `mask.bool()`, `~mask`, `attn_mask.mask`: the value of the name inside too
-        exprs.extend(ctx.value_of(n) or _dominating_value(ctx, n) for n in bounded_walk(mask, 20)
-                     if isinstance(n, ast.Name))
-    for expr in exprs:
-        if expr is None:
-            continue
-        for node in bounded_walk(expr, 80):
-            if isinstance(node, ast.Name) and (_CAUSAL.search(node.id) or _from_topk(ctx, node.id)):
-                return True
-            if isinstance(node, ast.Attribute) and _CAUSAL.search(node.attr):
-                return True
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-                    "topk", "kthvalue", "sort", "cumsum"):
-                return True
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
-                    and _registered_causal(ctx, node.attr):
-                return True
-            if isinstance(node, ast.Call) and callee_name(node.func) in _causal_classes(ctx):
-                return True  # `attn_mask = ProbMask(B, H, L_Q, index, scores)`: a class that builds triu
-            if isinstance(node, ast.Call) and _one_hot(node):
-                return True
-    return False
-
-
-_ZERO_FACTORIES = frozenset({"zeros", "zeros_like", "new_zeros"})
-
-
-def _one_hot(call: ast.Call) -> bool:
-    """A one-hot mask, one entry per row (the label's): `F.one_hot(labels, C)`, or ones scattered
-    into zeros (`torch.zeros_like(logits).scatter_(1, labels.unsqueeze(1), 1.)`). Filling it
-    leaves the other C - 1 entries of the row; filling its complement leaves the label's."""
-    name = callee_name(call.func)
-    if name == "one_hot":
-        return True
-    if name not in ("scatter", "scatter_") or len(call.args) < 3 or not isinstance(call.func, ast.Attribute):
-        return False
-    base = call.func.value
-    value = call.args[2]
-    one = isinstance(value, ast.Constant) and value.value in (1, True)
-    return one and isinstance(base, ast.Call) and callee_name(base.func) in _ZERO_FACTORIES
-
-
-def _dominating_value(ctx: Analysis, name: ast.Name) -> ast.expr | None:
-    """The last value assigned to `name` before its use when that assignment runs on every path
-    to the use (`attn_mask = ProbMask(...)` then `masked_fill_(attn_mask.mask, -inf)`); not one made
-    only on some paths (`if attn_mask is None: attn_mask = TriangularCausalMask(...)`)."""
-    value = ctx.last_value(name)
-    scope = ctx.scope
-    if value is None or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    return value if dominates(ctx, scope.node, value.lineno, name.lineno) else None  # type: ignore[attr-defined]
-
-
-def _causal_classes(ctx: Analysis) -> frozenset[str]:
-    """Classes named `...Mask` whose body builds a triangle (triu/tril) and takes no padding:
-    those of the linted tree (`nanguard.lint.project`) and of this file."""
-    found = ctx.memo.get("causal_mask_classes")
-    if found is None:
-        here: set[str] = set()
-        for n in ast.walk(ctx.tree):
-            if isinstance(n, ast.ClassDef) and n.name.endswith("Mask"):  # judged as the tree's are
-                here |= project.causal_mask_classes_in(ast.unparse(n).encode() + b"\n")
-        found = ctx.memo["causal_mask_classes"] = project.causal_mask_classes() | frozenset(here)
-    return found
-
-
 def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
     """The -inf fill performed by `node` (masked_fill/where with -inf, non-causal), if any."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -164,14 +57,14 @@ def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
             log = ctx.op(term)
             # `vector + mask.log()` (allennlp's masked_log_softmax): log 0 = -inf where the mask is 0.
             if log is not None and log.op == "log" and log.input is not None and is_mask_like(ctx, log.input) \
-                    and not _causal(ctx, log.input):
+                    and not keeps_every_row(ctx, log.input):
                 return node
         return None
     if not isinstance(node, ast.Call):
         return None
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr == "masked_fill_" and len(node.args) == 2:
-        if is_neg_inf(node.args[1]) and not _causal(ctx, node.args[0]):
+        if is_neg_inf(node.args[1]) and not keeps_every_row(ctx, node.args[0]):
             return node
         return None
     oc = ctx.op(node)
@@ -179,14 +72,14 @@ def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
         return None
     if oc.op == "masked_fill":
         value = oc.operand(2, "value")
-        if is_neg_inf(value) and not _causal(ctx, oc.operand(1, "mask")):
+        if is_neg_inf(value) and not keeps_every_row(ctx, oc.operand(1, "mask")):
             return node
     elif oc.op == "where":
         if oc.method:
             cond, branches = oc.operand(1, "condition"), [oc.operand(2, "other", "y")]
         else:
             cond, branches = oc.operand(0, "condition"), [oc.operand(1, "input", "x"), oc.operand(2, "other", "y")]
-        if any(is_neg_inf(b) for b in branches if b is not None) and not _causal(ctx, cond):
+        if any(is_neg_inf(b) for b in branches if b is not None) and not keeps_every_row(ctx, cond):
             return node
     return None
 
@@ -244,7 +137,7 @@ def neg_inf_source(ctx: Analysis, expr: ast.expr, at: ast.AST, depth: int = 2) -
                 continue
             if is_neg_inf(m):
                 index = ctx.mutation_index.get(id(m))
-                if not _causal(ctx, index) and not _keeps_a_known_part(ctx, index):  # type: ignore[arg-type]
+                if not keeps_every_row(ctx, index) and not _keeps_a_known_part(ctx, index):  # type: ignore[arg-type]
                     return m  # `scores[~mask] = float("-inf")`
                 continue
             found = _fill(ctx, m)
