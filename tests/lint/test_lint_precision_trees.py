@@ -23,6 +23,18 @@ def _codes(body: str, confidence: str = "certain") -> list[str]:
     return [f.code for f in lint_source(HEADER + textwrap.dedent(body), confidence=confidence)]
 
 
+# RepDistiller's PKT loss, with the ratio whose log it takes left open.
+PKT_LOSS = """\
+    def cosine_similarity_loss(output_net, target_net, eps=0.0000001):
+        model_similarity = torch.mm(output_net, output_net.transpose(0, 1))
+        target_similarity = torch.mm(target_net, target_net.transpose(0, 1))
+        model_similarity = (model_similarity + 1.0) / 2.0
+        target_similarity = (target_similarity + 1.0) / 2.0
+        model_similarity = model_similarity / torch.sum(model_similarity, dim=1, keepdim=True)
+        target_similarity = target_similarity / torch.sum(target_similarity, dim=1, keepdim=True)
+        return torch.mean(target_similarity * torch.log({ratio}))
+"""
+
 NEGATIVES = [
     # tensorflow-probability: statistics undefined on part of the domain return NaN/inf there by
     # design, so the where's result is non-finite exactly where it discards the singular branch.
@@ -906,16 +918,7 @@ NEGATIVES = [
                 return torch.where(cond, torch.zeros(1), res_c)
     """),
     # RepDistiller's PKT: the KL ratio (p + eps) / (q + eps) is positive, so p·log(ratio) is 0 at p = 0.
-    ("NG201", """\
-        def cosine_similarity_loss(output_net, target_net, eps=0.0000001):
-            model_similarity = torch.mm(output_net, output_net.transpose(0, 1))
-            target_similarity = torch.mm(target_net, target_net.transpose(0, 1))
-            model_similarity = (model_similarity + 1.0) / 2.0
-            target_similarity = (target_similarity + 1.0) / 2.0
-            model_similarity = model_similarity / torch.sum(model_similarity, dim=1, keepdim=True)
-            target_similarity = target_similarity / torch.sum(target_similarity, dim=1, keepdim=True)
-            return torch.mean(target_similarity * torch.log((target_similarity + eps) / (model_similarity + eps)))
-    """),
+    ("NG201", PKT_LOSS.format(ratio="(target_similarity + eps) / (model_similarity + eps)")),
     # SAM's metrics: the ratio is cleaned with nan_to_num by the next statement (an empty mask gives 0).
     ("NG401", """\
         def top_k_error_rate_metric(logits, one_hot_labels, k=5, mask=None):
@@ -1076,16 +1079,7 @@ POSITIVES = [
             return torch.sum(self_probs * torch.log(self_probs / (ref_probs + 1e-32)), axis=1)
     """),
     # ... without the eps on top, the ratio is 0 where p is: 0·log 0.
-    ("NG201", """\
-        def cosine_similarity_loss(output_net, target_net, eps=0.0000001):
-            model_similarity = torch.mm(output_net, output_net.transpose(0, 1))
-            target_similarity = torch.mm(target_net, target_net.transpose(0, 1))
-            model_similarity = (model_similarity + 1.0) / 2.0
-            target_similarity = (target_similarity + 1.0) / 2.0
-            model_similarity = model_similarity / torch.sum(model_similarity, dim=1, keepdim=True)
-            target_similarity = target_similarity / torch.sum(target_similarity, dim=1, keepdim=True)
-            return torch.mean(target_similarity * torch.log(target_similarity / (model_similarity + eps)))
-    """),
+    ("NG201", PKT_LOSS.format(ratio="target_similarity / (model_similarity + eps)")),
     # ... ones scattered into a padding mask (not into zeros) can still fill a row.
     ("NG701", """\
         def forward(scores, pad, idx):
