@@ -47,9 +47,10 @@ sin(x) / x)` are reported, `where(x != 0, exp(x), 0)` is not. Not reported when 
 is itself guarded (an inner where, a positive clamp, `+ eps`, a name like `safe_x`).
 Lambdas assigned to a local name are looked into, as in the seed story.
 A gradient hazard: not reported inside `torch.no_grad()`, nor when no gradient can reach the
-singular op (every operand a count or mask built from comparisons, a random draw, a
-factory tensor, or detached): `where(area_u > 0, area_i / area_u, 1.0)` with `area_i`,
-`area_u` counted from `logits > t` is not reported, `where(n > 0, x.sum() / n, 0)` is.""",
+singular op (every operand a count or mask built from comparisons, also spelled `torch.eq`
+or `logical_and`, a parameter named as a mask, a random draw, a factory tensor, or
+detached): `where(area_u > 0, area_i / area_u, 1.0)` with `area_i`, `area_u` counted from
+`logits > t` is not reported, `where(n > 0, x.sum() / n, 0)` is.""",
 )
 
 
