@@ -277,7 +277,8 @@ def _file_positive_helpers(ctx: Analysis) -> frozenset[str]:
     found = ctx.memo.get("positive_helpers")
     if found is None:
         positive, others = set(), set()
-        for node in ast.walk(ctx.tree):
+        top = ctx.tree.body  # module-level functions and methods: what another function calls
+        for node in [*top, *(m for c in top if isinstance(c, ast.ClassDef) for m in c.body)]:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]

@@ -28,11 +28,15 @@ from dataclasses import dataclass
 _CLASS = re.compile(rb"^([ \t]*)class[ \t]+(\w*Mask)\b[^\n]*:[ \t]*\r?\n((?:\1[ \t]+[^\n]*\n|[ \t]*\r?\n)*)", re.M)
 _TRIANGLE = re.compile(rb"\b(?:triu|tril)_?\(")
 _PADDING = re.compile(rb"pad|length|lens\b", re.IGNORECASE)
-_DEF = re.compile(rb"^[ \t]*def[ \t]+(\w+)", re.M)
+_DEF = re.compile(rb"def[ \t]+(\w+)")  # a literal start: 4x faster than `\bdef`
 # A def whose first statement is its return, after at most a one-line docstring.
-_ONE_RETURN = re.compile(rb"^[ \t]*def[ \t]+(\w+)[ \t]*\([^)\n]*\)[^:\n]*:[ \t]*\r?\n"
+_ONE_RETURN = re.compile(rb"def[ \t]+(\w+)[ \t]*\([^)\n]*\)[^:\n]*:[ \t]*\r?\n"
                          rb"(?:[ \t]+[rRuU]?(?:\"\"\"[^\n]*\"\"\"|'''[^\n]*''')[ \t]*\r?\n)?"
-                         rb"[ \t]+return[ \t]+([^\n#]+?)[ \t]*(?:#[^\n]*)?\r?\n", re.M)
+                         rb"[ \t]+return[ \t]+([^\n#]+?)[ \t]*(?:#[^\n]*)?\r?\n")
+
+
+# What a positive return spells (`positive_helper_return`): anything else is not parsed.
+_MAY_BE_POSITIVE = re.compile(rb"abs|clamp|clip|maximum|fmax|square|sqrt|norm|exp|softplus|sigmoid|relu|\*\*")
 
 
 @dataclass(frozen=True)
@@ -60,16 +64,23 @@ def helpers_in(data: bytes) -> tuple[set[str], set[str]]:
     """(positive helpers, every other function name) defined in one file's text."""
     from nanguard.lint.patterns import positive_helper_return
 
-    positive = set()
-    for match in _ONE_RETURN.finditer(data):
-        try:
-            expr = ast.parse(match.group(2).decode("utf-8"), mode="eval").body
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue  # a return continued on the next line: not read
-        if positive_helper_return(expr):
-            positive.add(match.group(1).decode("ascii"))
-    others = {m.group(1).decode("ascii") for m in _DEF.finditer(data)} - positive
-    return positive, others
+    positive: set[str] = set()
+    others: set[str] = set()
+    for found in _DEF.finditer(data):
+        if data[found.start() - 1:found.start()] not in (b"", b" ", b"\t", b"\n"):
+            continue  # `undef x`, `_def(`: not the keyword
+        name = found.group(1).decode("ascii")
+        match = _ONE_RETURN.match(data, found.start())  # the def's first statement, if a return
+        value = match.group(2) if match is not None else b""
+        if value and _MAY_BE_POSITIVE.search(value):
+            try:
+                if positive_helper_return(ast.parse(value.decode("utf-8"), mode="eval").body):
+                    positive.add(name)
+                    continue
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                pass  # a return continued on the next line: not read
+        others.add(name)
+    return positive - others, others
 
 
 def gather(paths: Iterable[str]) -> TreeFacts:
