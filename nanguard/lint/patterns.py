@@ -260,10 +260,7 @@ def _calls_a_positive_helper(ctx: Analysis, e: ast.expr) -> bool:
         return False
     func = e.func
     if isinstance(func, ast.Attribute):
-        root = func.value
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if not (isinstance(root, ast.Name) and root.id in ctx.imports.aliases):
+        if ctx.imports.qualname(func) is None:
             return False  # `self.sabs(k)`: a method, whatever a function of that name returns
         name = func.attr
     elif isinstance(func, ast.Name):

@@ -934,6 +934,11 @@ NEGATIVES = [
             x = jnp.minimum(x, -jnp.finfo(x.dtype).eps)
             return jnp.where(x > -0.6931472, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
     """),
+    ("NG501", """\
+        def log1mexp(x):
+            x = torch.clamp(x, -100.0, -1e-7)
+            return torch.where(x > -0.6931472, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+    """),
     # entmax's and TabNet's sparsemax threshold: the support (method-form cumsum of the sorted
     # input) holds the largest entry.
     ("NG401", """\
@@ -1063,6 +1068,12 @@ POSITIVES = [
     ("NG501", """\
         def log1mexp(x):
             return jnp.where(x > -0.6931472, jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
+    """),
+    # ... a clamp whose ceiling is above 0 leaves x = 0, where exp(x) is 1.
+    ("NG501", """\
+        def log1mexp(x):
+            x = x.clamp(max=1.0)
+            return torch.where(x > -0.6931472, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
     """),
     # ... the cumsum of something unsorted does not hold the largest entry first.
     ("NG401", """\

@@ -141,12 +141,9 @@ def _sparsemax_support(ctx: Analysis, mask: ast.expr) -> bool:
     for call in calls:
         if isinstance(call, ast.Call) and callee_name(call.func) == "cumsum":
             head = getattr(call.func, "value", None)
-            root = head
-            while isinstance(root, ast.Attribute):
-                root = root.value  # `tf.math.cumsum`: the module is `tf`
-            module = isinstance(root, ast.Name) and root.id in ctx.imports.aliases
-            # `torch.cumsum(z, 0)`, `np.cumsum(u, axis=1)`; but `z.cumsum(dim)` sums z, not dim
-            source = call.args[0] if call.args and (module or head is None) else head
+            # `torch.cumsum(z, 0)`, `tf.math.cumsum(z)`; but `z.cumsum(dim)` sums z, not dim
+            function = head is None or ctx.imports.qualname(call.func) is not None
+            source = call.args[0] if call.args and function else head
             if source is None:
                 continue
             value = ctx.resolve(source)

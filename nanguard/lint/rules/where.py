@@ -171,15 +171,9 @@ def _held_below_zero(ctx: Analysis, expr: ast.expr) -> bool:
     name = callee_name(value.func)
     if name in ("minimum", "fmin") and len(value.args) == 2:
         return any(_negative_bound(ctx, a) for a in value.args)
-    if name in ("clamp", "clip", "clip_by_value"):
-        method = isinstance(value.func, ast.Attribute) and ctx.op(value.func.value) is None \
-            and name_key(value.func.value) is not None and len(value.args) < 3 and name == "clamp"
-        ceiling = next((k.value for k in value.keywords if k.arg in ("max", "a_max", "clip_value_max", "max_value")),
-                       None)
-        if ceiling is None:
-            args = value.args if method else value.args[1:]
-            ceiling = args[1] if len(args) >= 2 else None
-        return _negative_bound(ctx, ceiling)
+    oc = ctx.op(value)
+    if oc is not None and oc.op == "clamp":  # `x.clamp(max=-eps)`, `jnp.clip(x, None, -eps)`
+        return _negative_bound(ctx, oc.operand(2, "max", "a_max", "clip_value_max", "max_value"))
     if name == "clamp_max" and value.args:
         return _negative_bound(ctx, value.args[-1])
     return False
