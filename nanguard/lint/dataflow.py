@@ -193,3 +193,44 @@ def _blocks(root: ast.AST) -> Iterator[list]:
             block = getattr(n, field, None)
             if isinstance(block, list) and len(block) > 1:
                 yield block
+
+
+# Reductions that skip NaN entries, and cleaners that replace them: a NaN that only reaches
+# these is the code's own "no value" marker, not a bug.
+_NAN_SKIPPING = frozenset({"nanmean", "nanmin", "nanmax", "nansum", "nanmedian", "nanquantile", "nanstd",
+                           "nanvar", "nanargmax", "nanargmin", "nan_to_num", "nan_to_num_"})
+
+
+def returned_to_nan_skipping_callers(ctx: Analysis, node: ast.AST) -> bool:
+    """Is `node` what a nested function returns, and does every call of that function in the
+    enclosing function reach only NaN-skipping reductions (trl's `masked_seq_mean(x)` of a
+    completion masked to nothing is NaN on purpose: `nanmin(gather(masked_seq_mean(x)))`)?"""
+    scope = ctx.scope
+    func, parent = scope.node, scope.parent
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or parent is None \
+            or not isinstance(parent.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if not any(isinstance(s, ast.Return) and s.value is node for s in _bounded_walk(func, 2000)):
+        return False
+    statements = [s for s in _bounded_walk(parent.node, 4000)
+                  if isinstance(s, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign))]
+    calls = [(stmt, c) for stmt in statements for c in _bounded_walk(stmt, 400)
+             if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == func.name]
+    return bool(calls) and all(_reaches_only_nan_skipping(stmt, call, statements) for stmt, call in calls)
+
+
+def _skipped_ids(stmt: ast.AST) -> set[int]:
+    return {id(n) for c in _bounded_walk(stmt, 400)
+            if isinstance(c, ast.Call) and callee_name(c.func) in _NAN_SKIPPING
+            for a in c.args for n in _bounded_walk(a, 200)}
+
+
+def _reaches_only_nan_skipping(stmt: ast.AST, call: ast.Call, statements: list) -> bool:
+    if id(call) in _skipped_ids(stmt):
+        return True
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    uses = [(s, n) for s in statements if s.lineno > stmt.lineno for n in _bounded_walk(s, 400)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(id(n) in _skipped_ids(s) for s, n in uses)

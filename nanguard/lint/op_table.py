@@ -119,6 +119,7 @@ _ARRAY_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "expm1": ("expm1",), "sqrt": ("sqrt",), "pow": ("power", "float_power"), "square": ("square",),
     "abs": ("abs", "absolute"), "acos": ("arccos", "acos"), "asin": ("arcsin", "asin"),
     "atanh": ("arctanh", "atanh"), "tanh": ("tanh",), "where": ("where",), "clamp": ("clip",), "maximum": ("maximum", "fmax"),
+    "minimum": ("minimum", "fmin"),
     "div": ("divide", "true_divide"), "matmul": ("matmul", "dot", "einsum", "inner", "tensordot"),
     "sum": ("sum", "nansum"), "mean": ("mean", "nanmean"), "count_nonzero": ("count_nonzero",),
     "max": ("max", "amax"), "isfinite": ("isinf", "isnan", "isfinite", "isposinf", "isneginf"),

@@ -198,7 +198,8 @@ def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:
             return True
         if _clipped_below(ctx, e.operand):
             return True  # `-log_alpha` after `log_alpha = tf.clip_by_value(log_alpha, -8., 8.)`: at most 8
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and is_max_like(ctx, e.right):
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and (is_max_like(ctx, e.right)
+                                                                    or _below_by_min_max(ctx, e.left, e.right)):
         return True
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) and _positive_scale(e.right) \
             and _nonpositive(ctx, e.left):
@@ -247,7 +248,7 @@ def _log_probability(expr: ast.expr) -> bool:
 
 
 _SCALE_WORDS = frozenset({"scale", "scales", "std", "stddev", "sigma", "temperature", "bandwidth",
-                          "lengthscale", "variance"})
+                          "lengthscale", "lengthscales", "variance"})
 
 
 def _positive_scale(expr: ast.expr) -> bool:
@@ -266,3 +267,28 @@ def _binary_min(oc: OpCall) -> bool:
     if other is None or oc.keyword("dim") is not None:
         return False
     return not isinstance(const_value(other), int)
+
+
+def _below_by_min_max(ctx: Analysis, left: ast.expr, right: ast.expr) -> bool:
+    """`min(a, b) - max(a, b)`, `a - max(a, b)`, `min(a, b) - b` (fast-soft-sort's `jnp.minimum(x, y)
+    - jnp.maximum(x, y)`): an elementwise min of the same operands minus their max is <= 0."""
+    low, high = _min_max_operands(ctx, left, "minimum"), _min_max_operands(ctx, right, "maximum")
+    left_set = low if low is not None else {ast.dump(left)}
+    right_set = high if high is not None else {ast.dump(right)}
+    return (low is not None or high is not None) and bool(left_set & right_set)
+
+
+def _min_max_operands(ctx: Analysis, expr: ast.expr, op: str) -> set[str] | None:
+    """The operands of an elementwise binary min (max) call (or of the one a name holds), as
+    dumps; None for anything else."""
+    if isinstance(expr, ast.Name):
+        value = ctx.value_of(expr)
+        expr = value if value is not None else expr
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == op[:3] \
+            and len(expr.args) == 2 and not expr.keywords:
+        return {ast.dump(a) for a in expr.args}  # the builtin `min(a, b)`
+    oc = ctx.op(expr)
+    if oc is None or oc.op not in (op, op[:3]) or not _binary_min(oc):
+        return None
+    first, other = oc.operand(0, "input", "x", "x1"), oc.operand(1, "other", "y", "x2")
+    return None if first is None or other is None else {ast.dump(first), ast.dump(other)}

@@ -1021,6 +1021,47 @@ NEGATIVES = [
             dot_product = _safe_dot(tf.nn.l2_normalize(q1, axis=-1), tf.nn.l2_normalize(q2, axis=-1), eps)
             return tf.acos(dot_product)
     """),
+    # trl's GRPO metrics: a completion masked to nothing gives NaN on purpose, which every caller
+    # of the helper skips with nanmin/nanmax.
+    ("NG401", """\
+        def log_clip_ratios(low, high, mask, accelerator, metrics):
+            def masked_seq_mean(x):
+                return (x * mask).sum(-1) / mask.sum(-1)
+            gathered_low = accelerator.gather(masked_seq_mean(low.float()))
+            metrics["low_min"].append(nanmin(gathered_low).item())
+            metrics["high_max"].append(torch.nanmax(masked_seq_mean(high.float())).item())
+    """),
+    # flash-linear-attention's reference attention: a strict comparison of two index ranges masks
+    # the future and never the diagonal.
+    ("NG701", """\
+        def attn(q, k, v):
+            T = q.shape[-2]
+            scores = q @ k.transpose(-1, -2)
+            row_idx = torch.arange(T, device=q.device).unsqueeze(-1)
+            col_idx = torch.arange(T, device=q.device).unsqueeze(0)
+            mask = col_idx > row_idx
+            scores = scores.masked_fill(mask, float('-inf'))
+            return scores.softmax(-1) @ v
+    """),
+    ("NG701", """\
+        def attn(q, k, v):
+            idx = torch.arange(q.shape[-2])
+            scores = (q @ k.transpose(-1, -2)).masked_fill(idx[None, :] > idx[:, None], float('-inf'))
+            return scores.softmax(-1) @ v
+    """),
+    # fast-soft-sort's log-add-exp: the min of two values minus their max is <= 0.
+    ("NG104", """\
+        def log_add_exp(x, y):
+            larger = jnp.maximum(x, y)
+            smaller = jnp.minimum(x, y)
+            return larger + jnp.log1p(jnp.exp(smaller - larger))
+    """),
+    # GPflow's Fourier features: a tail exp(-|x - a| / lengthscales) is at most 1 where discarded.
+    ("NG501", """\
+        def kuf(X, a, b, kernel, Kuf_cos):
+            left_tail = tf.exp(-tf.abs(X - a) / kernel.lengthscales)[None, :]
+            return tf.where(X < a, left_tail, Kuf_cos)
+    """),
 ]
 
 POSITIVES = [
@@ -1624,6 +1665,37 @@ POSITIVES = [
     ("NG501", """\
         def f(s):
             return torch.where(s > 0, torch.log(torch.max(s, 1)[0]), 0.0)
+    """),
+    # ... but one caller that takes a plain mean of the helper's NaN keeps the finding.
+    ("NG401", """\
+        def log_clip_ratios(low, high, mask, accelerator, metrics):
+            def masked_seq_mean(x):
+                return (x * mask).sum(-1) / mask.sum(-1)
+            gathered_low = accelerator.gather(masked_seq_mean(low.float()))
+            metrics["low_min"].append(nanmin(gathered_low).item())
+            metrics["high_mean"].append(masked_seq_mean(high.float()).mean().item())
+    """),
+    # ... positions compared with lengths can mask a whole row (a length of 0) ...
+    ("NG701", """\
+        def attn(q, k, v, lengths):
+            idx = torch.arange(q.shape[-2])
+            scores = (q @ k.transpose(-1, -2)).masked_fill(idx[None, :] >= lengths[:, None], float('-inf'))
+            return scores.softmax(-1) @ v
+    """),
+    # ... and a range starting at 1 masks all of row 0.
+    ("NG701", """\
+        def attn(q, k, v):
+            T = q.shape[-2]
+            col = torch.arange(1, T + 1)[None, :]
+            row = torch.arange(T)[:, None]
+            scores = (q @ k.transpose(-1, -2)).masked_fill(col > row, float('-inf'))
+            return scores.softmax(-1) @ v
+    """),
+    # ... but a value that is not among the max's operands can exceed it.
+    ("NG104", """\
+        def log_add_exp(x, y, z):
+            larger = jnp.maximum(x, z)
+            return larger + jnp.log1p(jnp.exp(y - larger))
     """),
 ]
 

@@ -10,7 +10,12 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
-from nanguard.lint.dataflow import counts_own_finite_entries, incremented_before, nan_handled_next
+from nanguard.lint.dataflow import (
+    counts_own_finite_entries,
+    incremented_before,
+    nan_handled_next,
+    returned_to_nan_skipping_callers,
+)
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
@@ -371,8 +376,8 @@ def check_division(ctx: Analysis, target) -> None:
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
-    if nan_handled_next(ctx, node):
-        return  # `loss_i = s / n` then `if torch.isnan(loss_i): continue` (DomainBed)
+    if nan_handled_next(ctx, node) or returned_to_nan_skipping_callers(ctx, node):
+        return  # `loss_i = s / n` then `if torch.isnan(loss_i): continue` (DomainBed); trl's nanmin
     reason, confidence = found
     ctx.report(DIV_BY_COUNT, node, f"division by `{describe(den, 40)}`, which {reason}", "mean_empty",
                confidence=confidence)

@@ -81,7 +81,38 @@ def keeps_every_row(ctx: Analysis, mask: ast.expr | None) -> bool:
                 return True  # `attn_mask = ProbMask(B, H, L_Q, index, scores)`: a class that builds triu
             if isinstance(node, ast.Call) and _one_hot(node):
                 return True
+            if isinstance(node, ast.Compare) and _index_triangle(ctx, node):
+                return True
     return False
+
+
+def _index_triangle(ctx: Analysis, compare: ast.Compare) -> bool:
+    """`col_idx > row_idx` with both sides from `arange`: a strict comparison of two index ranges
+    starting at 0 never holds on the diagonal (or at column 0), so the triangle it masks leaves
+    an entry in every row. `>=`, or a side that is not an index range (`idx >= lengths`), can mask
+    a whole row."""
+    if len(compare.ops) != 1 or not isinstance(compare.ops[0], (ast.Gt, ast.Lt)):
+        return False
+    return all(_from_arange(ctx, side) for side in (compare.left, compare.comparators[0]))
+
+
+def _from_arange(ctx: Analysis, expr: ast.expr, depth: int = 3) -> bool:
+    """`torch.arange(T)[None, :]`, `idx.unsqueeze(0)`, or a name bound to one: positions 0..n-1."""
+    while isinstance(expr, (ast.Subscript, ast.Call)) and not (
+            isinstance(expr, ast.Call) and callee_name(expr.func) == "arange"):
+        if isinstance(expr, ast.Call) and not (isinstance(expr.func, ast.Attribute)
+                                               and expr.func.attr in _RESHAPES):
+            return False
+        expr = expr.value if isinstance(expr, ast.Subscript) else expr.func.value  # type: ignore[union-attr]
+    if isinstance(expr, ast.Name):
+        value = ctx.value_of(expr)
+        return depth > 0 and value is not None and _from_arange(ctx, value, depth - 1)
+    if not (isinstance(expr, ast.Call) and callee_name(expr.func) == "arange") or not expr.args:
+        return False
+    return len(expr.args) == 1 or (isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 0)
+
+
+_RESHAPES = frozenset({"unsqueeze", "view", "reshape", "expand", "to", "long", "int", "cuda", "expand_as"})
 
 
 _ZERO_FACTORIES = frozenset({"zeros", "zeros_like", "new_zeros"})
