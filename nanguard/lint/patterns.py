@@ -308,11 +308,11 @@ def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
         return False
     _, values = ctx.lookup(key)
     if not values and key.startswith("self."):
-        values = _attribute_values(ctx, key)
+        values = attribute_values(ctx, key)
     return len(values) == 1 and is_positive_const(values[0])
 
 
-def _attribute_values(ctx: Analysis, key: str) -> list[ast.expr | None]:
+def attribute_values(ctx: Analysis, key: str) -> list[ast.expr | None]:
     """Every value the methods of the enclosing class assign to `self.x`."""
     s = ctx.scope
     while s is not None and not isinstance(s.node, ast.ClassDef):

@@ -1062,6 +1062,38 @@ NEGATIVES = [
             left_tail = tf.exp(-tf.abs(X - a) / kernel.lengthscales)[None, :]
             return tf.where(X < a, left_tail, Kuf_cos)
     """),
+    # GPflow's Poisson likelihood: the log of a bin size set once from the constructor.
+    ("NG201", """\
+        class Poisson:
+            def __init__(self, binsize=1.0):
+                self.binsize = np.array(binsize, dtype=np.float64)
+
+            def expectations(self, Fmu, Fvar, Y):
+                return tf.reduce_sum(Y * Fmu - tf.exp(Fmu + Fvar / 2) * self.binsize
+                                     + Y * tf.math.log(self.binsize), axis=-1)
+    """),
+    # open_spiel's best response: the ratio is written only to the entries the count counts, so
+    # with none selected nothing is written.
+    ("NG401", """\
+        def best_response(y, dist):
+            s = np.linalg.norm(y, ord=np.inf)
+            br = np.zeros_like(dist)
+            maxima = (y == s)
+            br[maxima] = 1. / maxima.sum()
+            return br
+    """),
+    # open_spiel's ESCHER: a game state where a player acts has at least one legal action.
+    ("NG401", """\
+        def uniform_policy(state):
+            mask = np.array(state.legal_actions_mask(), dtype=int)
+            return mask / np.sum(mask)
+    """),
+    ("NG401", """\
+        class TabularPolicy:
+            def reset(self):
+                self.action_probability_array = (
+                    self.legal_actions_mask / np.sum(self.legal_actions_mask, axis=-1, keepdims=True))
+    """),
 ]
 
 POSITIVES = [
@@ -1696,6 +1728,30 @@ POSITIVES = [
         def log_add_exp(x, y, z):
             larger = jnp.maximum(x, z)
             return larger + jnp.log1p(jnp.exp(y - larger))
+    """),
+    # ... a class prior set from the constructor is a probability vector, which can hold a 0.
+    ("NG201", """\
+        class PriorLoss:
+            def __init__(self, prior):
+                self.prior = torch.tensor(prior)
+
+            def forward(self, target):
+                return -(target * torch.log(self.prior)).sum(-1).mean()
+    """),
+    # ... but written to the complement of the selection it lands somewhere ...
+    ("NG401", """\
+        def spread(y):
+            x = np.zeros_like(y)
+            m = y > 0
+            x[~m] = 1.0 / m.sum()
+            return x
+    """),
+    # ... and acme's mask, computed from a threshold on the action values, is only named legal.
+    ("NG401", """\
+        def dither(action_values, threshold):
+            legal_actions_mask = tf.where(tf.math.less_equal(action_values, threshold),
+                                          tf.fill(tf.shape(action_values), 0.), tf.fill(tf.shape(action_values), 1.))
+            return 1 / tf.reduce_sum(legal_actions_mask, axis=-1, keepdims=True) * legal_actions_mask
     """),
 ]
 

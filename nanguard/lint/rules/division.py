@@ -364,6 +364,26 @@ def _operands(ctx: Analysis, target) -> tuple[ast.AST, ast.expr, ast.expr] | Non
     return None
 
 
+def _stored_only_where_selected(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
+    """Is the ratio assigned only to the entries its denominator counts (`br[maxima] = 1. /
+    maxima.sum()`, open_spiel's best responses)? When the mask selects nothing the count is 0,
+    and the NaN/inf is written to no entry."""
+    line = getattr(node, "lineno", 0)
+    stmt = next((a for a in ast.walk(ctx.scope.node) if isinstance(a, ast.Assign) and len(a.targets) == 1
+                 and isinstance(a.targets[0], ast.Subscript) and a.lineno <= line <= (a.end_lineno or 0)
+                 and any(n is node for n in ast.walk(a.value))), None)
+    if stmt is None:
+        return False
+    index = stmt.targets[0].slice
+    selectors = index.elts if isinstance(index, ast.Tuple) else [index]
+    counted = set()
+    for call in ast.walk(den):
+        oc = ctx.op(call) if isinstance(call, ast.Call) else None
+        if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
+            counted.add(ast.dump(strip_wrappers(ctx, oc.input)))
+    return any(ast.dump(sel) in counted for sel in selectors)
+
+
 @checks("NG401")
 def check_division(ctx: Analysis, target) -> None:
     found = _operands(ctx, target)
@@ -376,6 +396,8 @@ def check_division(ctx: Analysis, target) -> None:
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
+    if _stored_only_where_selected(ctx, node, den):
+        return  # `br[maxima] = 1. / maxima.sum()`: with nothing selected, nothing is written
     if nan_handled_next(ctx, node) or returned_to_nan_skipping_callers(ctx, node):
         return  # `loss_i = s / n` then `if torch.isnan(loss_i): continue` (DomainBed); trl's nanmin
     reason, confidence = found

@@ -22,7 +22,28 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
     if split_only:
         return _split_mask(ctx, mask)
     return _counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or _matches_itself(ctx, mask) \
-        or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask)
+        or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask) \
+        or _legal_actions(ctx, mask)
+
+
+_LEGAL = re.compile(r"legal", re.IGNORECASE)
+
+
+def _legal_actions(ctx: Analysis, mask: ast.expr) -> bool:
+    """A game's legal-action mask as the game gives it (`state.legal_actions_mask()`,
+    `self.legal_actions_mask`, `np.array(state.legal_actions_mask(), dtype=int)`): a state where
+    a player decides has at least one legal action. A mask computed here and only named legal
+    (acme's `legal_actions_mask = tf.where(values <= threshold, 0., 1.)`) can be empty."""
+    m = strip_wrappers(ctx, mask)
+    value = ctx.value_of(m) if isinstance(m, ast.Name) else None
+    source = value if value is not None else m
+    if isinstance(source, ast.Call) and callee_name(source.func) in ("array", "asarray", "tensor", "as_tensor",
+                                                                      "from_numpy", "constant") and source.args:
+        source = source.args[0]
+    if isinstance(source, ast.Call) and not source.args and isinstance(source.func, ast.Attribute):
+        source = source.func  # `state.legal_actions_mask()`
+    return isinstance(source, (ast.Name, ast.Attribute)) and bool(_LEGAL.search(
+        source.id if isinstance(source, ast.Name) else source.attr)) and (value is None or source is not m)
 
 
 # Calls (by a word of their name) whose result is a probability vector: it sums to 1, so at

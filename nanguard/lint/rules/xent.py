@@ -9,10 +9,11 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import guarded_positive, strip_wrappers, tensor_literal
+from nanguard.lint.patterns import attribute_values, guarded_positive, strip_wrappers, tensor_literal
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.masking import neg_inf_source
-from nanguard.lint.syntax import additive_terms, const_value, describe, mult_factors
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import additive_terms, callee_name, const_value, describe, mult_factors
 
 HAND_XENT = Rule(
     code="NG201",
@@ -136,8 +137,33 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
             continue
         if not (_probability_like(ctx, p) or any(_probability_like(ctx, f) for f in others)):
             continue  # a log-density term such as `order * diag.log()`, not a cross-entropy
+        if not _probability_like(ctx, p) and _configured_constant(ctx, p):
+            continue  # GPflow's Poisson `Y * log(self.binsize)`: a setting, not a predicted probability
         what = "an entropy term" if any(ast.dump(f) == ast.dump(p) for f in others) else "a cross-entropy term"
         ctx.report(HAND_XENT, product, f"`{describe(product)}`, {what}", "xlogy_zero")
+
+
+_CONSTANT_WRAPPERS = frozenset({"array", "asarray", "float", "tensor", "as_tensor", "constant", "convert_to_tensor"})
+
+
+def _configured_constant(ctx: Analysis, expr: ast.expr) -> bool:
+    """`self.binsize` assigned once in the class, from a constructor argument (`np.array(binsize,
+    dtype=...)`, or the argument itself): a setting that does not change with the data."""
+    key = name_key(expr) if isinstance(expr, ast.Attribute) else None
+    if key is None or not key.startswith("self.") or key.count(".") != 1:
+        return False
+    values = attribute_values(ctx, key)
+    if len(values) != 1 or values[0] is None:
+        return False
+    value = values[0]
+    while isinstance(value, ast.Call) and callee_name(value.func) in _CONSTANT_WRAPPERS and value.args:
+        value = value.args[0]
+    if not isinstance(value, ast.Name):
+        return False
+    method = next((n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__"
+                   and n.lineno <= value.lineno <= (n.end_lineno or 0)), None)
+    return method is not None and any(a.arg == value.id for a in method.args.args + method.args.kwonlyargs) \
+        and ctx.lookup(value.id, ctx.scope_of.get(id(method)))[1] == [None]
 
 
 def _index_sequence(ctx: Analysis, expr: ast.expr) -> bool:
