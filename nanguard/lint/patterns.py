@@ -288,10 +288,14 @@ def _file_positive_helpers(ctx: Analysis) -> frozenset[str]:
     return found
 
 
-def _floored(ctx: Analysis, expr: ast.expr) -> bool:
-    """Kept from 0 by the code itself: `x + eps`, a positive clamp or floor. Not a positive
-    function of x (`exp(-d)`, a softmax), which still underflows to 0."""
+def _floored(ctx: Analysis, expr: ast.expr, depth: int = 1) -> bool:
+    """Kept from 0 by the code itself: `x + eps`, a positive clamp or floor, or a name last
+    assigned one (tf-keras' KL divergence: `y_true = backend.clip(y_true, backend.epsilon(), 1)`).
+    Not a positive function of x (`exp(-d)`, a softmax), which still underflows to 0."""
     e = strip_wrappers(ctx, expr)
+    if depth > 0 and isinstance(e, ast.Name):
+        value = ctx.value_of(e) or ctx.last_value(e)
+        return value is not None and value is not e and _floored(ctx, value, depth - 1)
     if has_positive_offset(e) or is_max_with_positive_floor(ctx, e):
         return True
     oc = ctx.op(e)

@@ -17,8 +17,9 @@ from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import _bounded_walk, const_value, last_identifier
 
 
-def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
-    """Something that contains a maximum or logsumexp (`x.max(-1, keepdim=True)[0]`, `m`, `x_max`)."""
+def is_max_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+    """Something that contains a maximum or logsumexp (`x.max(-1, keepdim=True)[0]`, `m`, `x_max`),
+    also reshaped under another name (flair's `m_expanded = m.unsqueeze(dim).expand_as(x)`)."""
     for node in _bounded_walk(expr, 60):
         oc = ctx.op(node) if isinstance(node, ast.Call) else None
         if oc is not None and oc.op in ("max", "logsumexp"):
@@ -30,6 +31,10 @@ def is_max_like(ctx: Analysis, expr: ast.expr) -> bool:
         if isinstance(node, ast.Name):
             value = ctx.value_of(node)  # `lse = jax.nn.logsumexp(x)` under another name
             if isinstance(value, ast.Call) and getattr(ctx.op(value), "op", "") in ("max", "logsumexp"):
+                return True
+            inner = strip_wrappers(ctx, value) if value is not None else None
+            if depth > 0 and inner is not value and isinstance(inner, (ast.Name, ast.Attribute)) \
+                    and is_max_like(ctx, inner, depth - 1):
                 return True
             scope, _ = ctx.lookup(node.id)
             if scope is not None and any(getattr(ctx.op(c), "op", "") in ("max", "maximum")

@@ -25,6 +25,12 @@ from nanguard.lint.names import QUALNAME_TO_OP, ImportMap, OpCall
 from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_key
 
 
+# Comparisons spelled as calls (TensorFlow's function forms, torch.gt): tested against 0 they
+# are a zero check like `n > 0`.
+_COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+                               "gt", "ge", "lt", "le", "eq", "ne"})
+
+
 class Walk:
     """The module's scopes and candidate nodes, collected in one walk of the tree."""
 
@@ -98,6 +104,15 @@ class Walk:
                             key = name_key(subject) if subject is not None else None
                             if key is not None:
                                 scope.zero_checked.add(key)
+                    elif attr in _COMPARISON_CALLS and len(node.args) == 2:
+                        # `tf.Assert(tf.reduce_all(tf.greater(num_matches, 0)), ...)`, `torch.gt(n, 0)`
+                        left, right = node.args
+                        for subject, other in ((left, right), (right, left)):
+                            if isinstance(other, ast.Constant) and other.value in ZERO \
+                                    and not isinstance(other.value, bool):
+                                key = name_key(subject)
+                                if key is not None:
+                                    scope.zero_checked.add(key)
             elif kind is BinOp:
                 op = node.op.__class__
                 if op is Div:

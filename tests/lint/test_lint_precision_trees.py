@@ -1094,6 +1094,32 @@ NEGATIVES = [
                 self.action_probability_array = (
                     self.legal_actions_mask / np.sum(self.legal_actions_mask, axis=-1, keepdims=True))
     """),
+    # tf-keras' KL divergence: both sides clipped to [epsilon, 1] on the lines before the log.
+    ("NG201", """\
+        def kld(y_true, y_pred):
+            y_pred = tf.convert_to_tensor(y_pred)
+            y_true = tf.cast(y_true, y_pred.dtype)
+            y_true = tf.clip_by_value(y_true, tf.keras.backend.epsilon(), 1.)
+            y_pred = tf.clip_by_value(y_pred, tf.keras.backend.epsilon(), 1.)
+            return tf.reduce_sum(y_true * tf.math.log(y_true / y_pred), axis=-1)
+    """),
+    # flair's CRF: the maximum subtracted under another name, reshaped.
+    ("NG105", """\
+        def log_sum_exp(tensor, dim):
+            m, _ = torch.max(tensor, dim)
+            m_expanded = m.unsqueeze(dim).expand_as(tensor)
+            return m + torch.log(torch.sum(torch.exp(tensor - m_expanded), dim))
+    """),
+    # box voting: an assertion that every count is positive runs before the division.
+    ("NG401", """\
+        def box_voting(iou_, scores, iou_thresh):
+            match_indicator = tf.cast(tf.greater(iou_, iou_thresh), dtype=tf.float32)
+            num_matches = tf.reduce_sum(match_indicator, 1)
+            match_assert = tf.Assert(tf.reduce_all(tf.greater(num_matches, 0)), ['no match'])
+            with tf.control_dependencies([match_assert]):
+                sum_scores = tf.matmul(match_indicator, scores)
+            return tf.reshape(sum_scores, [-1]) / num_matches
+    """),
 ]
 
 POSITIVES = [
@@ -1752,6 +1778,30 @@ POSITIVES = [
             legal_actions_mask = tf.where(tf.math.less_equal(action_values, threshold),
                                           tf.fill(tf.shape(action_values), 0.), tf.fill(tf.shape(action_values), 1.))
             return 1 / tf.reduce_sum(legal_actions_mask, axis=-1, keepdims=True) * legal_actions_mask
+    """),
+    # ... with only the prediction clipped, a target 0 is 0·log(0) = NaN.
+    ("NG201", """\
+        def kld(y_true, y_pred):
+            y_true = tf.cast(y_true, y_pred.dtype)
+            y_pred = tf.clip_by_value(y_pred, tf.keras.backend.epsilon(), 1.)
+            return tf.reduce_sum(y_true * tf.math.log(y_true / y_pred), axis=-1)
+    """),
+    # ... a mean subtracted under another name is no maximum.
+    ("NG105", """\
+        def log_sum_exp(tensor, dim):
+            mu = tensor.mean(dim)
+            mu_expanded = mu.unsqueeze(dim).expand_as(tensor)
+            return mu + torch.log(torch.sum(torch.exp(tensor - mu_expanded), dim))
+    """),
+    # ... an assertion on the scores says nothing of the count.
+    ("NG401", """\
+        def box_voting(iou_, scores, iou_thresh):
+            match_indicator = tf.cast(tf.greater(iou_, iou_thresh), dtype=tf.float32)
+            num_matches = tf.reduce_sum(match_indicator, 1)
+            scores_assert = tf.Assert(tf.reduce_all(tf.greater_equal(scores, 0)), ['negative'])
+            with tf.control_dependencies([scores_assert]):
+                sum_scores = tf.matmul(match_indicator, scores)
+            return tf.reshape(sum_scores, [-1]) / num_matches
     """),
 ]
 
