@@ -38,16 +38,22 @@ _RARELY_DIFFERENTIATED = {
     # optimizers, which run on gradients outside the tape (blackjax's L-BFGS state, the update
     # functions of optimizer libraries); meta-learning can differentiate through them
     "optimizer": ({"optim", "optimizer", "optimizers"}, {"optim.py", "optimizer.py", "optimizers.py"}),
+    # a detector's label assignment, which matches anchors or priors to ground truth to build the
+    # training targets, without gradient (mmdet's `assigners/atss_assigner.py`, `..._assigner.py`)
+    "assignment": ({"assigners"}, {"assigner.py", "assigners.py"}),
 }
+
+# File names that end like one of the kind's files (`atss_assigner.py`) are of that kind too.
+_SUFFIXED = {"assignment": ("_assigner.py",)}
 
 
 def rarely_differentiated_module(path: str) -> str | None:
     """Which kind of rarely differentiated module `path` is ('evaluation', 'environment',
-    'optimizer'), from its folders and its name; None for any other. A conda environment's
+    'optimizer', 'assignment'), from its folders and its name; None for any other. A conda environment's
     folder (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
     parts = path_parts(path)
     for kind, (folders, files) in _RARELY_DIFFERENTIATED.items():
-        if parts[-1] in files or any(p in folders and "site-packages" not in parts[i:]
+        if parts[-1] in files or parts[-1].endswith(_SUFFIXED.get(kind, ("\0",))) or any(p in folders and "site-packages" not in parts[i:]
                                      for i, p in enumerate(parts[:-1])):
             return kind
     return None

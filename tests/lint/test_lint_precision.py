@@ -400,8 +400,17 @@ def test_gradient_findings_in_optimizer_modules_are_possible(path):
     assert [f.code for f in lint_source(HEADER + REWARD_BODY, path=path, confidence="certain")] == ["NG401"]
 
 
+@pytest.mark.parametrize("path", ["mmdet/models/task_modules/assigners/atss_assigner.py",
+                                  "det/dynamic_soft_label_assigner.py", "pkg/assigner.py"])
+def test_gradient_findings_in_label_assignment_modules_are_possible(path):
+    # A detector's label assignment builds training targets without gradient (README).
+    [f] = lint_source(HEADER + COLLISION_BODY, path=path)
+    assert f.code == "NG302" and f.confidence == POSSIBLE
+    assert [f.code for f in lint_source(HEADER + REWARD_BODY, path=path, confidence="certain")] == ["NG401"]
+
+
 @pytest.mark.parametrize("path", ["lib/physics.py", "miniconda3/envs/py311/lib/python3.11/site-packages/pkg/dist.py",
-                                  "pkg/environment_utils.py", "pkg/optimization.py"])
+                                  "pkg/environment_utils.py", "pkg/optimization.py", "pkg/assignment_loss.py"])
 def test_a_conda_environment_or_a_similar_name_is_not_an_rl_environment(path):
     [f] = lint_source(HEADER + COLLISION_BODY, path=path, confidence="certain")
     assert (f.code, f.confidence) == ("NG302", CERTAIN)

@@ -1120,6 +1120,18 @@ NEGATIVES = [
                 sum_scores = tf.matmul(match_indicator, scores)
             return tf.reshape(sum_scores, [-1]) / num_matches
     """),
+    # stanza's windowed attention: a buffer made by flipping a registered triangle.
+    ("NG701", """\
+        class RelativeAttention(nn.Module):
+            def __init__(self, window):
+                super().__init__()
+                self.register_buffer("mask", torch.tril(torch.ones(window, window), diagonal=-1))
+                self.register_buffer("flipped_mask", torch.flip(self.mask, (-1,)))
+
+            def forward(self, qk):
+                qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
+                return F.softmax(qk, dim=-1)
+    """),
 ]
 
 POSITIVES = [
@@ -1802,6 +1814,18 @@ POSITIVES = [
             with tf.control_dependencies([scores_assert]):
                 sum_scores = tf.matmul(match_indicator, scores)
             return tf.reshape(sum_scores, [-1]) / num_matches
+    """),
+    # ... a buffer made from a registered padding mask is no triangle.
+    ("NG701", """\
+        class PaddedAttention(nn.Module):
+            def __init__(self, pad):
+                super().__init__()
+                self.register_buffer("pad", pad)
+                self.register_buffer("flipped_mask", torch.flip(self.pad, (-1,)))
+
+            def forward(self, qk):
+                qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
+                return F.softmax(qk, dim=-1)
     """),
 ]
 

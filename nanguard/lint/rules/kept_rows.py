@@ -36,8 +36,10 @@ def _from_topk(ctx: Analysis, name: str) -> bool:
     return False
 
 
-def _registered_causal(ctx: Analysis, attr: str) -> bool:
-    """`self.register_buffer("bias", torch.tril(...))` (nanoGPT): `self.bias` is a causal mask."""
+def _registered_causal(ctx: Analysis, attr: str, depth: int = 1) -> bool:
+    """`self.register_buffer("bias", torch.tril(...))` (nanoGPT): `self.bias` is a causal mask;
+    so is a buffer made from one (stanza's `register_buffer("flipped_mask", torch.flip(self.mask,
+    (-1,)))`: a flipped triangle still leaves an entry in every row and column)."""
     for call, scope, _ng in ctx.calls:
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "register_buffer" and len(call.args) >= 2:
@@ -47,8 +49,13 @@ def _registered_causal(ctx: Analysis, attr: str) -> bool:
                 for n in bounded_walk(call.args[1], 60):
                     if isinstance(n, ast.Name):  # `mask = torch.tril(...)`, then `register_buffer("mask", mask.view(...))`
                         values.extend(v for v in ctx.lookup(n.id, scope)[1] if v is not None)
-                return any(isinstance(n, (ast.Name, ast.Attribute)) and _CAUSAL.search(
-                    n.id if isinstance(n, ast.Name) else n.attr) for v in values for n in bounded_walk(v, 60))
+                if any(isinstance(n, (ast.Name, ast.Attribute)) and _CAUSAL.search(
+                        n.id if isinstance(n, ast.Name) else n.attr) for v in values for n in bounded_walk(v, 60)):
+                    return True
+                return depth > 0 and any(
+                    isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+                    and n.attr != attr and _registered_causal(ctx, n.attr, depth - 1)
+                    for v in values for n in bounded_walk(v, 60))
     return False
 
 
