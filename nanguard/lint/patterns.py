@@ -228,7 +228,8 @@ def _nonnegative(e: ast.expr) -> bool:
 def positive_helper_return(e: ast.expr) -> bool:
     """Is a helper's whole return value positive by its syntax alone (no names looked up):
     `x.abs().add_(eps)` (geoopt's `sabs`), `x.abs() + eps`, `torch.sqrt(x) + 1e-8`,
-    `x.clamp_min(eps)`, `x.clamp(min=1e-6)`, `torch.clamp(x, min=eps)`, `jnp.maximum(x, eps)`?
+    `x.clamp_min(eps)`, `x.clamp(min=1e-6)`, `torch.clamp(x, min=eps)`, `jnp.maximum(x, eps)`,
+    the builtin `max(n, 1.0)`?
     `eps` is a positive constant or a name that says so."""
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
         return (is_positive_const(e.right) and _nonnegative(e.left)) or (is_positive_const(e.left)
@@ -244,6 +245,8 @@ def positive_helper_return(e: ast.expr) -> bool:
         return is_positive_const(e.args[0]) and _nonnegative(e.func.value)  # type: ignore[attr-defined]
     if name in _FLOOR_CALLS and e.args:
         return is_positive_const(e.args[-1])
+    if isinstance(e.func, ast.Name) and e.func.id == "max" and len(e.args) >= 2 and not e.keywords:
+        return any(is_positive_const(a) for a in e.args)  # nerfstudio's `max(prod(size).item(), 1.0)`
     if name in ("clamp", "clamp_", "clip"):
         floor = next((k.value for k in e.keywords if k.arg in ("min", "a_min", "clip_value_min", "min_value")), None)
         if floor is None:

@@ -36,7 +36,7 @@ _ONE_RETURN = re.compile(rb"def[ \t]+(\w+)[ \t]*\([^)\n]*\)[^:\n]*:[ \t]*\r?\n"
 
 
 # What a positive return spells (`positive_helper_return`): anything else is not parsed.
-_MAY_BE_POSITIVE = re.compile(rb"abs|clamp|clip|maximum|fmax|square|sqrt|norm|exp|softplus|sigmoid|relu|\*\*")
+_MAY_BE_POSITIVE = re.compile(rb"abs|clamp|clip|max|square|sqrt|norm|exp|softplus|sigmoid|relu|\*\*")
 
 
 @dataclass(frozen=True)

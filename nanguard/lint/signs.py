@@ -171,6 +171,44 @@ def _max_subtracted_in_place(ctx: Analysis, expr: ast.expr) -> bool:
                                      for n in scope.augmented.get(key, ()))
 
 
+def below_by_enclosing_if(ctx: Analysis, expr: ast.expr, limit: float) -> bool:
+    """`x` inside `if x < 18.0:` (or `elif`, or the `else` of `if x > 18.0:`) with the constant at
+    most `limit`: PyTensor's softplus branches `elif x < 18.0: np.log1p(np.exp(x))`, where exp
+    cannot overflow."""
+    line = getattr(expr, "lineno", None)
+    key = ast.dump(strip_wrappers(ctx, expr))
+    if line is None:
+        return False
+    for stmt in _single_comparison_ifs(ctx):
+        if not stmt.lineno < line <= (stmt.end_lineno or 0):
+            continue
+        test = stmt.test
+        assert isinstance(test, ast.Compare)
+        op = test.ops[0]
+        if not stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0):
+            op = {ast.Gt: ast.LtE(), ast.GtE: ast.Lt(), ast.Lt: ast.GtE(), ast.LtE: ast.Gt()}.get(type(op), op)
+        left, right = test.left, test.comparators[0]
+        if isinstance(op, (ast.Gt, ast.GtE)):  # `c > x` is `x < c`
+            left, right = right, left
+        elif not isinstance(op, (ast.Lt, ast.LtE)):
+            continue
+        bound = const_value(right)
+        if bound is not None and bound <= limit and ast.dump(left) == key \
+                and not _rebound_between(ctx, left, stmt.lineno, line):
+            return True
+    return False
+
+
+def _rebound_between(ctx: Analysis, expr: ast.expr, start: int, end: int) -> bool:
+    """Is the name `expr` assigned (or changed in place) after line `start` and before `end`?"""
+    key = name_key(expr)
+    if key is None:
+        return True  # not a plain name: nothing says the tested value is the one used
+    scope, values = ctx.lookup(key)
+    changes = [*values, *(scope.augmented.get(key, ()) if scope is not None else ())]
+    return any(v is not None and start < getattr(v, "lineno", 0) < end for v in changes)
+
+
 def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
     """`b - a` inside `if a >= b:` (or in the `else` of `if b > a:`): the branch makes it <= 0,
     as in a two-term log-sum-exp `a + log(1 + exp(b - a))`."""

@@ -1132,6 +1132,22 @@ NEGATIVES = [
                 qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
                 return F.softmax(qk, dim=-1)
     """),
+    # PyTensor's softplus: exp only runs in a branch that keeps x below 18.
+    ("NG104", """\
+        def softplus(x):
+            if x < -37.0:
+                return np.exp(x)
+            elif x < 18.0:
+                return np.log1p(np.exp(x))
+            return x
+    """),
+    ("NG104", """\
+        def softplus(x):
+            if x > 18.0:
+                return x
+            else:
+                return np.log1p(np.exp(x))
+    """),
 ]
 
 POSITIVES = [
@@ -1826,6 +1842,20 @@ POSITIVES = [
             def forward(self, qk):
                 qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
                 return F.softmax(qk, dim=-1)
+    """),
+    # ... a bound above exp's overflow point, or a name changed inside the branch, is no guard.
+    ("NG104", """\
+        def softplus(x):
+            if x < 100.0:
+                return np.log1p(np.exp(x))
+            return x
+    """),
+    ("NG104", """\
+        def softplus(x):
+            if x < 18.0:
+                x = x * 100
+                return np.log1p(np.exp(x))
+            return x
     """),
 ]
 

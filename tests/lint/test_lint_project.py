@@ -162,6 +162,8 @@ def test_a_helper_name_defined_twice_counts_only_if_both_are_positive(tmp_path):
     ("x.clamp_min(1e-6)", True), ("x.clamp(min=eps)", True), ("jnp.maximum(x, 1e-12)", True),
     ("torch.clamp(x, 1e-6, 1.0)", True), ("x + eps", False), ("x.add_(eps)", False), ("x.clamp(max=1.0)", False),
     ("x.clamp_min(0)", False), ("torch.clamp(x, -1.0, 1.0)", False), ("x.abs()", False),
+    ("max(torch.prod(torch.tensor(t.size()[1:]).float()).item(), 1.0)", True), ("max(n, 0)", False),
+    ("max(a, b)", False),
 ])
 def test_what_a_positive_helper_returns(ret, positive):
     import ast

@@ -17,7 +17,7 @@ from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.dataflow import names_in
 from nanguard.lint.patterns import selected_from, strip_wrappers, tensor_literal
-from nanguard.lint.signs import is_max_like, nonpositive_by_construction
+from nanguard.lint.signs import below_by_enclosing_if, is_max_like, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.shapes import square_base
 from nanguard.lint.scope import name_key
@@ -143,7 +143,7 @@ def _exp_can_overflow(ctx: Analysis, exp: OpCall) -> bool:
     v = const_value(x)
     if v is not None:
         return v > 88.0  # `np.log(1 + np.exp(0.0))`: a constant below float32's overflow point is a number
-    return not nonpositive_by_construction(ctx, x)
+    return not (nonpositive_by_construction(ctx, x) or below_by_enclosing_if(ctx, x, 88.0))
 
 
 _SIZE_METHODS = frozenset({"numel", "nelement"})
