@@ -1148,6 +1148,19 @@ NEGATIVES = [
             else:
                 return np.log1p(np.exp(x))
     """),
+    # Model Garden's expert-choice routing metrics: every axis of a one-hot summed counts the
+    # indices, and the token count is a product of the input's sizes.
+    ("NG401", """\
+        def routing_metrics(router_probs, expert_index, combine_array):
+            num_groups = tf.shape(router_probs)[0]
+            tokens_per_group = router_probs.shape[1]
+            dispatch_mask = tf.one_hot(expert_index, tokens_per_group, axis=1)
+            num_tokens = num_groups * tokens_per_group
+            left = 1.0 - tf.cast(tf.reduce_sum(tf.reduce_max(dispatch_mask, axis=(-1, -2))), tf.float32) \\
+                / tf.cast(num_tokens, tf.float32)
+            confidence = tf.math.reduce_sum(combine_array) / tf.math.reduce_sum(dispatch_mask)
+            return left, confidence
+    """),
 ]
 
 POSITIVES = [
@@ -1856,6 +1869,12 @@ POSITIVES = [
                 x = x * 100
                 return np.log1p(np.exp(x))
             return x
+    """),
+    # ... a one-hot summed over the batch counts one class, which a batch can lack.
+    ("NG401", """\
+        def class_means(x, labels, C):
+            class_mask = tf.one_hot(labels, C)
+            return tf.reduce_sum(x, 0) / tf.reduce_sum(class_mask, axis=0)
     """),
 ]
 

@@ -193,7 +193,7 @@ _NUMBER_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast",
 def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
                 whole: Callable[[Analysis, ast.expr], bool] | None = None) -> bool:
     """A product of the sizes of the function's own input (`x.size(1) * x.size(2)`, `x.shape[-1]`,
-    `x.numel()`, `len(x)`), or a name bound to one: the element count of full dimensions, 0 only
+    `tf.shape(x)[0]`, `x.numel()`, `len(x)`), or a name bound to one: the element count of full dimensions, 0 only
     for an empty input (whose mean is NaN by definition). Sizes of a slice or a selection
     (`len(x[mask])`, `grids[:, :, 1:].shape[2]`) are not: those are empty for some inputs.
     `whole` says which tensors count as whole (default: the function's unchanged parameters)."""
@@ -210,6 +210,9 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
         return whole(ctx, expr.args[0])
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
         return whole(ctx, expr.value.value)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Call) \
+            and callee_name(expr.value.func) == "shape" and len(expr.value.args) == 1:
+        return whole(ctx, expr.value.args[0])  # `tf.shape(router_probs)[0]`
     if isinstance(expr, ast.Attribute) and expr.attr == "size":
         return whole(ctx, expr.value)  # NumPy's and JAX's `inputs.size`
     if isinstance(expr, ast.Call) and callee_name(expr.func) in _NUMBER_WRAPPERS and expr.args:
@@ -328,6 +331,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 continue  # `m = probs * keep; m += probs * 1e-3`: no longer a masked zero
             if ctx.zero_checked(mask) or _compared_under_any_all(ctx, mask):
                 continue
+            if _whole_one_hot(ctx, oc, mask):
+                continue  # `reduce_sum(one_hot(index, depth))`: one per index, 0 only for no index
             if is_mask_like(ctx, mask) and not counts_at_least_one(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
@@ -362,6 +367,16 @@ def _operands(ctx: Analysis, target) -> tuple[ast.AST, ast.expr, ast.expr] | Non
     if isinstance(target, ast.AugAssign):
         return target, target.target, target.value
     return None
+
+
+def _whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
+    """A sum over every axis of a one-hot encoding (`tf.reduce_sum(dispatch_mask)` with
+    `dispatch_mask = tf.one_hot(expert_index, n)`): one per index, so 0 only for an empty index
+    array. A sum over some axes (`one_hot(labels, C).sum(0)`, a per-class count) can be 0."""
+    if len(oc.node.args) != 1 or oc.node.keywords:
+        return False
+    source = (ctx.value_of(mask) or ctx.last_value(mask)) if isinstance(mask, ast.Name) else mask
+    return isinstance(source, ast.Call) and callee_name(source.func) == "one_hot"
 
 
 def _stored_only_where_selected(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
