@@ -35,6 +35,43 @@ PKT_LOSS = """\
         return torch.mean(target_similarity * torch.log({ratio}))
 """
 
+# Pairs of a harmless shape (NEGATIVES) and the risky one next to it (POSITIVES), written once.
+LOG_SUM_EXP = """\
+    def log_sum_exp(tensor, dim):
+        m, _ = torch.max(tensor, dim)
+        m_expanded = m.unsqueeze(dim).expand_as(tensor)
+        return m + torch.log(torch.sum(torch.exp(tensor - m_expanded), dim))
+"""
+BOX_VOTING = """\
+    def box_voting(iou_, scores, iou_thresh):
+        match_indicator = tf.cast(tf.greater(iou_, iou_thresh), dtype=tf.float32)
+        num_matches = tf.reduce_sum(match_indicator, 1)
+        match_assert = tf.Assert(tf.reduce_all(tf.greater(num_matches, 0)), ['no match'])
+        with tf.control_dependencies([match_assert]):
+            sum_scores = tf.matmul(match_indicator, scores)
+        return tf.reshape(sum_scores, [-1]) / num_matches
+"""
+CLIP_RATIOS = """\
+    def log_clip_ratios(low, high, mask, accelerator, metrics):
+        def masked_seq_mean(x):
+            return (x * mask).sum(-1) / mask.sum(-1)
+        gathered_low = accelerator.gather(masked_seq_mean(low.float()))
+        metrics["low_min"].append(nanmin(gathered_low).item())
+        metrics["high_max"].append(torch.nanmax(masked_seq_mean(high.float())).item())
+"""
+FLIPPED_BUFFER = """\
+    class RelativeAttention(nn.Module):
+        def __init__(self, window):
+            super().__init__()
+            self.register_buffer("mask", torch.tril(torch.ones(window, window), diagonal=-1))
+            self.register_buffer("flipped_mask", torch.flip(self.mask, (-1,)))
+
+        def forward(self, qk):
+            qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
+            return F.softmax(qk, dim=-1)
+"""
+
+
 NEGATIVES = [
     # tensorflow-probability: statistics undefined on part of the domain return NaN/inf there by
     # design, so the where's result is non-finite exactly where it discards the singular branch.
@@ -1023,14 +1060,7 @@ NEGATIVES = [
     """),
     # trl's GRPO metrics: a completion masked to nothing gives NaN on purpose, which every caller
     # of the helper skips with nanmin/nanmax.
-    ("NG401", """\
-        def log_clip_ratios(low, high, mask, accelerator, metrics):
-            def masked_seq_mean(x):
-                return (x * mask).sum(-1) / mask.sum(-1)
-            gathered_low = accelerator.gather(masked_seq_mean(low.float()))
-            metrics["low_min"].append(nanmin(gathered_low).item())
-            metrics["high_max"].append(torch.nanmax(masked_seq_mean(high.float())).item())
-    """),
+    ("NG401", CLIP_RATIOS),
     # flash-linear-attention's reference attention: a strict comparison of two index ranges masks
     # the future and never the diagonal.
     ("NG701", """\
@@ -1104,34 +1134,11 @@ NEGATIVES = [
             return tf.reduce_sum(y_true * tf.math.log(y_true / y_pred), axis=-1)
     """),
     # flair's CRF: the maximum subtracted under another name, reshaped.
-    ("NG105", """\
-        def log_sum_exp(tensor, dim):
-            m, _ = torch.max(tensor, dim)
-            m_expanded = m.unsqueeze(dim).expand_as(tensor)
-            return m + torch.log(torch.sum(torch.exp(tensor - m_expanded), dim))
-    """),
+    ("NG105", LOG_SUM_EXP),
     # box voting: an assertion that every count is positive runs before the division.
-    ("NG401", """\
-        def box_voting(iou_, scores, iou_thresh):
-            match_indicator = tf.cast(tf.greater(iou_, iou_thresh), dtype=tf.float32)
-            num_matches = tf.reduce_sum(match_indicator, 1)
-            match_assert = tf.Assert(tf.reduce_all(tf.greater(num_matches, 0)), ['no match'])
-            with tf.control_dependencies([match_assert]):
-                sum_scores = tf.matmul(match_indicator, scores)
-            return tf.reshape(sum_scores, [-1]) / num_matches
-    """),
+    ("NG401", BOX_VOTING),
     # stanza's windowed attention: a buffer made by flipping a registered triangle.
-    ("NG701", """\
-        class RelativeAttention(nn.Module):
-            def __init__(self, window):
-                super().__init__()
-                self.register_buffer("mask", torch.tril(torch.ones(window, window), diagonal=-1))
-                self.register_buffer("flipped_mask", torch.flip(self.mask, (-1,)))
-
-            def forward(self, qk):
-                qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
-                return F.softmax(qk, dim=-1)
-    """),
+    ("NG701", FLIPPED_BUFFER),
     # PyTensor's softplus: exp only runs in a branch that keeps x below 18.
     ("NG104", """\
         def softplus(x):
@@ -1766,14 +1773,8 @@ POSITIVES = [
             return torch.where(s > 0, torch.log(torch.max(s, 1)[0]), 0.0)
     """),
     # ... but one caller that takes a plain mean of the helper's NaN keeps the finding.
-    ("NG401", """\
-        def log_clip_ratios(low, high, mask, accelerator, metrics):
-            def masked_seq_mean(x):
-                return (x * mask).sum(-1) / mask.sum(-1)
-            gathered_low = accelerator.gather(masked_seq_mean(low.float()))
-            metrics["low_min"].append(nanmin(gathered_low).item())
-            metrics["high_mean"].append(masked_seq_mean(high.float()).mean().item())
-    """),
+    ("NG401", CLIP_RATIOS.replace('["high_max"].append(torch.nanmax(masked_seq_mean(high.float())).item())',
+                                  '["high_mean"].append(masked_seq_mean(high.float()).mean().item())')),
     # ... positions compared with lengths can mask a whole row (a length of 0) ...
     ("NG701", """\
         def attn(q, k, v, lengths):
@@ -1828,34 +1829,12 @@ POSITIVES = [
             return tf.reduce_sum(y_true * tf.math.log(y_true / y_pred), axis=-1)
     """),
     # ... a mean subtracted under another name is no maximum.
-    ("NG105", """\
-        def log_sum_exp(tensor, dim):
-            mu = tensor.mean(dim)
-            mu_expanded = mu.unsqueeze(dim).expand_as(tensor)
-            return mu + torch.log(torch.sum(torch.exp(tensor - mu_expanded), dim))
-    """),
+    ("NG105", LOG_SUM_EXP.replace("m, _ = torch.max(tensor, dim)", "mu = tensor.mean(dim)")
+               .replace("= m.", "= mu.").replace("return m +", "return mu +")),
     # ... an assertion on the scores says nothing of the count.
-    ("NG401", """\
-        def box_voting(iou_, scores, iou_thresh):
-            match_indicator = tf.cast(tf.greater(iou_, iou_thresh), dtype=tf.float32)
-            num_matches = tf.reduce_sum(match_indicator, 1)
-            scores_assert = tf.Assert(tf.reduce_all(tf.greater_equal(scores, 0)), ['negative'])
-            with tf.control_dependencies([scores_assert]):
-                sum_scores = tf.matmul(match_indicator, scores)
-            return tf.reshape(sum_scores, [-1]) / num_matches
-    """),
+    ("NG401", BOX_VOTING.replace("tf.greater(num_matches, 0)", "tf.greater_equal(scores, 0)")),
     # ... a buffer made from a registered padding mask is no triangle.
-    ("NG701", """\
-        class PaddedAttention(nn.Module):
-            def __init__(self, pad):
-                super().__init__()
-                self.register_buffer("pad", pad)
-                self.register_buffer("flipped_mask", torch.flip(self.pad, (-1,)))
-
-            def forward(self, qk):
-                qk = qk.masked_fill(self.flipped_mask == 1, float("-inf"))
-                return F.softmax(qk, dim=-1)
-    """),
+    ("NG701", FLIPPED_BUFFER.replace("torch.tril(torch.ones(window, window), diagonal=-1)", "pad")),
     # ... a bound above exp's overflow point, or a name changed inside the branch, is no guard.
     ("NG104", """\
         def softplus(x):
