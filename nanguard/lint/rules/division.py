@@ -21,6 +21,8 @@ from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
     counts_at_least_one,
     counts_from_one,
+    stored_only_where_selected,
+    whole_one_hot,
 )
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
@@ -331,7 +333,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 continue  # `m = probs * keep; m += probs * 1e-3`: no longer a masked zero
             if ctx.zero_checked(mask) or _compared_under_any_all(ctx, mask):
                 continue
-            if _whole_one_hot(ctx, oc, mask):
+            if whole_one_hot(ctx, oc, mask):
                 continue  # `reduce_sum(one_hot(index, depth))`: one per index, 0 only for no index
             if is_mask_like(ctx, mask) and not counts_at_least_one(ctx, mask):
                 return "counts a mask and is 0 when nothing is selected", None
@@ -369,36 +371,6 @@ def _operands(ctx: Analysis, target) -> tuple[ast.AST, ast.expr, ast.expr] | Non
     return None
 
 
-def _whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
-    """A sum over every axis of a one-hot encoding (`tf.reduce_sum(dispatch_mask)` with
-    `dispatch_mask = tf.one_hot(expert_index, n)`): one per index, so 0 only for an empty index
-    array. A sum over some axes (`one_hot(labels, C).sum(0)`, a per-class count) can be 0."""
-    if len(oc.node.args) != 1 or oc.node.keywords:
-        return False
-    source = (ctx.value_of(mask) or ctx.last_value(mask)) if isinstance(mask, ast.Name) else mask
-    return isinstance(source, ast.Call) and callee_name(source.func) == "one_hot"
-
-
-def _stored_only_where_selected(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
-    """Is the ratio assigned only to the entries its denominator counts (`br[maxima] = 1. /
-    maxima.sum()`, open_spiel's best responses)? When the mask selects nothing the count is 0,
-    and the NaN/inf is written to no entry."""
-    line = getattr(node, "lineno", 0)
-    stmt = next((a for a in ast.walk(ctx.scope.node) if isinstance(a, ast.Assign) and len(a.targets) == 1
-                 and isinstance(a.targets[0], ast.Subscript) and a.lineno <= line <= (a.end_lineno or 0)
-                 and any(n is node for n in ast.walk(a.value))), None)
-    if stmt is None:
-        return False
-    index = stmt.targets[0].slice
-    selectors = index.elts if isinstance(index, ast.Tuple) else [index]
-    counted = set()
-    for call in ast.walk(den):
-        oc = ctx.op(call) if isinstance(call, ast.Call) else None
-        if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
-            counted.add(ast.dump(strip_wrappers(ctx, oc.input)))
-    return any(ast.dump(sel) in counted for sel in selectors)
-
-
 @checks("NG401")
 def check_division(ctx: Analysis, target) -> None:
     found = _operands(ctx, target)
@@ -411,7 +383,7 @@ def check_division(ctx: Analysis, target) -> None:
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
-    if _stored_only_where_selected(ctx, node, den):
+    if stored_only_where_selected(ctx, node, den):
         return  # `br[maxima] = 1. / maxima.sum()`: with nothing selected, nothing is written
     if nan_handled_next(ctx, node) or returned_to_nan_skipping_callers(ctx, node):
         return  # `loss_i = s / n` then `if torch.isnan(loss_i): continue` (DomainBed); trl's nanmin

@@ -3,7 +3,9 @@
 A division by a mask's count is a risk because the mask can select nothing. These shapes
 cannot: a row's maximum equals itself, an index matches itself in its transposed copy, a
 dataset split holds examples, a block of ones is concatenated in, sparsemax's support holds
-the largest entry, a loop counter starts at 1.
+the largest entry, a loop counter starts at 1, a game's legal actions, every axis of a
+one-hot. And a ratio written only to the entries its count counts lands nowhere when the count
+is 0.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ast
 import re
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import callee_name, bounded_walk, const_value
@@ -231,3 +234,33 @@ def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
                         loops.setdefault(t.id, node.iter)
         ctx.memo[memo_key] = loops
     return ctx.memo[memo_key].get(key)  # type: ignore[no-any-return]
+
+
+def whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
+    """A sum over every axis of a one-hot encoding (`tf.reduce_sum(dispatch_mask)` with
+    `dispatch_mask = tf.one_hot(expert_index, n)`): one per index, so 0 only for an empty index
+    array. A sum over some axes (`one_hot(labels, C).sum(0)`, a per-class count) can be 0."""
+    if len(oc.node.args) != 1 or oc.node.keywords:
+        return False
+    source = (ctx.value_of(mask) or ctx.last_value(mask)) if isinstance(mask, ast.Name) else mask
+    return isinstance(source, ast.Call) and callee_name(source.func) == "one_hot"
+
+
+def stored_only_where_selected(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
+    """Is the ratio assigned only to the entries its denominator counts (`br[maxima] = 1. /
+    maxima.sum()`, open_spiel's best responses)? When the mask selects nothing the count is 0,
+    and the NaN/inf is written to no entry."""
+    line = getattr(node, "lineno", 0)
+    stmt = next((a for a in ast.walk(ctx.scope.node) if isinstance(a, ast.Assign) and len(a.targets) == 1
+                 and isinstance(a.targets[0], ast.Subscript) and a.lineno <= line <= (a.end_lineno or 0)
+                 and any(n is node for n in ast.walk(a.value))), None)
+    if stmt is None:
+        return False
+    index = stmt.targets[0].slice
+    selectors = index.elts if isinstance(index, ast.Tuple) else [index]
+    counted = set()
+    for call in ast.walk(den):
+        oc = ctx.op(call) if isinstance(call, ast.Call) else None
+        if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
+            counted.add(ast.dump(strip_wrappers(ctx, oc.input)))
+    return any(ast.dump(sel) in counted for sel in selectors)
