@@ -1855,6 +1855,19 @@ POSITIVES = [
             class_mask = tf.one_hot(labels, C)
             return tf.reduce_sum(x, 0) / tf.reduce_sum(class_mask, axis=0)
     """),
+    # ... a slice of the index range no longer starts at 0 ...
+    ("NG701", """\
+        def attn(q, k, v):
+            idx = torch.arange(q.shape[-2])
+            scores = (q @ k.transpose(-1, -2)).masked_fill(idx[1:][None, :] > idx[:-1][:, None], float('-inf'))
+            return scores.softmax(-1) @ v
+    """),
+    # ... and a mask of the illegal actions is no legal-action mask.
+    ("NG401", """\
+        def spread(state):
+            illegal_mask = np.array(state.illegal_actions_mask(), dtype=int)
+            return illegal_mask / np.sum(illegal_mask)
+    """),
 ]
 
 

@@ -29,7 +29,7 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         or _legal_actions(ctx, mask)
 
 
-_LEGAL = re.compile(r"legal", re.IGNORECASE)
+_LEGAL = re.compile(r"(?<!il)legal", re.IGNORECASE)  # not `illegal_actions`
 
 
 def _legal_actions(ctx: Analysis, mask: ast.expr) -> bool:

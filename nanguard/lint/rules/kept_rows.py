@@ -110,6 +110,8 @@ def _from_arange(ctx: Analysis, expr: ast.expr, depth: int = 3) -> bool:
         if isinstance(expr, ast.Call) and not (isinstance(expr.func, ast.Attribute)
                                                and expr.func.attr in _RESHAPES):
             return False
+        if isinstance(expr, ast.Subscript) and not _adds_axes_only(expr.slice):
+            return False  # `idx[1:]` starts at 1: no longer positions from 0
         expr = expr.value if isinstance(expr, ast.Subscript) else expr.func.value  # type: ignore[union-attr]
     if isinstance(expr, ast.Name):
         value = ctx.value_of(expr)
@@ -117,6 +119,14 @@ def _from_arange(ctx: Analysis, expr: ast.expr, depth: int = 3) -> bool:
     if not (isinstance(expr, ast.Call) and callee_name(expr.func) == "arange") or not expr.args:
         return False
     return len(expr.args) == 1 or (isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 0)
+
+
+def _adds_axes_only(index: ast.expr) -> bool:
+    """`[None, :]`, `[:, None]`, `[..., None]`: new axes and whole ones, the same positions."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return all((isinstance(p, ast.Constant) and p.value in (None, Ellipsis))
+               or (isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None)
+               for p in parts)
 
 
 _RESHAPES = frozenset({"unsqueeze", "view", "reshape", "expand", "to", "long", "int", "cuda", "expand_as"})
