@@ -59,6 +59,15 @@ CLIP_RATIOS = """\
         metrics["low_min"].append(nanmin(gathered_low).item())
         metrics["high_max"].append(torch.nanmax(masked_seq_mean(high.float())).item())
 """
+SALINA_EPISODES = """\
+    def bc_loss(done, target_action, action, T, batch_size):
+        length = done.float().argmax(0)
+        mask = torch.arange(T).unsqueeze(-1).repeat(1, batch_size).to(length.device)
+        length = length.unsqueeze(0).repeat(T, 1)
+        mask = mask.le(length).float()
+        mse = (target_action - action) ** 2
+        return (mse.sum(2) * mask).sum() / mask.sum()
+"""
 FLIPPED_BUFFER = """\
     class RelativeAttention(nn.Module):
         def __init__(self, window):
@@ -1168,6 +1177,8 @@ NEGATIVES = [
             confidence = tf.math.reduce_sum(combine_array) / tf.math.reduce_sum(dispatch_mask)
             return left, confidence
     """),
+    # salina's episodes: positions up to an argmax always keep position 0.
+    ("NG401", SALINA_EPISODES),
 ]
 
 POSITIVES = [
@@ -1868,6 +1879,8 @@ POSITIVES = [
             illegal_mask = np.array(state.illegal_actions_mask(), dtype=int)
             return illegal_mask / np.sum(illegal_mask)
     """),
+    # ... positions strictly before it keep nothing when the episode ends at step 0.
+    ("NG401", SALINA_EPISODES.replace("mask.le(length)", "mask.lt(length)")),
 ]
 
 
