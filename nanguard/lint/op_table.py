@@ -175,7 +175,7 @@ METHODS: dict[str, tuple[str, int, int]] = {
 WRAPPER_METHODS = frozenset({
     "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous",
     "unsqueeze", "view", "reshape", "squeeze", "expand", "expand_as", "view_as", "reshape_as", "long", "int",
-    "cpu", "cuda", "flatten", "t", "transpose", "permute", "item", "astype",
+    "cpu", "cuda", "flatten", "t", "transpose", "permute", "item", "astype", "repeat",
 })
 
 

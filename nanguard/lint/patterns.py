@@ -20,6 +20,7 @@ from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import (
     _MAX_DEPTH,
     additive_terms,
+    callee_name,
     const_value,
     is_eps_like,
     is_positive_const,
@@ -45,6 +46,34 @@ def strip_wrappers(ctx: Analysis, expr: ast.expr) -> ast.expr:
         break
     return expr
 
+
+
+def held_at(ctx: Analysis, expr: ast.expr) -> ast.expr:
+    """What the name `expr` holds here: its one value, or the last one assigned before (as guards
+    read names, erring towards silence); anything else as it is."""
+    if isinstance(expr, ast.Name):
+        value = ctx.value_of(expr) or ctx.last_value(expr)
+        if value is not None:
+            return value
+    return expr
+
+
+def source_of(ctx: Analysis, expr: ast.expr, depth: int = 4) -> ast.expr:
+    """`expr` through wrappers and the names holding it (`mask = arange(T).unsqueeze(-1)`: the arange)."""
+    for _ in range(depth):
+        inner = held_at(ctx, strip_wrappers(ctx, expr))
+        if inner is expr:
+            break
+        expr = inner
+    return expr
+
+
+def positions_from_zero(ctx: Analysis, expr: ast.expr) -> bool:
+    """Positions 0..n-1: `arange(n)` or `arange(0, n)`, through wrappers, new axes and names
+    (`idx[None, :]`; not `idx[1:]` or `arange(1, n + 1)`, which start at 1)."""
+    src = source_of(ctx, expr)
+    return isinstance(src, ast.Call) and callee_name(src.func) == "arange" and bool(src.args) \
+        and (len(src.args) == 1 or const_value(src.args[0]) == 0)
 
 # Methods that pick entries of a tensor without changing their values.
 _SELECTING_METHODS = frozenset({"gather", "index_select", "take_along_dim", "take_along_axis", "select",
@@ -297,8 +326,8 @@ def _floored(ctx: Analysis, expr: ast.expr, depth: int = 1) -> bool:
     Not a positive function of x (`exp(-d)`, a softmax), which still underflows to 0."""
     e = strip_wrappers(ctx, expr)
     if depth > 0 and isinstance(e, ast.Name):
-        value = ctx.value_of(e) or ctx.last_value(e)
-        return value is not None and value is not e and _floored(ctx, value, depth - 1)
+        value = held_at(ctx, e)
+        return value is not e and _floored(ctx, value, depth - 1)
     if has_positive_offset(e) or is_max_with_positive_floor(ctx, e):
         return True
     oc = ctx.op(e)

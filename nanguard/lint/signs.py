@@ -9,6 +9,7 @@ around it shows (a max subtracted, also in place or through tuple unpacking; an 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import OpCall
@@ -171,30 +172,35 @@ def _max_subtracted_in_place(ctx: Analysis, expr: ast.expr) -> bool:
                                      for n in scope.augmented.get(key, ()))
 
 
-def below_by_enclosing_if(ctx: Analysis, expr: ast.expr, limit: float) -> bool:
-    """`x` inside `if x < 18.0:` (or `elif`, or the `else` of `if x > 18.0:`) with the constant at
-    most `limit`: PyTensor's softplus branches `elif x < 18.0: np.log1p(np.exp(x))`, where exp
-    cannot overflow."""
-    line = getattr(expr, "lineno", None)
-    key = ast.dump(strip_wrappers(ctx, expr))
-    if line is None:
-        return False
+def _branch_orderings(ctx: Analysis, line: int) -> Iterator[tuple[ast.expr, ast.expr, ast.If]]:
+    """`(small, big, if)` for each single-comparison `if` enclosing `line` whose branch there
+    makes `small` at most `big`: `a < b` or `b > a` in the body, `a >= b` in the `else`."""
     for stmt in _single_comparison_ifs(ctx):
         if not stmt.lineno < line <= (stmt.end_lineno or 0):
             continue
         test = stmt.test
         assert isinstance(test, ast.Compare)
         op = test.ops[0]
-        if not stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0):
+        if not stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0):  # the else: negated
             op = {ast.Gt: ast.LtE(), ast.GtE: ast.Lt(), ast.Lt: ast.GtE(), ast.LtE: ast.Gt()}.get(type(op), op)
-        left, right = test.left, test.comparators[0]
-        if isinstance(op, (ast.Gt, ast.GtE)):  # `c > x` is `x < c`
-            left, right = right, left
-        elif not isinstance(op, (ast.Lt, ast.LtE)):
-            continue
-        bound = const_value(right)
-        if bound is not None and bound <= limit and ast.dump(left) == key \
-                and not _rebound_between(ctx, left, stmt.lineno, line):
+        if isinstance(op, (ast.Lt, ast.LtE)):
+            yield test.left, test.comparators[0], stmt
+        elif isinstance(op, (ast.Gt, ast.GtE)):
+            yield test.comparators[0], test.left, stmt
+
+
+def below_by_enclosing_if(ctx: Analysis, expr: ast.expr, limit: float) -> bool:
+    """`x` inside `if x < 18.0:` (or `elif`, or the `else` of `if x > 18.0:`) with the constant at
+    most `limit`: PyTensor's softplus branches `elif x < 18.0: np.log1p(np.exp(x))`, where exp
+    cannot overflow."""
+    line = getattr(expr, "lineno", None)
+    if line is None:
+        return False
+    key = ast.dump(strip_wrappers(ctx, expr))
+    for small, big, stmt in _branch_orderings(ctx, line):
+        bound = const_value(big)
+        if bound is not None and bound <= limit and ast.dump(small) == key \
+                and not _rebound_between(ctx, small, stmt.lineno, line):
             return True
     return False
 
@@ -214,23 +220,8 @@ def _ordered_by_enclosing_if(ctx: Analysis, expr: ast.expr) -> bool:
     as in a two-term log-sum-exp `a + log(1 + exp(b - a))`."""
     if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub)) or not hasattr(expr, "lineno"):
         return False
-    line = expr.lineno
-    enclosing = [stmt for stmt in _single_comparison_ifs(ctx) if stmt.lineno < line <= (stmt.end_lineno or 0)]
-    if not enclosing:
-        return False
-    small, big = ast.dump(expr.left), ast.dump(expr.right)  # need: left <= right
-    for stmt in enclosing:
-        test = stmt.test
-        assert isinstance(test, ast.Compare)
-        in_body = stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or 0)
-        a, b, op = ast.dump(test.left), ast.dump(test.comparators[0]), test.ops[0]
-        if not in_body:  # the else branch: the negated test
-            op = {ast.Gt: ast.LtE(), ast.GtE: ast.Lt(), ast.Lt: ast.GtE(), ast.LtE: ast.Gt()}.get(type(op), op)
-        if isinstance(op, (ast.Gt, ast.GtE)) and (a, b) == (big, small):
-            return True
-        if isinstance(op, (ast.Lt, ast.LtE)) and (a, b) == (small, big):
-            return True
-    return False
+    wanted = (ast.dump(expr.left), ast.dump(expr.right))  # need: left <= right
+    return any((ast.dump(small), ast.dump(big)) == wanted for small, big, _ in _branch_orderings(ctx, expr.lineno))
 
 
 def _nonpositive(ctx: Analysis, expr: ast.expr) -> bool:

@@ -1881,6 +1881,8 @@ POSITIVES = [
     """),
     # ... positions strictly before it keep nothing when the episode ends at step 0.
     ("NG401", SALINA_EPISODES.replace("mask.le(length)", "mask.lt(length)")),
+    # ... and positions counted from 1 keep nothing when the episode ends at step 0.
+    ("NG401", SALINA_EPISODES.replace("torch.arange(T)", "torch.arange(1, T + 1)")),
 ]
 
 

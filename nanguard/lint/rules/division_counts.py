@@ -15,7 +15,7 @@ import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.patterns import held_at, positions_from_zero, source_of, strip_wrappers
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import callee_name, bounded_walk, const_value
 
@@ -29,15 +29,13 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask)
 
 
-_CHAIN_METHODS = frozenset({"unsqueeze", "repeat", "expand", "expand_as", "view", "reshape", "to", "float",
-                            "long", "int", "cuda", "cpu", "detach", "clone"})
 _NONNEGATIVE_INDEX = frozenset({"argmax", "argmin", "len", "count_nonzero", "numel"})
 
 
 def _positions_up_to_a_count(ctx: Analysis, mask: ast.expr) -> bool:
     """`arange(T) <= length` (`.le(length)`) with `length` an argmax or a count: position 0 is
     always kept (salina's episodes, `length = done.argmax(0)`). `<` can keep nothing."""
-    m = strip_wrappers(ctx, _earlier(ctx, mask))
+    m = strip_wrappers(ctx, held_at(ctx, mask))
     if isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], (ast.LtE, ast.GtE)):
         low, high = (m.left, m.comparators[0]) if isinstance(m.ops[0], ast.LtE) else (m.comparators[0], m.left)
     elif isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("le", "ge") \
@@ -45,29 +43,9 @@ def _positions_up_to_a_count(ctx: Analysis, mask: ast.expr) -> bool:
         low, high = (m.func.value, m.args[0]) if m.func.attr == "le" else (m.args[0], m.func.value)
     else:
         return False
-    return _chain_source(ctx, low) == "arange" and _chain_source(ctx, high) in _NONNEGATIVE_INDEX
-
-
-def _earlier(ctx: Analysis, expr: ast.expr) -> ast.expr:
-    """What a name held at this use (its one value, or the last one assigned before)."""
-    if isinstance(expr, ast.Name):
-        value = ctx.value_of(expr) or ctx.last_value(expr)
-        return value if value is not None else expr
-    return expr
-
-
-def _chain_source(ctx: Analysis, expr: ast.expr, depth: int = 4) -> str:
-    """The call a value comes from through reshapes, casts and names (`torch.arange(T).unsqueeze(-1)
-    .repeat(1, b)` -> 'arange', `done.float().argmax(0)` -> 'argmax')."""
-    for _ in range(depth):
-        expr = _earlier(ctx, expr)
-        if not isinstance(expr, ast.Call):
-            return ""
-        name = callee_name(expr.func)
-        if name not in _CHAIN_METHODS or not isinstance(expr.func, ast.Attribute):
-            return name
-        expr = expr.func.value
-    return ""
+    count = source_of(ctx, high)
+    return positions_from_zero(ctx, low) and isinstance(count, ast.Call) \
+        and callee_name(count.func) in _NONNEGATIVE_INDEX
 
 
 _LEGAL = re.compile(r"(?<!il)legal", re.IGNORECASE)  # not `illegal_actions`
@@ -283,7 +261,7 @@ def whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
     array. A sum over some axes (`one_hot(labels, C).sum(0)`, a per-class count) can be 0."""
     if len(oc.node.args) != 1 or oc.node.keywords:
         return False
-    source = (ctx.value_of(mask) or ctx.last_value(mask)) if isinstance(mask, ast.Name) else mask
+    source = held_at(ctx, mask)
     return isinstance(source, ast.Call) and callee_name(source.func) == "one_hot"
 
 

@@ -16,6 +16,7 @@ import re
 from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.blocks import dominates
+from nanguard.lint.patterns import positions_from_zero
 from nanguard.lint.syntax import bounded_walk, callee_name
 
 
@@ -100,36 +101,7 @@ def _index_triangle(ctx: Analysis, compare: ast.Compare) -> bool:
     a whole row."""
     if len(compare.ops) != 1 or not isinstance(compare.ops[0], (ast.Gt, ast.Lt)):
         return False
-    return all(_from_arange(ctx, side) for side in (compare.left, compare.comparators[0]))
-
-
-def _from_arange(ctx: Analysis, expr: ast.expr, depth: int = 3) -> bool:
-    """`torch.arange(T)[None, :]`, `idx.unsqueeze(0)`, or a name bound to one: positions 0..n-1."""
-    while isinstance(expr, (ast.Subscript, ast.Call)) and not (
-            isinstance(expr, ast.Call) and callee_name(expr.func) == "arange"):
-        if isinstance(expr, ast.Call) and not (isinstance(expr.func, ast.Attribute)
-                                               and expr.func.attr in _RESHAPES):
-            return False
-        if isinstance(expr, ast.Subscript) and not _adds_axes_only(expr.slice):
-            return False  # `idx[1:]` starts at 1: no longer positions from 0
-        expr = expr.value if isinstance(expr, ast.Subscript) else expr.func.value  # type: ignore[union-attr]
-    if isinstance(expr, ast.Name):
-        value = ctx.value_of(expr)
-        return depth > 0 and value is not None and _from_arange(ctx, value, depth - 1)
-    if not (isinstance(expr, ast.Call) and callee_name(expr.func) == "arange") or not expr.args:
-        return False
-    return len(expr.args) == 1 or (isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 0)
-
-
-def _adds_axes_only(index: ast.expr) -> bool:
-    """`[None, :]`, `[:, None]`, `[..., None]`: new axes and whole ones, the same positions."""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return all((isinstance(p, ast.Constant) and p.value in (None, Ellipsis))
-               or (isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None)
-               for p in parts)
-
-
-_RESHAPES = frozenset({"unsqueeze", "view", "reshape", "expand", "to", "long", "int", "cuda", "expand_as"})
+    return all(positions_from_zero(ctx, side) for side in (compare.left, compare.comparators[0]))
 
 
 _ZERO_FACTORIES = frozenset({"zeros", "zeros_like", "new_zeros"})
