@@ -31,6 +31,12 @@ _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal",
                                "gt", "ge", "lt", "le", "eq", "ne"})
 
 
+
+def _zero_threshold(value: object) -> bool:
+    """Does comparing a count with `value` tell 0 apart: 0 itself, or a threshold in (0, 1]
+    (`if torch.sum(mask) < 0.5: continue`, `if n >= 1:`), which no count between 0 and 1 has."""
+    return value in ZERO or (type(value) in (int, float) and 0 < value <= 1)  # type: ignore[operator]
+
 class Walk:
     """The module's scopes and candidate nodes, collected in one walk of the tree."""
 
@@ -273,7 +279,7 @@ class Walk:
             if key is not None:
                 scope.zero_checked.add(key)
             return
-        if not any(isinstance(o, ast.Constant) and o.value in ZERO and not isinstance(o.value, bool)
+        if not any(isinstance(o, ast.Constant) and not isinstance(o.value, bool) and _zero_threshold(o.value)
                    for o in operands):
             return
         for o in operands:

@@ -36,6 +36,30 @@ PKT_LOSS = """\
 """
 
 # Pairs of a harmless shape (NEGATIVES) and the risky one next to it (POSITIVES), written once.
+PER_BATCH_MASKS = """\
+    def contrast(batch, other_ids, view1_feat, view2_feat):
+        pos_sim = 0
+        for batch_id in batch.unique():
+            batch_mask = batch == batch_id
+            sim = torch.mm(view1_feat[batch_mask], view2_feat[batch_mask].T)
+            pos_sim += torch.diagonal(sim).mean() / batch_mask.sum()
+        return pos_sim
+"""
+SAMPLES_PER_ENV = """\
+    def importance(buffers, other_ids, num_steps):
+        environment_ids = buffers["environment_ids"].view(-1)
+        unique_envs = torch.unique(environment_ids, sorted=False)
+        samples_per_env = (environment_ids.view(1, -1) == unique_envs.view(-1, 1)).float().sum(-1)
+        return (num_steps + 1) / samples_per_env
+"""
+HVU_LOSS = """\
+    def category_losses(category_loss, category_mask, idx):
+        category_mask_i = category_mask[:, idx].reshape(-1)
+        if torch.sum(category_mask_i) < 0.5:
+            return torch.tensor(0.0)
+        category_loss = torch.sum(category_loss * category_mask_i)
+        return category_loss / torch.sum(category_mask_i)
+"""
 LOG_SUM_EXP = """\
     def log_sum_exp(tensor, dim):
         m, _ = torch.max(tensor, dim)
@@ -1179,6 +1203,12 @@ NEGATIVES = [
     """),
     # salina's episodes: positions up to an argmax always keep position 0.
     ("NG401", SALINA_EPISODES),
+    # mmaction2's HVU loss: a category no sample is tagged with is skipped (`< 0.5`) first.
+    ("NG401", HVU_LOSS),
+    # Pointcept's per-batch masks and habitat's samples per environment: a tensor compared with
+    # its own distinct values counts at least one of each.
+    ("NG401", PER_BATCH_MASKS),
+    ("NG401", SAMPLES_PER_ENV),
 ]
 
 POSITIVES = [
@@ -1883,6 +1913,11 @@ POSITIVES = [
     ("NG401", SALINA_EPISODES.replace("mask.le(length)", "mask.lt(length)")),
     # ... and positions counted from 1 keep nothing when the episode ends at step 0.
     ("NG401", SALINA_EPISODES.replace("torch.arange(T)", "torch.arange(1, T + 1)")),
+    # ... a threshold above 1 lets a count of 0 through.
+    ("NG401", HVU_LOSS.replace("< 0.5", "> 2")),
+    # ... the distinct values of another tensor can be missing from this one.
+    ("NG401", PER_BATCH_MASKS.replace("batch.unique()", "other_ids.unique()")),
+    ("NG401", SAMPLES_PER_ENV.replace("torch.unique(environment_ids", "torch.unique(other_ids")),
 ]
 
 

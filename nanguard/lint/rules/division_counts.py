@@ -4,8 +4,8 @@ A division by a mask's count is a risk because the mask can select nothing. Thes
 cannot: a row's maximum equals itself, an index matches itself in its transposed copy, a
 dataset split holds examples, a block of ones is concatenated in, sparsemax's support holds
 the largest entry, a loop counter starts at 1, a game's legal actions, every axis of a
-one-hot. And a ratio written only to the entries its count counts lands nowhere when the count
-is 0.
+one-hot, a tensor compared with its own distinct values. And a ratio written only to the
+entries its count counts lands nowhere when the count is 0.
 """
 
 from __future__ import annotations
@@ -26,8 +26,39 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         return _split_mask(ctx, mask)
     return _counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or _matches_itself(ctx, mask) \
         or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask) \
-        or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask)
+        or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask) or _one_of_its_values(ctx, mask)
 
+
+
+def _unique_of(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
+    """The tensor whose distinct values `expr` holds (`torch.unique(ids)`, `ids.unique()`,
+    `np.unique(ids)`, a name holding one, an element of one in a loop), else None."""
+    src = source_of(ctx, expr)
+    if isinstance(src, ast.Name) and ctx.value_of(src) is None:
+        loop = _loop_over(ctx, src.id)  # `for batch_id in batch.unique():`
+        if loop is None:
+            return None
+        src = source_of(ctx, loop)
+    if not (isinstance(src, ast.Call) and callee_name(src.func) == "unique"):
+        return None
+    if src.args and isinstance(src.func, ast.Attribute) and ctx.imports.qualname(src.func) is not None:
+        return src.args[0]  # `torch.unique(ids, sorted=False)`
+    return src.func.value if isinstance(src.func, ast.Attribute) and not src.args else None
+
+
+def _one_of_its_values(ctx: Analysis, mask: ast.expr) -> bool:
+    """`ids == v` for `v in ids.unique()`, or `ids[None] == torch.unique(ids)[:, None]`: every
+    distinct value of `ids` occurs in it, so each count is at least 1 (Pointcept's per-batch
+    masks, habitat's samples per environment)."""
+    m = strip_wrappers(ctx, held_at(ctx, strip_wrappers(ctx, mask)))
+    if not (isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq)):
+        return False
+    left, right = m.left, m.comparators[0]
+    for values, whole in ((right, left), (left, right)):
+        tensor = _unique_of(ctx, values)
+        if tensor is not None and ast.dump(source_of(ctx, tensor)) == ast.dump(source_of(ctx, whole)):
+            return True
+    return False
 
 _NONNEGATIVE_INDEX = frozenset({"argmax", "argmin", "len", "count_nonzero", "numel"})
 
