@@ -15,7 +15,7 @@ import pytest
 
 from nanguard.lint import lint_source
 
-HEADER = ("import math\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
+HEADER = ("import math\nfrom typing import Optional\nimport numpy as np\nimport pandas as pd\nimport torch\nimport torch.nn as nn\n"
           "import torch.nn.functional as F\nimport tensorflow as tf\nimport jax\nimport jax.numpy as jnp\n")
 
 
@@ -51,6 +51,28 @@ SAMPLES_PER_ENV = """\
         unique_envs = torch.unique(environment_ids, sorted=False)
         samples_per_env = (environment_ids.view(1, -1) == unique_envs.view(-1, 1)).float().sum(-1)
         return (num_steps + 1) / samples_per_env
+"""
+MEAN_STD = """\
+    def compute_mean_std(states: {annotation}, eps: float):
+        mean = states.mean(0)
+        std = states.std(0) + eps
+        return mean, std
+"""
+BOUND_RATE = """\
+    def bound_rate(mc_returns, q_values, targets, n):
+        lower_bounds = mc_returns.reshape(-1, 1).repeat(1, n)
+        num_vals = torch.sum(lower_bounds == lower_bounds)
+        return torch.sum(q_values < lower_bounds) / num_vals
+"""
+STORED_STEPS = """\
+    def td_loss(batch, chosen_action_qvals, targets):
+        terminated = batch["terminated"][:, :-1].float()
+        mask = batch["filled"][:, :-1].float()
+        mask[:, 1:] = mask[:, 1:] * (1 - terminated[:, :-1])
+        td_error = chosen_action_qvals - targets.detach()
+        mask = mask.expand_as(td_error)
+        masked_td_error = td_error * mask
+        return (masked_td_error ** 2).sum() / mask.sum()
 """
 HVU_LOSS = """\
     def category_losses(category_loss, category_mask, idx):
@@ -1209,6 +1231,13 @@ NEGATIVES = [
     # its own distinct values counts at least one of each.
     ("NG401", PER_BATCH_MASKS),
     ("NG401", SAMPLES_PER_ENV),
+    # CORL's dataset statistics: NumPy's std of a parameter annotated `np.ndarray` divides by n.
+    ("NG801", MEAN_STD.format(annotation="np.ndarray")),
+    ("NG801", MEAN_STD.format(annotation="Optional[jax.Array]")),
+    # CORL's calibration rates: `x == x` counts every entry of x that is not NaN.
+    ("NG401", BOUND_RATE),
+    # PyMARL's learners: the steps an episode batch stored count its first step, always.
+    ("NG401", STORED_STEPS),
 ]
 
 POSITIVES = [
@@ -1918,6 +1947,14 @@ POSITIVES = [
     # ... the distinct values of another tensor can be missing from this one.
     ("NG401", PER_BATCH_MASKS.replace("batch.unique()", "other_ids.unique()")),
     ("NG401", SAMPLES_PER_ENV.replace("torch.unique(environment_ids", "torch.unique(other_ids")),
+    # ... pandas' std, like torch's, divides by n - 1 ...
+    ("NG801", MEAN_STD.format(annotation="pd.DataFrame")),
+    ("NG801", MEAN_STD.format(annotation="torch.Tensor")),
+    # ... and a comparison with another tensor can select nothing.
+    ("NG401", BOUND_RATE.replace("lower_bounds == lower_bounds", "lower_bounds == targets")),
+    # ... the termination mask applied at step 0 too, or steps taken from 1 on, can count none.
+    ("NG401", STORED_STEPS.replace("mask[:, 1:] = mask[:, 1:] *", "mask[:, :] = mask[:, :] *")),
+    ("NG401", STORED_STEPS.replace('batch["filled"][:, :-1]', 'batch["filled"][:, 1:]')),
 ]
 
 

@@ -4,8 +4,8 @@ A division by a mask's count is a risk because the mask can select nothing. Thes
 cannot: a row's maximum equals itself, an index matches itself in its transposed copy, a
 dataset split holds examples, a block of ones is concatenated in, sparsemax's support holds
 the largest entry, a loop counter starts at 1, a game's legal actions, every axis of a
-one-hot, a tensor compared with its own distinct values. And a ratio written only to the
-entries its count counts lands nowhere when the count is 0.
+one-hot, a tensor compared with its own distinct values, the steps an episode batch stored.
+And a ratio written only to the entries its count counts lands nowhere when the count is 0.
 """
 
 from __future__ import annotations
@@ -26,9 +26,44 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         return _split_mask(ctx, mask)
     return _counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or _matches_itself(ctx, mask) \
         or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask) \
-        or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask) or _one_of_its_values(ctx, mask)
+        or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask) or _one_of_its_values(ctx, mask) \
+        or _stored_steps(ctx, mask)
 
 
+
+def _from_step(index: ast.AST, first: int) -> bool:
+    """Is `index` `[:, first:...]`: every episode, steps from `first` on?"""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    if len(parts) < 2 or not all(isinstance(p, ast.Slice) for p in parts[:2]):
+        return False
+    episodes, steps = parts[0], parts[1]
+    lower = 0 if steps.lower is None else const_value(steps.lower)  # type: ignore[attr-defined]
+    whole = episodes.lower is None and episodes.upper is None and episodes.step is None  # type: ignore[attr-defined]
+    return whole and steps.step is None and lower == first  # type: ignore[attr-defined]
+
+
+def _stored_steps(ctx: Analysis, mask: ast.expr) -> bool:
+    """PyMARL's episode batches (`mask = batch["filled"][:, :-1].float()`): the steps each
+    episode stored, its first step always, and the termination mask applied from step 1 on
+    (`mask[:, 1:] = mask[:, 1:] * (1 - terminated[:, :-1])`) keeps it. Every episode counts at
+    least one step. Changed at step 0, or taken from step 1 on, it can count none."""
+    e = strip_wrappers(ctx, mask)
+    for _ in range(6):
+        if isinstance(e, ast.Name):
+            scope, _values = ctx.lookup(e.id)
+            changes = scope.mutations.get(e.id, ()) if scope is not None else ()
+            if not all(_from_step(ctx.mutation_index.get(id(m)), 1) for m in changes):
+                return False  # `mask[:, 0] = 0`, `mask.mul_(alive)`: step 0 may be dropped
+            inner = held_at(ctx, e)
+            if inner is e:
+                return False
+            e = strip_wrappers(ctx, inner)
+        elif isinstance(e, ast.Subscript) and isinstance(e.value, ast.Subscript):
+            key = e.value.slice
+            return isinstance(key, ast.Constant) and key.value == "filled" and _from_step(e.slice, 0)
+        else:
+            return False
+    return False
 
 def _unique_of(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
     """The tensor whose distinct values `expr` holds (`torch.unique(ids)`, `ids.unique()`,
@@ -141,7 +176,8 @@ def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
 
 def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
     """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
-    `idx` meets itself in the transposed copy, so each row counts at least one match."""
+    `idx` meets itself in the transposed copy, so each row counts at least one match; `x == x`
+    counts every entry that is not NaN."""
     m = strip_wrappers(ctx, ctx.resolve(mask))
     if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("eq", "equal"):
         module = ctx.imports.qualname(m.func) is not None
@@ -156,6 +192,8 @@ def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
     else:
         return False
     base = ast.dump(strip_wrappers(ctx, left))
+    if base == ast.dump(strip_wrappers(ctx, right)):
+        return True  # `x == x` (CORL's `num_vals`): every entry that is not NaN, 0 only for an empty x
     whole = ctx.resolve(right)
     for node in bounded_walk(whole, 60):
         # `idx.t()`, `idx.T`, `idx.transpose(0, 1)` inside the other side

@@ -30,7 +30,8 @@ element per group).
 
 Reported for torch std/var/std_mean/var_mean over dim 0 with the default correction. (TF's
 reduce_std/reduce_variance use N and are not affected, nor is NumPy's std: a statistic a
-class stores on `self` and later passes to `torch.from_numpy` was NumPy's.) Certain (the default) when the
+class stores on `self` and later passes to `torch.from_numpy` was NumPy's, and so is the std of a
+parameter annotated `np.ndarray` or `jax.Array`.) Certain (the default) when the
 statistic is taken of a parameter of a module-level function or a method, unchanged: whoever
 calls it decides the batch, and a batch of one is an input it accepts. Possible otherwise (a dataset's
 column, a reshaped feature map: their row count is the data's).""",
@@ -71,6 +72,8 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
         return  # `if x.size(0) <= 1: raise ValueError(...)`: n - 1 >= 1
     if _kept_as_a_numpy_array(ctx, oc.node):
         return  # a scaler's `self.std = data.std(0)` later read by `torch.from_numpy(self.std)`: NumPy's, ddof=0
+    if oc.method and _annotated_as_an_array(ctx, oc.input):
+        return  # `def compute_mean_std(states: np.ndarray, ...)`: NumPy's or JAX's std, ddof=0
     ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate",
                confidence=CERTAIN if _callers_batch(ctx, oc.input) else None)
 
@@ -117,6 +120,36 @@ def _kept_as_a_numpy_array(ctx: Analysis, node: ast.AST) -> bool:
         return False
     return any(isinstance(n, ast.Call) and callee_name(n.func) == "from_numpy" and n.args
                and name_key(n.args[0]) == key for n in bounded_walk(s.node, 3000))
+
+
+# Annotations of NumPy and JAX arrays, whose `std`/`var` divide by n (ddof=0). pandas' divide by
+# n - 1, like torch's.
+_ARRAY_TYPES = frozenset({"numpy.ndarray", "numpy.typing.NDArray", "numpy.typing.ArrayLike", "jax.Array",
+                          "jax.numpy.ndarray", "jax.numpy.DeviceArray", "jax.numpy.array"})
+
+
+def _annotated_as_an_array(ctx: Analysis, expr: ast.expr | None) -> bool:
+    """Is `expr` a parameter annotated as a NumPy or JAX array (`states: np.ndarray`,
+    `x: npt.NDArray[np.float32]`, `Optional[jax.Array]`), unchanged in the function?"""
+    scope = ctx.parameter_scope(expr) if expr is not None else None
+    if scope is not ctx.scope or not isinstance(expr, ast.Name) \
+            or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = scope.node.args
+    ann = next((a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg == expr.id), None)
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+    if ann is None:
+        return False
+    nodes = list(bounded_walk(ann, 40))
+    inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}  # `np` of `np.ndarray`
+    named = [ctx.imports.qualname(n) for n in nodes if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner]
+    types = {q for q in named if q is not None and q.split(".", 1)[0] in ("numpy", "jax", "torch", "pandas",
+                                                                          "tensorflow")}
+    return bool(types) and all(t in _ARRAY_TYPES or t.startswith("numpy.float") for t in types)
 
 
 def _callers_batch(ctx: Analysis, expr: ast.expr | None) -> bool:
