@@ -222,7 +222,7 @@ class Analysis(Walk):
         key = self.assigned_to.get(id(node))
         return key is not None and key in self.scope.mutations
 
-    def detached(self, expr: ast.AST) -> bool:
+    def detached(self, expr: ast.AST, depth: int = 0) -> bool:
         """Is `expr` outside autograd: a `.detach()`/`.data`/`.item()` chain, or built only from
         variables whose last assignment before it is one, or whose names say they are
         targets/labels (which do not receive gradients)? Gradient-only hazards do not matter there.
@@ -251,10 +251,14 @@ class Analysis(Walk):
         for key in keys:
             if _LABEL_NAME.search(key.rsplit(".", 1)[-1]):
                 continue
-            _, values = self.lookup(key)
+            scope, values = self.lookup(key)
             prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
-            if not (prior and is_detach_chain(prior[-1])):
-                return False
+            if prior and (is_detach_chain(prior[-1]) or (depth < 2 and self.detached(prior[-1], depth + 1))):
+                continue  # `edge = target[:, 1] - target[:, 0]`: a local built from targets alone
+            unpacked = scope.unpacked.get(key, []) if scope is not None and not prior else []
+            if not (depth < 2 and unpacked and len(unpacked) == len(values)
+                    and all(self.detached(u, depth + 1) for u in unpacked)):
+                return False  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from targets
         return True
 
     def gradient_free(self, expr: ast.AST, depth: int = 0) -> bool:
@@ -324,6 +328,9 @@ class Analysis(Walk):
                          or _MASK_PARAMETER.search(key)):
                 continue  # `cutoff: float`, `timescale=1000`, a `prediction_mask` parameter (data), or bound
                 # to gradient-free values at every call
+            if not prior and s is not None and values and len(s.unpacked.get(key, ())) == len(values) \
+                    and all(self.gradient_free(u, depth + 1) for u in s.unpacked[key]):
+                continue  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from gradient-free values
             if not prior or not self.gradient_free(prior[-1], depth + 1):
                 return False
         return True

@@ -28,7 +28,10 @@ from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_ke
 # Comparisons spelled as calls (TensorFlow's function forms, torch.gt): tested against 0 they
 # are a zero check like `n > 0`.
 _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
-                               "gt", "ge", "lt", "le", "eq", "ne"})
+                               "gt", "ge", "lt", "le", "eq", "ne", "isclose"})
+# Reductions whose comparison with 0 tests their one argument: `np.sum(gt_mask) == 0` tests gt_mask.
+_COUNTING_CALLS = frozenset({"sum", "count_nonzero", "reduce_sum"})
+
 
 
 
@@ -116,9 +119,7 @@ class Walk:
                         for subject, other in ((left, right), (right, left)):
                             if isinstance(other, ast.Constant) and other.value in ZERO \
                                     and not isinstance(other.value, bool):
-                                key = name_key(subject)
-                                if key is not None:
-                                    scope.zero_checked.add(key)
+                                self._note_checked(subject, scope)
             elif kind is BinOp:
                 op = node.op.__class__
                 if op is Div:
@@ -272,24 +273,28 @@ class Walk:
 
     def _note_zero_check(self, node: ast.Compare, scope: Scope) -> None:
         operands = [node.left] + list(node.comparators)
-        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE)) \
-                and isinstance(node.comparators[0], ast.Constant) and type(node.comparators[0].value) is int \
-                and node.comparators[0].value >= 1:
-            key = name_key(node.left)  # `if n_members < 2: raise ...`: a size check keeps n away from 0
-            if key is not None:
-                scope.zero_checked.add(key)
-            return
-        if not any(isinstance(o, ast.Constant) and not isinstance(o.value, bool) and _zero_threshold(o.value)
-                   for o in operands):
+        size_check = len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE)) \
+            and isinstance(node.comparators[0], ast.Constant) and type(node.comparators[0].value) is int \
+            and node.comparators[0].value >= 1  # `if n_members < 2: raise ...`, `if mask.sum() < 2: return`
+        if not size_check and not any(isinstance(o, ast.Constant) and not isinstance(o.value, bool)
+                                      and _zero_threshold(o.value) for o in operands):
             return
         for o in operands:
-            if isinstance(o, ast.Call) and o.args:
-                scope.checked_exprs.add(ast.dump(o))  # `if torch.sum(m.view(-1), dim=0) == 0:`
-            while isinstance(o, ast.Call) and isinstance(o.func, ast.Attribute) and not o.args:
-                o = o.func.value  # `n.sum() == 0`, `n.min() > 0`
-            key = name_key(o)
-            if key is not None:
-                scope.zero_checked.add(key)
+            self._note_checked(o, scope)
+
+    def _note_checked(self, o: ast.expr, scope: Scope) -> None:
+        """Record that `o`, a count, is compared with 0 (or a threshold that tells 0 apart)."""
+        if isinstance(o, ast.Call) and o.args:
+            scope.checked_exprs.add(ast.dump(o))  # `if torch.sum(m.view(-1), dim=0) == 0:`
+            func = o.func
+            if isinstance(func, ast.Attribute) and func.attr in _COUNTING_CALLS and len(o.args) == 1 \
+                    and not o.keywords and self.imports.qualname(func) is not None:
+                o = o.args[0]  # `np.isclose(np.sum(gt_mask), 0)`: gt_mask's count
+        while isinstance(o, ast.Call) and isinstance(o.func, ast.Attribute) and not o.args:
+            o = o.func.value  # `n.sum() == 0`, `n.min() > 0`
+        key = name_key(o)
+        if key is not None:
+            scope.zero_checked.add(key)
 
     def _disables_grad(self, expr: ast.expr) -> bool:
         if not isinstance(expr, ast.Call):

@@ -74,6 +74,54 @@ STORED_STEPS = """\
         masked_td_error = td_error * mask
         return (masked_td_error ** 2).sum() / mask.sum()
 """
+GT_EDGES = """\
+    def aspect_ratio(gt_rbboxes):
+        pt1, pt2, pt3, pt4 = gt_rbboxes[..., :8].chunk(4, 1)
+        edge1 = torch.sqrt(torch.pow(pt1[..., 0] - pt2[..., 0], 2) + torch.pow(pt1[..., 1] - pt2[..., 1], 2))
+        edge2 = torch.sqrt(torch.pow(pt2[..., 0] - pt3[..., 0], 2) + torch.pow(pt2[..., 1] - pt3[..., 1], 2))
+        return torch.max(edge1, edge2) / torch.min(edge1, edge2).clamp(min=1e-6)
+"""
+GT_GAUSSIAN = """\
+    def gaussian_of(target):
+        edge_1 = target[:, 1, :] - target[:, 0, :]
+        w = (edge_1 * edge_1).sum(dim=-1, keepdim=True)
+        w_ = w.sqrt()
+        return edge_1 / w_.clamp(min=1e-6)
+"""
+CORNER_FOCAL = """\
+    def neg_loss(pred, gt):
+        pos_inds = gt.eq(1)
+        neg_inds = gt.lt(1)
+        pos_pred = pred[pos_inds]
+        neg_pred = pred[neg_inds]
+        pos_loss = (torch.log(pos_pred) * torch.pow(1 - pos_pred, 2)).sum()
+        neg_loss = (torch.log(1 - neg_pred) * torch.pow(neg_pred, 2)).sum()
+        num_pos = pos_inds.float().sum()
+        if pos_pred.nelement() == 0:
+            return -neg_loss
+        return -(pos_loss + neg_loss) / num_pos
+"""
+KEYPOINT_MATCH = """\
+    def match(pred_score, dist, threshold):
+        mask = (pred_score > threshold).float()
+        if mask.sum() < 2:
+            return torch.zeros(dist.shape[0])
+        return torch.sum(dist <= 1, dim=1) / mask.sum()
+"""
+JACCARD = """\
+    def jaccard(fg_mask, gt_mask):
+        if gt_mask.sum() == 0 and fg_mask.sum() == 0:
+            return 1
+        return (gt_mask & fg_mask).sum() / (gt_mask | fg_mask).sum().float()
+"""
+JACCARD_NP = """\
+    def jaccard(fg_mask, gt_mask):
+        gt_mask = gt_mask.astype(bool)
+        fg_mask = fg_mask.astype(bool)
+        if np.isclose(np.sum(gt_mask), 0) and np.isclose(np.sum(fg_mask), 0):
+            return 1
+        return np.sum(gt_mask & fg_mask) / np.sum(gt_mask | fg_mask, dtype=np.float32)
+"""
 HVU_LOSS = """\
     def category_losses(category_loss, category_mask, idx):
         category_mask_i = category_mask[:, idx].reshape(-1)
@@ -1238,6 +1286,16 @@ NEGATIVES = [
     ("NG401", BOUND_RATE),
     # PyMARL's learners: the steps an episode batch stored count its first step, always.
     ("NG401", STORED_STEPS),
+    # mmrotate's ground-truth geometry: corners unpacked from, or edges built from, the targets
+    # alone carry no gradient.
+    ("NG302", GT_EDGES),
+    ("NG302", GT_GAUSSIAN),
+    # CornerNet's focal loss: the size of what the mask selects is checked; AlphaPose's keypoint
+    # match: too few keypoints return first; DAVIS' Jaccard index: both parts of the union checked.
+    ("NG401", CORNER_FOCAL),
+    ("NG401", KEYPOINT_MATCH),
+    ("NG401", JACCARD),
+    ("NG401", JACCARD_NP),
 ]
 
 POSITIVES = [
@@ -1955,6 +2013,13 @@ POSITIVES = [
     # ... the termination mask applied at step 0 too, or steps taken from 1 on, can count none.
     ("NG401", STORED_STEPS.replace("mask[:, 1:] = mask[:, 1:] *", "mask[:, :] = mask[:, :] *")),
     ("NG401", STORED_STEPS.replace('batch["filled"][:, :-1]', 'batch["filled"][:, 1:]')),
+    # ... the same geometry of predicted boxes is differentiated.
+    ("NG302", GT_EDGES.replace("gt_rbboxes", "pred_rbboxes")),
+    ("NG302", GT_GAUSSIAN.replace("target", "pred")),
+    # ... the other selection's size, a threshold above, one part of the union only: 0 passes.
+    ("NG401", CORNER_FOCAL.replace("pos_pred.nelement() == 0", "neg_pred.nelement() == 0")),
+    ("NG401", KEYPOINT_MATCH.replace("mask.sum() < 2", "mask.sum() > 2")),
+    ("NG401", JACCARD.replace(" and fg_mask.sum() == 0", "")),
 ]
 
 

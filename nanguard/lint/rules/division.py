@@ -19,6 +19,7 @@ from nanguard.lint.dataflow import (
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
+    count_checked,
     counts_at_least_one,
     counts_from_one,
     stored_only_where_selected,
@@ -331,7 +332,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
             mask = strip_wrappers(ctx, oc.input)
             if incremented_before(ctx, mask, c.lineno):
                 continue  # `m = probs * keep; m += probs * 1e-3`: no longer a masked zero
-            if ctx.zero_checked(mask) or _compared_under_any_all(ctx, mask):
+            if ctx.zero_checked(mask) or _compared_under_any_all(ctx, mask) or count_checked(ctx, mask):
                 continue
             if whole_one_hot(ctx, oc, mask):
                 continue  # `reduce_sum(one_hot(index, depth))`: one per index, 0 only for no index

@@ -65,6 +65,28 @@ def _stored_steps(ctx: Analysis, mask: ast.expr) -> bool:
             return False
     return False
 
+def count_checked(ctx: Analysis, mask: ast.expr) -> bool:
+    """Is the mask's count compared with 0 in another spelling: the size of what it selects
+    (`pos_pred = pred[pos_inds]`, then `if pos_pred.nelement() == 0:`, CornerNet's focal loss),
+    or, for a union, the count of each part (`if gt.sum() == 0 and fg.sum() == 0: return 1`,
+    then `/ (gt | fg).sum()`, DAVIS' Jaccard index)?"""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    parts = [m.left, m.right] if isinstance(m, ast.BinOp) and isinstance(m.op, ast.BitOr) else \
+        list(m.args) if isinstance(m, ast.Call) and callee_name(m.func) == "logical_or" and len(m.args) == 2 else []
+    if parts:
+        return all(isinstance(p, ast.Name) and ctx.zero_checked(p) for p in (strip_wrappers(ctx, p) for p in parts))
+    if not isinstance(mask, ast.Name):
+        return False
+    s = ctx.scope
+    while s is not None:
+        for key in s.zero_checked:
+            values = s.bindings.get(key, [])
+            if len(values) == 1 and isinstance(values[0], ast.Subscript) \
+                    and isinstance(values[0].slice, ast.Name) and values[0].slice.id == mask.id:
+                return True
+        s = s.parent
+    return False
+
 def _unique_of(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
     """The tensor whose distinct values `expr` holds (`torch.unique(ids)`, `ids.unique()`,
     `np.unique(ids)`, a name holding one, an element of one in a loop), else None."""
