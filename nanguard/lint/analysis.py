@@ -40,6 +40,8 @@ _NO_GRAD_FACTORIES = frozenset({
     # comparisons and logic spelled as calls (`torch.eq(a, b)`, `tf.greater`): bool results
     "eq", "ne", "lt", "le", "gt", "ge", "equal", "not_equal", "less", "less_equal", "greater",
     "greater_equal", "logical_and", "logical_or", "logical_not", "logical_xor", "isclose", "isin",
+    # tensors made from data (`torch.FloatTensor(array)`, `torch.from_numpy(a)`): leaves without grad
+    "from_numpy", "FloatTensor", "LongTensor", "DoubleTensor", "HalfTensor", "IntTensor", "BoolTensor",
 })
 _NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
 _PYTHON_NUMBER_METHODS = frozenset({"size", "dim", "numel", "nelement", "item"})
@@ -383,7 +385,8 @@ class Analysis(Walk):
         if (hazard or rule.hazard) == GRADIENT and (
                 self.nograd or framework == NUMPY or id(node) in self.detached_results
                 or self.detached(subject or node) or self.autodiff.scope_not_differentiated(self.scope)
-                or self.only_reported(node) or names_a_metric(self.assigned_to.get(id(node), ""))):
+                or self.only_reported(node) or names_a_metric(self.assigned_to.get(id(node), ""))
+                or self.gradient_free(node)):
             return  # NumPy has no autograd; `.item()`, `.detach()`, stop_gradient end it; custom-gradient
             # bodies and rules, and functions used only there or under no_grad, are not differentiated
         if dataflow.fixed_value(self, node):
