@@ -30,8 +30,13 @@ def path_parts(path: str) -> list[str]:
 # their value hazards, a NaN in a number they report or return, stay certain.
 _RARELY_DIFFERENTIATED = {
     # evaluation numbers computed from what a model or a sampler already output (torchrec's
-    # `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`); kornia's metrics can be losses
-    "evaluation": ({"metric", "metrics", "diagnostics"}, {"metric.py", "metrics.py", "diagnostics.py"}),
+    # `metrics/ctr.py`, blackjax's MCMC `diagnostics.py`, pytracking's `analysis/` of tracking
+    # results, an `eval.py` script); kornia's metrics can be losses
+    "evaluation": ({"metric", "metrics", "diagnostics", "eval", "evaluation", "analysis"},
+                   {"metric.py", "metrics.py", "diagnostics.py", "eval.py", "evaluate.py", "evaluation.py"}),
+    # a data pipeline, which prepares inputs before any model runs (pytracking's `ltr/data/`
+    # augmentation, monai's `data/box_utils.py`); differentiable augmentation lives elsewhere
+    "data": ({"data", "datasets"}, set()),
     # a reinforcement-learning environment's step, reward and physics, which an agent samples
     # (JaxMARL's collision force, jumanji's rewards); brax's physics can be differentiated
     "environment": ({"envs", "environments"}, {"env.py", "envs.py", "environment.py"}),
@@ -48,7 +53,7 @@ _SUFFIXED = {"assignment": ("_assigner.py",)}
 
 
 def rarely_differentiated_module(path: str) -> str | None:
-    """Which kind of rarely differentiated module `path` is ('evaluation', 'environment',
+    """Which kind of rarely differentiated module `path` is ('evaluation', 'data', 'environment',
     'optimizer', 'assignment'), from its folders and its name; None for any other. A conda environment's
     folder (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
     parts = path_parts(path)
