@@ -132,6 +132,17 @@ DSR_DISTANCE = """\
             dist[i] = ((torch.pow(a, 2).sum(0).sqrt()) * scores[i]).sum()
         return dist
 """
+ANCHOR_LOOP = """\
+    def assign_anchor_to_bbox(ground_truth, anchors, jaccard):
+        num_anchors, num_gt_boxes = anchors.shape[0], ground_truth.shape[0]
+        anchors_bbox_map = torch.full((num_anchors,), -1, dtype=torch.long)
+        for _ in range(num_gt_boxes):
+            max_idx = torch.argmax(jaccard)
+            box_idx = (max_idx % num_gt_boxes).long()
+            anc_idx = (max_idx / num_gt_boxes).long()
+            anchors_bbox_map[anc_idx] = box_idx
+        return anchors_bbox_map
+"""
 HVU_LOSS = """\
     def category_losses(category_loss, category_mask, idx):
         category_mask_i = category_mask[:, idx].reshape(-1)
@@ -1308,6 +1319,8 @@ NEGATIVES = [
     ("NG401", JACCARD_NP),
     # PartialReID's evaluation distance: tensors made from NumPy arrays are leaves without grad.
     ("NG302", DSR_DISTANCE),
+    # d2l's anchor assignment: a division by n inside `for _ in range(n)` runs only for n >= 1.
+    ("NG401", ANCHOR_LOOP),
 ]
 
 POSITIVES = [
@@ -2034,6 +2047,8 @@ POSITIVES = [
     ("NG401", JACCARD.replace(" and fg_mask.sum() == 0", "")),
     # ... the same distance of a model's features is differentiated.
     ("NG302", DSR_DISTANCE.replace("torch.FloatTensor(array1[i])", "array1[i]")),
+    # ... a loop over another range runs whatever the divisor.
+    ("NG401", ANCHOR_LOOP.replace("range(num_gt_boxes)", "range(num_anchors)")),
 ]
 
 

@@ -346,6 +346,28 @@ def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
     return ctx.memo[memo_key].get(key)  # type: ignore[no-any-return]
 
 
+def inside_a_loop_of(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
+    """Is the division inside `for _ in range(n)` (or `range(0, n)`) with `n` the divisor, never
+    rebound in the loop? The body runs only when n >= 1 (d2l's anchor assignment)."""
+    key = name_key(den)
+    if key is None:
+        return False
+    for loop in bounded_walk(ctx.scope.node, 4000):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call) \
+                or not isinstance(loop.iter.func, ast.Name) or loop.iter.func.id != "range" or loop.iter.keywords:
+            continue
+        args = loop.iter.args
+        if not (len(args) == 1 or (len(args) == 2 and const_value(args[0]) == 0)) or name_key(args[-1]) != key:
+            continue
+        inside = {id(n) for stmt in loop.body for n in ast.walk(stmt)}
+        rebound = any(isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+                      and any(name_key(t) == key for t in ast.walk(n) if isinstance(t, ast.Name | ast.Attribute)
+                              and isinstance(getattr(t, "ctx", None), ast.Store))
+                      for stmt in loop.body for n in ast.walk(stmt))
+        if id(node) in inside and not rebound:
+            return True
+    return False
+
 def whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
     """A sum over every axis of a one-hot encoding (`tf.reduce_sum(dispatch_mask)` with
     `dispatch_mask = tf.one_hot(expert_index, n)`): one per index, so 0 only for an empty index
