@@ -330,6 +330,9 @@ class Analysis(Walk):
                          or _MASK_PARAMETER.search(key)):
                 continue  # `cutoff: float`, `timescale=1000`, a `prediction_mask` parameter (data), or bound
                 # to gradient-free values at every call
+            if not prior and s is not None and values and s.range_bound.get(key, 0) == len(values) \
+                    and not any(values):
+                continue  # `for x in range(w)`: a Python int
             if not prior and s is not None and values and len(s.unpacked.get(key, ())) == len(values) \
                     and all(self.gradient_free(u, depth + 1) for u in s.unpacked[key]):
                 continue  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from gradient-free values

@@ -47,8 +47,8 @@ SPECIAL = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, as
 class Scope:
     """Bindings and guards of one function, lambda, class or module body."""
 
-    __slots__ = ("augmented", "bindings", "checked_exprs", "mutations", "node", "parent", "tested_comparisons",
-                 "tuple_bound", "unpacked", "zero_checked")
+    __slots__ = ("augmented", "bindings", "checked_exprs", "mutations", "node", "parent", "range_bound",
+                 "tested_comparisons", "tuple_bound", "unpacked", "zero_checked")
 
     def __init__(self, node: ast.AST, parent: Scope | None) -> None:
         self.node = node
@@ -70,6 +70,8 @@ class Scope:
         self.unpacked: dict[str, list[ast.expr]] = {}
         # name -> for each tuple assignment binding it, whether the value was a `.shape`.
         self.tuple_bound: dict[str, list[bool]] = {}
+        # name -> how many times it is the target of `for name in range(...)` (a Python int).
+        self.range_bound: dict[str, int] = {}
 
     def bind(self, name: str, value: ast.expr | None) -> None:
         self.bindings.setdefault(name, []).append(value)

@@ -187,6 +187,10 @@ class Walk:
                 scope.zero_checked.add(key)  # `a / n if n else 0.0`: a truth test is a test against 0
         elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
             self._bind_target(node.target, None, scope)  # type: ignore[attr-defined]
+            loop_iter, target = node.iter, node.target  # type: ignore[attr-defined]
+            if target.__class__ is ast.Name and loop_iter.__class__ is ast.Call and loop_iter.func.__class__ is ast.Name \
+                    and loop_iter.func.id == "range" and "range" not in self.imports.aliases:
+                scope.range_bound[target.id] = scope.range_bound.get(target.id, 0) + 1
         elif kind is ast.ExceptHandler:
             if node.name:  # type: ignore[attr-defined]
                 scope.bind(node.name, None)  # type: ignore[attr-defined]

@@ -143,6 +143,11 @@ ANCHOR_LOOP = """\
             anchors_bbox_map[anc_idx] = box_idx
         return anchors_bbox_map
 """
+RANGE_TEXTURE = """\
+    def texture(size: int):
+        t = jnp.array([[jnp.sqrt((x - size) ** 2 + (y - size) ** 2) for y in range(2 * size)] for x in range(2 * size)])
+        return t / t.max()
+"""
 HVU_LOSS = """\
     def category_losses(category_loss, category_mask, idx):
         category_mask_i = category_mask[:, idx].reshape(-1)
@@ -1321,6 +1326,8 @@ NEGATIVES = [
     ("NG302", DSR_DISTANCE),
     # d2l's anchor assignment: a division by n inside `for _ in range(n)` runs only for n >= 1.
     ("NG401", ANCHOR_LOOP),
+    # Craftax's textures: positions taken from range() are Python ints, outside autodiff.
+    ("NG302", RANGE_TEXTURE),
 ]
 
 POSITIVES = [
@@ -2049,6 +2056,8 @@ POSITIVES = [
     ("NG302", DSR_DISTANCE.replace("torch.FloatTensor(array1[i])", "array1[i]")),
     # ... a loop over another range runs whatever the divisor.
     ("NG401", ANCHOR_LOOP.replace("range(num_gt_boxes)", "range(num_anchors)")),
+    # ... a position passed in may be a traced, differentiated value.
+    ("NG302", RANGE_TEXTURE.replace("(size: int)", "(size: int, x)").replace(" for x in range(2 * size)", "")),
 ]
 
 
