@@ -8,72 +8,22 @@ expression outside autograd. `report` records a finding worded from the hazard c
 from __future__ import annotations
 
 import ast
-import re
 from typing import Any
 
 from nanguard.core.hazards import HAZARDS, lint_message
-from nanguard.lint import dataflow, fix_safety, module_kind, uses
+from nanguard.lint import dataflow, fix_safety, grad_reach, module_kind, uses
 from nanguard.lint.autodiff import Autodiff
 from nanguard.lint.autodiff_markers import names_a_metric
 from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op, instance_op
 from nanguard.lint.scope import (
-    _LABEL_NAME,
     FixBuilder,
     Raw,
     Scope,
-    is_detach_chain,
     name_key,
 )
-from nanguard.lint.syntax import bounded_walk, const_value
+from nanguard.lint.syntax import bounded_walk
 from nanguard.lint.walk import Walk
-
-
-# Tensor factories and samplers: their results are leaves without a gradient (unless
-# `requires_grad=True` is passed). Last attribute of the call, any framework.
-_NO_GRAD_FACTORIES = frozenset({
-    "randn", "rand", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
-    "zeros", "ones", "full", "empty", "eye", "arange", "range", "linspace", "logspace",
-    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-    "randint_like", "tensor", "as_tensor", "argmax", "argmin", "argsort", "nonzero",
-    "isnan", "isinf", "isfinite",
-    # comparisons and logic spelled as calls (`torch.eq(a, b)`, `tf.greater`): bool results
-    "eq", "ne", "lt", "le", "gt", "ge", "equal", "not_equal", "less", "less_equal", "greater",
-    "greater_equal", "logical_and", "logical_or", "logical_not", "logical_xor", "isclose", "isin",
-    # tensors made from data (`torch.FloatTensor(array)`, `torch.from_numpy(a)`): leaves without grad
-    "from_numpy", "FloatTensor", "LongTensor", "DoubleTensor", "HalfTensor", "IntTensor", "BoolTensor",
-})
-_NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
-_PYTHON_NUMBER_METHODS = frozenset({"size", "dim", "numel", "nelement", "item"})
-
-
-def _module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
-    root = node.value
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    return isinstance(root, ast.Name) and root.id in ctx.imports.aliases
-
-
-# Names of a training loop's integer counters: learning-rate schedules compute with them, and
-# nothing differentiates with respect to a step number.
-_STEP_COUNTERS = frozenset({"step", "steps", "global_step", "step_count", "num_steps", "total_steps",
-                            "warmup_steps", "decay_steps", "epoch", "epochs", "iteration", "iterations",
-                            "count", "progress", "timestep", "timesteps"})
-
-
-def _number_default(fn: ast.AST, name: str) -> bool:
-    """Does parameter `name` of `fn` default to a number literal (`timescale=1000`)? A
-    hyperparameter, not a tensor that autodiff follows."""
-    args = fn.args  # type: ignore[attr-defined]
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    return any(a.arg == name and isinstance(d, ast.Constant) and type(d.value) in (int, float)
-               for a, d in pairs)
-
-
-# A parameter named as a mask (`prediction_mask`, `attention_mask`): selection data, not differentiated.
-_MASK_PARAMETER = re.compile(r"^(\w+_)?masks?$", re.IGNORECASE)
 
 
 class Analysis(Walk):
@@ -225,120 +175,12 @@ class Analysis(Walk):
         return key is not None and key in self.scope.mutations
 
     def detached(self, expr: ast.AST, depth: int = 0) -> bool:
-        """Is `expr` outside autograd: a `.detach()`/`.data`/`.item()` chain, or built only from
-        variables whose last assignment before it is one, or whose names say they are
-        targets/labels (which do not receive gradients)? Gradient-only hazards do not matter there.
-        """
-        if is_detach_chain(expr):
-            return True
-        line = expr.lineno  # type: ignore[attr-defined]
-        keys = []
-        saw_detached = False
-        stack = [expr]
-        seen = 0
-        while stack and seen < 100:
-            n = stack.pop()
-            seen += 1
-            key = name_key(n)
-            if key is not None:
-                if key not in self.imports.aliases:
-                    keys.append(key)
-                continue
-            if is_detach_chain(n) or (isinstance(n, ast.Call) and getattr(self.op(n), "op", "") == "stop_gradient"):
-                saw_detached = True
-                continue  # this operand is detached; the others decide
-            stack.extend(ast.iter_child_nodes(n))
-        if not keys:
-            return saw_detached
-        for key in keys:
-            if _LABEL_NAME.search(key.rsplit(".", 1)[-1]):
-                continue
-            scope, values = self.lookup(key)
-            prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
-            if prior and (is_detach_chain(prior[-1]) or (depth < 2 and self.detached(prior[-1], depth + 1))):
-                continue  # `edge = target[:, 1] - target[:, 0]`: a local built from targets alone
-            unpacked = scope.unpacked.get(key, []) if scope is not None and not prior else []
-            if not (depth < 2 and unpacked and len(unpacked) == len(values)
-                    and all(self.detached(u, depth + 1) for u in unpacked)):
-                return False  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from targets
-        return True
+        """Is `expr` outside autograd: detached, or built from targets alone (`grad_reach`)?"""
+        return grad_reach.detached(self, expr, depth)
 
     def gradient_free(self, expr: ast.AST, depth: int = 0) -> bool:
-        """Can no gradient flow through `expr`? True when every leaf is outside autograd: a
-        constant, a comparison (a bool tensor: `(x > 0).sum()` counts, it does not
-        differentiate), a detach chain, a tensor factory or sampler (`torch.randn`,
-        `zeros_like`, `torch.tensor`) without ``requires_grad=True``, a shape, or a local
-        name whose last assignment before `expr` is itself gradient-free. A function
-        parameter, an attribute or anything unknown may carry a gradient: False."""
-        if depth > 4:
-            return False
-        line = getattr(expr, "lineno", None)
-        stack: list[ast.AST] = [expr]
-        seen = 0
-        while stack:
-            n = stack.pop()
-            seen += 1
-            if seen > 200:
-                return False
-            if isinstance(n, (ast.Constant, ast.Compare, ast.operator, ast.unaryop, ast.boolop,
-                              ast.expr_context, ast.Slice)):
-                continue
-            if isinstance(n, ast.Attribute) and n.attr in _NO_GRAD_ATTRIBUTES:
-                continue
-            if isinstance(n, ast.Attribute) and _module_attribute(self, n):
-                continue  # `math.pi`, `np.e`, `torch.float32`: a constant of an imported module
-            if is_detach_chain(n):
-                continue
-            if isinstance(n, ast.Call):
-                func = n.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                wants_grad = any(k.arg == "requires_grad" and const_value(k.value) != 0
-                                 for k in n.keywords)
-                receiver = func.value if isinstance(func, ast.Attribute) else None
-                if wants_grad or name in ("requires_grad_", "Parameter", "Variable"):
-                    return False  # a leaf made to receive gradients
-                if name in _NO_GRAD_FACTORIES:
-                    continue
-                if name == "len":
-                    continue
-                if name in _PYTHON_NUMBER_METHODS and receiver is not None and not n.args[1:]:
-                    continue  # `k.size(-1)`, `x.numel()`, `loss.item()`: Python numbers, outside autograd
-                if receiver is not None and name_key(receiver) in self.imports.aliases:
-                    receiver = None  # `torch.sum(...)`: a module, not a tensor
-                stack.extend(n.args)
-                stack.extend(k.value for k in n.keywords)
-                if receiver is not None:
-                    stack.append(receiver)
-                continue
-            if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Subscript, ast.Tuple,
-                              ast.List, ast.IfExp, ast.Starred)):
-                stack.extend(ast.iter_child_nodes(n))
-                continue
-            key = name_key(n)
-            if key is not None and key.rsplit(".", 1)[-1].lower() in _STEP_COUNTERS:
-                continue  # `step`, `self.global_step`, optax's `count`: an integer counter
-            if key is not None and _LABEL_NAME.search(key.rsplit(".", 1)[-1]):
-                continue  # `labels`, `ideal_sorted_labels`, `y_true`: data, not differentiated (as in `detached`)
-            if key is None or line is None:
-                return False
-            s, values = self.lookup(key)
-            if s is not None and key in self.index_names(s):
-                continue  # `table[k]`: an index is an integer (or a bool mask), never differentiated
-            prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
-            if not prior and s is not None and isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and (self.autodiff.parameter_gradient_free(s.node, key) or _number_default(s.node, key)
-                         or _MASK_PARAMETER.search(key)):
-                continue  # `cutoff: float`, `timescale=1000`, a `prediction_mask` parameter (data), or bound
-                # to gradient-free values at every call
-            if not prior and s is not None and values and s.range_bound.get(key, 0) == len(values) \
-                    and not any(values):
-                continue  # `for x in range(w)`: a Python int
-            if not prior and s is not None and values and len(s.unpacked.get(key, ())) == len(values) \
-                    and all(self.gradient_free(u, depth + 1) for u in s.unpacked[key]):
-                continue  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from gradient-free values
-            if not prior or not self.gradient_free(prior[-1], depth + 1):
-                return False
-        return True
+        """Can no gradient flow through `expr`: is every leaf outside autograd (`grad_reach`)?"""
+        return grad_reach.gradient_free(self, expr, depth)
 
     def only_reported(self, node: ast.AST) -> bool:
         """Is `node` part of the value of a local name whose every later use only shows or

@@ -33,12 +33,11 @@ _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal",
 _COUNTING_CALLS = frozenset({"sum", "count_nonzero", "reduce_sum"})
 
 
-
-
 def _zero_threshold(value: object) -> bool:
     """Does comparing a count with `value` tell 0 apart: 0 itself, or a threshold in (0, 1]
     (`if torch.sum(mask) < 0.5: continue`, `if n >= 1:`), which no count between 0 and 1 has."""
     return value in ZERO or (type(value) in (int, float) and 0 < value <= 1)  # type: ignore[operator]
+
 
 class Walk:
     """The module's scopes and candidate nodes, collected in one walk of the tree."""

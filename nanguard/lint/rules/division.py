@@ -19,13 +19,12 @@ from nanguard.lint.dataflow import (
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
-    count_checked,
     counts_at_least_one,
     counts_from_one,
-    inside_a_loop_of,
     stored_only_where_selected,
     whole_one_hot,
 )
+from nanguard.lint.rules.division_guards import count_checked, inside_a_loop_of
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
 from nanguard.lint.syntax import callee_name, const_value, describe

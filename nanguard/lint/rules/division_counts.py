@@ -30,7 +30,6 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         or _stored_steps(ctx, mask)
 
 
-
 def _from_step(index: ast.AST, first: int) -> bool:
     """Is `index` `[:, first:...]`: every episode, steps from `first` on?"""
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -65,27 +64,6 @@ def _stored_steps(ctx: Analysis, mask: ast.expr) -> bool:
             return False
     return False
 
-def count_checked(ctx: Analysis, mask: ast.expr) -> bool:
-    """Is the mask's count compared with 0 in another spelling: the size of what it selects
-    (`pos_pred = pred[pos_inds]`, then `if pos_pred.nelement() == 0:`, CornerNet's focal loss),
-    or, for a union, the count of each part (`if gt.sum() == 0 and fg.sum() == 0: return 1`,
-    then `/ (gt | fg).sum()`, DAVIS' Jaccard index)?"""
-    m = strip_wrappers(ctx, ctx.resolve(mask))
-    parts = [m.left, m.right] if isinstance(m, ast.BinOp) and isinstance(m.op, ast.BitOr) else \
-        list(m.args) if isinstance(m, ast.Call) and callee_name(m.func) == "logical_or" and len(m.args) == 2 else []
-    if parts:
-        return all(isinstance(p, ast.Name) and ctx.zero_checked(p) for p in (strip_wrappers(ctx, p) for p in parts))
-    if not isinstance(mask, ast.Name):
-        return False
-    s = ctx.scope
-    while s is not None:
-        for key in s.zero_checked:
-            values = s.bindings.get(key, [])
-            if len(values) == 1 and isinstance(values[0], ast.Subscript) \
-                    and isinstance(values[0].slice, ast.Name) and values[0].slice.id == mask.id:
-                return True
-        s = s.parent
-    return False
 
 def _unique_of(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
     """The tensor whose distinct values `expr` holds (`torch.unique(ids)`, `ids.unique()`,
@@ -116,6 +94,7 @@ def _one_of_its_values(ctx: Analysis, mask: ast.expr) -> bool:
         if tensor is not None and ast.dump(source_of(ctx, tensor)) == ast.dump(source_of(ctx, whole)):
             return True
     return False
+
 
 _NONNEGATIVE_INDEX = frozenset({"argmax", "argmin", "len", "count_nonzero", "numel"})
 
@@ -345,28 +324,6 @@ def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
         ctx.memo[memo_key] = loops
     return ctx.memo[memo_key].get(key)  # type: ignore[no-any-return]
 
-
-def inside_a_loop_of(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
-    """Is the division inside `for _ in range(n)` (or `range(0, n)`) with `n` the divisor, never
-    rebound in the loop? The body runs only when n >= 1 (d2l's anchor assignment)."""
-    key = name_key(den)
-    if key is None:
-        return False
-    for loop in bounded_walk(ctx.scope.node, 4000):
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call) \
-                or not isinstance(loop.iter.func, ast.Name) or loop.iter.func.id != "range" or loop.iter.keywords:
-            continue
-        args = loop.iter.args
-        if not (len(args) == 1 or (len(args) == 2 and const_value(args[0]) == 0)) or name_key(args[-1]) != key:
-            continue
-        inside = {id(n) for stmt in loop.body for n in ast.walk(stmt)}
-        rebound = any(isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
-                      and any(name_key(t) == key for t in ast.walk(n) if isinstance(t, ast.Name | ast.Attribute)
-                              and isinstance(getattr(t, "ctx", None), ast.Store))
-                      for stmt in loop.body for n in ast.walk(stmt))
-        if id(node) in inside and not rebound:
-            return True
-    return False
 
 def whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
     """A sum over every axis of a one-hot encoding (`tf.reduce_sum(dispatch_mask)` with

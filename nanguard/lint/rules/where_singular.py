@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from nanguard.lint.analysis import _NO_GRAD_FACTORIES, Analysis
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.grad_reach import _NO_GRAD_FACTORIES
 from nanguard.lint.blocks import dominates
 from nanguard.lint.dataflow import tagged_names
 from nanguard.lint.patterns import guarded_positive

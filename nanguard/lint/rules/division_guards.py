@@ -1,0 +1,61 @@
+"""Divisions the code around them guards in a spelling other than `n == 0` (NG401's exceptions).
+
+A count compared with 0 before the division (`if n == 0: return`) is read by the walk. These
+guards say the same in other words: the size of what the mask selects is checked, or each
+part of a union is; the division runs inside `for _ in range(n)`, whose body needs n >= 1.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import bounded_walk, callee_name, const_value
+
+
+def count_checked(ctx: Analysis, mask: ast.expr) -> bool:
+    """Is the mask's count compared with 0 in another spelling: the size of what it selects
+    (`pos_pred = pred[pos_inds]`, then `if pos_pred.nelement() == 0:`, CornerNet's focal loss),
+    or, for a union, the count of each part (`if gt.sum() == 0 and fg.sum() == 0: return 1`,
+    then `/ (gt | fg).sum()`, DAVIS' Jaccard index)?"""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    parts = [m.left, m.right] if isinstance(m, ast.BinOp) and isinstance(m.op, ast.BitOr) else \
+        list(m.args) if isinstance(m, ast.Call) and callee_name(m.func) == "logical_or" and len(m.args) == 2 else []
+    if parts:
+        return all(isinstance(p, ast.Name) and ctx.zero_checked(p) for p in (strip_wrappers(ctx, p) for p in parts))
+    if not isinstance(mask, ast.Name):
+        return False
+    s = ctx.scope
+    while s is not None:
+        for key in s.zero_checked:
+            values = s.bindings.get(key, [])
+            if len(values) == 1 and isinstance(values[0], ast.Subscript) \
+                    and isinstance(values[0].slice, ast.Name) and values[0].slice.id == mask.id:
+                return True
+        s = s.parent
+    return False
+
+
+def inside_a_loop_of(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
+    """Is the division inside `for _ in range(n)` (or `range(0, n)`) with `n` the divisor, never
+    rebound in the loop? The body runs only when n >= 1 (d2l's anchor assignment)."""
+    key = name_key(den)
+    if key is None:
+        return False
+    for loop in bounded_walk(ctx.scope.node, 4000):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call) \
+                or not isinstance(loop.iter.func, ast.Name) or loop.iter.func.id != "range" or loop.iter.keywords:
+            continue
+        args = loop.iter.args
+        if not (len(args) == 1 or (len(args) == 2 and const_value(args[0]) == 0)) or name_key(args[-1]) != key:
+            continue
+        inside = {id(n) for stmt in loop.body for n in ast.walk(stmt)}
+        rebound = any(isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+                      and any(name_key(t) == key for t in ast.walk(n) if isinstance(t, ast.Name | ast.Attribute)
+                              and isinstance(getattr(t, "ctx", None), ast.Store))
+                      for stmt in loop.body for n in ast.walk(stmt))
+        if id(node) in inside and not rebound:
+            return True
+    return False
