@@ -2,8 +2,8 @@
 
 A gradient hazard matters only if a gradient reaches the op. Two facts read from how a value
 is used answer part of that: a value whose every later use prints, logs, formats or compares
-it (or takes its argmax) is never differentiated; a name used as a subscript index is an
-integer or a bool mask.
+it (or takes its argmax) is never differentiated, and of `values, indices = x.min(-1)` only
+the values carry x's gradient; a name used as a subscript index is an integer or a bool mask.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from nanguard.lint.autodiff_markers import FUNCS
-from nanguard.lint.syntax import bounded_walk
+from nanguard.lint.syntax import bounded_walk, callee_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
@@ -35,6 +35,9 @@ _INDEX_OPS = frozenset({"argmax", "argmin", "argsort", "nonzero", "count_nonzero
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "size", "dim", "numel", "get_shape",
                        "indices"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Reductions that return (values, indices) when unpacked in two: only the values carry a gradient.
+_VALUES_AND_INDICES = frozenset({"min", "max", "topk", "top_k", "sort", "kthvalue", "median", "mode",
+                                 "cummax", "cummin"})
 # Calls that differentiate, run or keep what they are given: the value does not end in their
 # result (TF1's `opt.minimize(cost)` then `sess.run([train_op, cost])`, `losses.append(d)`).
 _ESCAPES = frozenset({"minimize", "backward", "grad", "gradient", "gradients", "value_and_grad", "vjp", "jvp",
@@ -65,6 +68,9 @@ class _Uses:
                 self.sunk.update(id(m) for m in bounded_walk(n, 200))
             elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                 names = _target_names(n)
+                if len(names) == 2 and isinstance(n.value, ast.Call) \
+                        and callee_name(n.value.func) in _VALUES_AND_INDICES:
+                    names = names[:1]  # `d_min, idx = dist.min(-1)`: the gradient flows through d_min only
                 if names:
                     for m in bounded_walk(n.value, 400):
                         self.owner.setdefault(id(m), (names, getattr(n, "end_lineno", n.lineno), id(n)))

@@ -148,6 +148,15 @@ RANGE_TEXTURE = """\
         t = jnp.array([[jnp.sqrt((x - size) ** 2 + (y - size) ** 2) for y in range(2 * size)] for x in range(2 * size)])
         return t / t.max()
 """
+NEAREST_MATCH = """\
+    def assign_candidates(det_centers, gt_centers, threshold):
+        cand2gt = torch.zeros(det_centers.shape[0])
+        dist = torch.sqrt(torch.sum((det_centers[:, None] - gt_centers[None]) ** 2, dim=-1))
+        min_dist, min_gt = torch.min(dist, dim=-1)
+        cand2gt = min_gt.float()
+        cand2gt[min_dist > threshold] = -1.0
+        return cand2gt
+"""
 HVU_LOSS = """\
     def category_losses(category_loss, category_mask, idx):
         category_mask_i = category_mask[:, idx].reshape(-1)
@@ -1328,6 +1337,9 @@ NEGATIVES = [
     ("NG401", ANCHOR_LOOP),
     # Craftax's textures: positions taken from range() are Python ints, outside autodiff.
     ("NG302", RANGE_TEXTURE),
+    # ViTPose's candidate matching: of `d_min, idx = dist.min(-1)` only d_min carries a gradient,
+    # and it is only compared.
+    ("NG302", NEAREST_MATCH),
 ]
 
 POSITIVES = [
@@ -2058,6 +2070,8 @@ POSITIVES = [
     ("NG401", ANCHOR_LOOP.replace("range(num_gt_boxes)", "range(num_anchors)")),
     # ... a position passed in may be a traced, differentiated value.
     ("NG302", RANGE_TEXTURE.replace("(size: int)", "(size: int, x)").replace(" for x in range(2 * size)", "")),
+    # ... the nearest distance returned (a loss term) is differentiated.
+    ("NG302", NEAREST_MATCH.replace("return cand2gt", "return cand2gt, min_dist.mean()")),
 ]
 
 
