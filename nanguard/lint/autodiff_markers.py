@@ -78,15 +78,22 @@ def decorator_name(deco: ast.expr) -> str:
     return last_identifier(deco)
 
 
-def scalar_annotation(ann: ast.expr | None) -> bool:
-    """`int`, `float`, `Optional[float]`, `float | None`, `Union[int, float]`."""
-    if ann is None:
-        return False
+def parsed_annotation(ann: ast.expr | None) -> ast.expr | None:
+    """An annotation as an expression: a string annotation (`"np.ndarray"`) parsed, None when
+    absent or unparsable."""
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
         try:
-            ann = ast.parse(ann.value, mode="eval").body
+            return ast.parse(ann.value, mode="eval").body
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
+            return None
+    return ann
+
+
+def scalar_annotation(ann: ast.expr | None) -> bool:
+    """`int`, `float`, `Optional[float]`, `float | None`, `Union[int, float]`."""
+    ann = parsed_annotation(ann)
+    if ann is None:
+        return False
     if isinstance(ann, ast.Name):
         return ann.id in SCALAR_TYPES
     if isinstance(ann, ast.Constant) and ann.value is None:

@@ -13,7 +13,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from nanguard.lint.scope import _LABEL_NAME, is_detach_chain, name_key
+from nanguard.lint.scope import _LABEL_NAME, Scope, is_detach_chain, name_key
 from nanguard.lint.syntax import const_value
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,6 +67,13 @@ def _number_default(fn: ast.AST, name: str) -> bool:
 _MASK_PARAMETER = re.compile(r"^(\w+_)?masks?$", re.IGNORECASE)
 
 
+def _unpacked_every_time(scope: Scope | None, key: str, values: list[ast.expr | None]) -> list[ast.expr]:
+    """The calls `key` is unpacked from (`pt1, pt2 = gt_boxes.chunk(2, 1)`) when every binding of
+    it is such an unpacking, else []."""
+    sources = scope.unpacked.get(key, []) if scope is not None else []
+    return sources if values and len(sources) == len(values) else []
+
+
 def detached(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
     """Is `expr` outside autograd: a `.detach()`/`.data`/`.item()` chain, or built only from
     variables whose last assignment before it is one, or whose names say they are
@@ -100,9 +107,8 @@ def detached(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
         prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
         if prior and (is_detach_chain(prior[-1]) or (depth < 2 and detached(ctx, prior[-1], depth + 1))):
             continue  # `edge = target[:, 1] - target[:, 0]`: a local built from targets alone
-        unpacked = scope.unpacked.get(key, []) if scope is not None and not prior else []
-        if not (depth < 2 and unpacked and len(unpacked) == len(values)
-                and all(detached(ctx, u, depth + 1) for u in unpacked)):
+        sources = _unpacked_every_time(scope, key, values) if not prior and depth < 2 else []
+        if not (sources and all(detached(ctx, u, depth + 1) for u in sources)):
             return False  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from targets
     return True
 
@@ -160,7 +166,7 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
             continue
         key = name_key(n)
         if key is not None and key.rsplit(".", 1)[-1].lower() in _STEP_COUNTERS:
-            continue  # `step`, `ctx.global_step`, optax's `count`: an integer counter
+            continue  # `step`, `self.global_step`, optax's `count`: an integer counter
         if key is not None and _LABEL_NAME.search(key.rsplit(".", 1)[-1]):
             continue  # `labels`, `ideal_sorted_labels`, `y_true`: data, not differentiated (as in `detached`)
         if key is None or line is None:
@@ -177,8 +183,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
         if not prior and s is not None and values and s.range_bound.get(key, 0) == len(values) \
                 and not any(values):
             continue  # `for x in range(w)`: a Python int
-        if not prior and s is not None and values and len(s.unpacked.get(key, ())) == len(values) \
-                and all(gradient_free(ctx, u, depth + 1) for u in s.unpacked[key]):
+        sources = _unpacked_every_time(s, key, values) if not prior else []
+        if sources and all(gradient_free(ctx, u, depth + 1) for u in sources):
             continue  # `pt1, pt2 = gt_boxes.chunk(2, 1)`: unpacked, every time, from gradient-free values
         if not prior or not gradient_free(ctx, prior[-1], depth + 1):
             return False

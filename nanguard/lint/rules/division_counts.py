@@ -30,7 +30,7 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
         or _stored_steps(ctx, mask)
 
 
-def _from_step(index: ast.AST, first: int) -> bool:
+def _from_step(index: ast.AST | None, first: int) -> bool:
     """Is `index` `[:, first:...]`: every episode, steps from `first` on?"""
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
     if len(parts) < 2 or not all(isinstance(p, ast.Slice) for p in parts[:2]):

@@ -51,11 +51,9 @@ def inside_a_loop_of(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
         args = loop.iter.args
         if not (len(args) == 1 or (len(args) == 2 and const_value(args[0]) == 0)) or name_key(args[-1]) != key:
             continue
-        inside = {id(n) for stmt in loop.body for n in ast.walk(stmt)}
-        rebound = any(isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
-                      and any(name_key(t) == key for t in ast.walk(n) if isinstance(t, ast.Name | ast.Attribute)
-                              and isinstance(getattr(t, "ctx", None), ast.Store))
-                      for stmt in loop.body for n in ast.walk(stmt))
-        if id(node) in inside and not rebound:
+        body = [n for stmt in loop.body for n in ast.walk(stmt)]
+        rebound = any(isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store)
+                      and name_key(n) == key for n in body)  # assigned, a loop target, `n -= 1`
+        if not rebound and any(n is node for n in body):
             return True
     return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.autodiff_markers import parsed_annotation
 from nanguard.lint.model import CERTAIN, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import METHOD, TORCH, OpCall
 from nanguard.lint.rules.base import checks
@@ -136,12 +137,8 @@ def _annotated_as_an_array(ctx: Analysis, expr: ast.expr | None) -> bool:
             or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     args = scope.node.args
-    ann = next((a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg == expr.id), None)
-    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
-        try:
-            ann = ast.parse(ann.value, mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
+    ann = parsed_annotation(next((a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs
+                                  if a.arg == expr.id), None))
     if ann is None:
         return False
     nodes = list(bounded_walk(ann, 40))
