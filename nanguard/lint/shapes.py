@@ -15,6 +15,7 @@ from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.syntax import (
     additive_terms,
     bounded_walk,
+    callee_name,
     const_value,
     last_identifier,
     mult_factors,
@@ -58,7 +59,63 @@ def difference_of_points(ctx: Analysis, expr: ast.expr) -> bool:
     if isinstance(e, ast.Name) and ctx.value_of(e) is None:
         return _named_difference(e.id)  # a parameter `dx`, `delta`, `pos_diff`
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) \
-        and const_value(e.left) is None and const_value(e.right) is None
+        and const_value(e.left) is None and const_value(e.right) is None \
+        and not _across_an_edge_list(ctx, e.left, e.right)
+
+
+def difference_along_edges(ctx: Analysis, expr: ast.expr) -> bool:
+    """`pos[i] - pos[j]` over the edges `i, j` of a graph (see `_across_an_edge_list`)."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _across_an_edge_list(ctx, e.left, e.right)
+
+
+_SELECTIONS = frozenset({"gather", "index_select", "take"})
+_SELF_LOOP_WORDS = ("self_loop", "selfloop")
+
+
+def _selection(ctx: Analysis, expr: ast.expr) -> tuple[str, ast.expr] | None:
+    """(the selected tensor, as dumped; the index) of `pos[i]`, `pos[edge_index[0]]`,
+    `tf.gather(R, idx_i)`, `x.index_select(0, i)`, `jnp.take(x, i, axis=0)`."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    if isinstance(e, ast.Subscript):
+        index = e.slice
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        if any(isinstance(p, ast.Constant) or const_value(p) is not None or _literal_list(p) for p in parts) \
+                or all(isinstance(p, ast.Slice) for p in parts):
+            return None  # `x[:, None]`, `x[:, [0]]`: a broadcast or fixed coordinates, not an edge list
+        return ast.dump(e.value), index
+    if isinstance(e, ast.Call) and callee_name(e.func) in _SELECTIONS and e.args:
+        method = isinstance(e.func, ast.Attribute) and ctx.imports.qualname(e.func) is None
+        base = e.func.value if method else e.args[0]  # type: ignore[attr-defined]
+        rest = e.args if method else e.args[1:]
+        return (ast.dump(base), rest[-1]) if rest else None
+    return None
+
+
+def _literal_list(expr: ast.expr) -> bool:
+    return isinstance(expr, (ast.List, ast.Tuple)) and all(const_value(x) is not None for x in expr.elts)
+
+
+def _across_an_edge_list(ctx: Analysis, left: ast.expr, right: ast.expr) -> bool:
+    """`pos[i] - pos[j]` (`tf.gather(R, idx_i) - tf.gather(R, idx_j)`) with `i, j` index
+    tensors: the difference along each edge of a graph, the zero vector only on an edge from a
+    node to itself. Whether the graph has such self-loops is the data's (a radius graph has
+    none); where the function adds them (`add_self_loops`, `loop=True`) or `i, j` run over the
+    same range (every pair, the diagonal included) it is certain."""
+    a, b = _selection(ctx, left), _selection(ctx, right)
+    if a is None or b is None or a[0] != b[0] or ast.dump(a[1]) == ast.dump(b[1]):
+        return False
+    ranges = ctx.scope.range_bound
+    if any(isinstance(i, ast.Name) and i.id in ranges for i in (a[1], b[1])):
+        return False  # `for i in range(n): for j in range(n):` reaches i == j
+    for node in bounded_walk(ctx.scope.node, 4000):
+        if isinstance(node, ast.Call):
+            if any(w in callee_name(node.func).lower() for w in _SELF_LOOP_WORDS):
+                return False
+            if any(k.arg in ("loop", "self_loops", "add_self_loops") and isinstance(k.value, ast.Constant)
+                   and k.value.value is True for k in node.keywords):
+                return False
+    return True
 
 
 # Whole words of a name that say "a difference of two points" (`dx`, `delta_pos`, `xy_diff`).

@@ -1342,6 +1342,16 @@ NEGATIVES = [
     ("NG302", NEAREST_MATCH),
 ]
 
+# DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
+# itself; whether the graph has one is the caller's (a radius graph has none).
+EDGE_DISTANCE = """\
+    def xyz_to_dat(pos, edge_index, num_nodes):
+        j, i = edge_index
+        dist = (pos[i] - pos[j]).pow(2).sum(dim=-1).sqrt()
+        return dist
+"""
+
+
 POSITIVES = [
     # ... a torch scaler (nothing turns its statistics back from NumPy) fitted on a batch of one.
     ("NG801", """\
@@ -2057,6 +2067,17 @@ POSITIVES = [
     # ... the termination mask applied at step 0 too, or steps taken from 1 on, can count none.
     ("NG401", STORED_STEPS.replace("mask[:, 1:] = mask[:, 1:] *", "mask[:, :] = mask[:, :] *")),
     ("NG401", STORED_STEPS.replace('batch["filled"][:, :-1]', 'batch["filled"][:, 1:]')),
+    # ... an edge list with self-loops added reaches the zero vector ...
+    ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = add_self_loops(edge_index)[0]")),
+    ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = radius_graph(pos, r=5.0, loop=True)")),
+    # ... and so do every pair of a range with itself and a broadcast pairwise difference.
+    ("NG302", """\
+        def all_pairs(x):
+            n = x.shape[0]
+            return [torch.sqrt(((x[i] - x[j]) ** 2).sum()) for i in range(n) for j in range(n)]
+    """),
+    ("NG302", EDGE_DISTANCE.replace("pos[i] - pos[j]", "pos[:, None] - pos[None, :]")),
+    ("NG302", EDGE_DISTANCE.replace("pos[i] - pos[j]", "pos[:, [1]] - pos[:, [0]]")),
     # ... the same geometry of predicted boxes is differentiated.
     ("NG302", GT_EDGES.replace("gt_rbboxes", "pred_rbboxes")),
     ("NG302", GT_GAUSSIAN.replace("target", "pred")),
@@ -2105,6 +2126,14 @@ def test_a_name_overwritten_before_the_where_is_read_as_its_last_value():
 
 # Findings whose risk depends on the data: reported with --confidence all, not by default.
 POSSIBLE_ONLY = [
+    # DIG's SphereNet and DimeNet's gathered positions: distances along a graph's edges.
+    ("NG302", textwrap.dedent(EDGE_DISTANCE)),
+    ("NG302", """\
+        def calculate_interatomic_distances(R, idx_i, idx_j):
+            Ri = tf.gather(R, idx_i)
+            Rj = tf.gather(R, idx_j)
+            return tf.sqrt(tf.nn.relu(tf.reduce_sum((Ri - Rj)**2, -1)))
+    """),
     # jumanji's search-and-rescue: a count held by an object the
     # environment owns (set by its other code, like `self.num_items`).
     ("NG401", """\

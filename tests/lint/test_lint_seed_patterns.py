@@ -143,6 +143,11 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
         "def f(a, b):\n    return torch.sqrt(((a - b)**2).sum(-1))  # <-",
         "def f(a, b):\n    d = a - b\n    return torch.sqrt((d * d).sum(-1))  # <-",
     ],
+    ("NG302", "sqrt(((pos[i] - pos[j])**2).sum(-1))"): [
+        "def f(pos, edge_index):\n    j, i = edge_index\n    return torch.sqrt(((pos[i] - pos[j])**2).sum(-1))  # <-",
+        "def f(R, idx_i, idx_j):\n    d = tf.gather(R, idx_i) - tf.gather(R, idx_j)\n"
+        "    return tf.sqrt(tf.reduce_sum(d**2, -1))  # <-",
+    ],
     ("NG302", "sqrt(dx**2 + dy**2)"): ["def f(dx, dy):\n    return torch.sqrt(dx**2 + dy**2)  # <-"],
     ("NG303", "acos(cosine)"): [
         "def f(a, b):\n    return torch.acos(F.cosine_similarity(a, b, dim=-1))  # <-",

@@ -13,8 +13,9 @@ from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (
-    gram_expansion,
+    difference_along_edges,
     difference_of_points,
+    gram_expansion,
     has_tensor_op,
     square_base,
     squared_vectors,
@@ -206,6 +207,8 @@ def check_root(ctx: Analysis, target) -> None:
         vectors = squared_vectors(ctx, inner)
         difference = bool(vectors) and all(difference_of_points(ctx, v) for v in vectors)
         what_of = "of a sum of squares of a difference (0 for identical points)" if difference \
+            else "of a sum of squares of a difference along a graph's edges (0 on an edge from a node to " \
+            "itself, if the graph has one)" if vectors and all(difference_along_edges(ctx, v) for v in vectors) \
             else "of a sum of squares"
         ctx.report(SQRT_SUM_SQUARES, node, f"`{what}` {what_of}", "norm_zero", hazard=hazard, subject=base,
                    confidence=CERTAIN if difference else None)
