@@ -55,7 +55,33 @@ def is_count_name(expr: ast.AST) -> bool:
     return any(word in _COUNT_WORDS for word in low.split("_"))
 
 
-_MASK_WORDS = ("mask", "valid", "nonpad", "non_pad", "not_pad", "notpad", "keep")
+# Words of a name that say "a mask" (`attention_mask`, `srcMask`, `probs_masked`: a value with a
+# mask applied is zero where it is, so it sums to 0 when the mask selects nothing) ...
+_MASK_WORDS = frozenset({"mask", "masks", "masked"})
+# ... and words that say it unless the last word names a quantity (`is_valid`, `valid_tgt`,
+# `keep`, `non_pad`; not `valid_alignment`, `keep_prob`, `valid_loss`: values kept by a mask).
+_KEPT_WORDS = frozenset({"valid", "invalid", "nonpad", "notpad", "keep"})
+_KEPT_PAIRS = frozenset({("non", "pad"), ("not", "pad")})
+_QUANTITY_WORDS = frozenset({
+    "loss", "losses", "logit", "logits", "score", "scores", "prob", "probs", "alignment", "alignments",
+    "weight", "weights", "pred", "preds", "prediction", "predictions", "feat", "feats", "feature",
+    "features", "value", "values", "output", "outputs", "emb", "embedding", "embeddings", "attn",
+    "ratio", "rate", "fraction", "count", "counts", "sum", "total",
+})
+
+
+def _mask_name(ident: str) -> bool:
+    """`mask`, `attention_mask`, `srcMask`, `padmask`, `masked_weight`, `is_valid`, `valid_tgt`,
+    `keep`, `non_pad`; not `keepdim`, `validation`, `valid_alignment`, `keep_prob`."""
+    words = [w for w in re.split(r"[_\d]+", _CAMEL.sub(r"\1_\2", ident).lower()) if w]
+    if any(w in _MASK_WORDS or w.endswith(("mask", "masks", "masked")) for w in words):
+        return True
+    if not words or words[-1] in _QUANTITY_WORDS:
+        return False
+    return any(w in _KEPT_WORDS for w in words) or any(pair in _KEPT_PAIRS for pair in zip(words, words[1:]))
+
+
+_CAMEL = re.compile(r"([a-z])([A-Z])")
 
 
 def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
@@ -72,8 +98,7 @@ def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         return True
     ident = last_identifier(e)
     if ident is not None:
-        low = ident.lower()
-        if any(w in low for w in _MASK_WORDS):
+        if _mask_name(ident):
             return True
         if depth > 0:
             value = ctx.value_of(e)

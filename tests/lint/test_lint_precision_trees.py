@@ -210,7 +210,19 @@ FLIPPED_BUFFER = """\
 """
 
 
+# OpenNMT's alignment scores: attention restricted to the valid source positions, named
+# `valid_alignment`; a quantity called after the positions it keeps, not a mask.
+ALIGNMENT_SCORES = """\
+    def build_align_pharaoh(valid_alignment):
+        if isinstance(valid_alignment, torch.Tensor):
+            return torch.divide(valid_alignment.max(dim=-1).values, valid_alignment.sum(dim=-1))
+"""
+
+
 NEGATIVES = [
+    # OpenNMT's `valid_alignment`, and the like (`valid_loss`, `keep_prob`): quantities.
+    ("NG401", ALIGNMENT_SCORES),
+    ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "keep_prob")),
     # tensorflow-probability: statistics undefined on part of the domain return NaN/inf there by
     # design, so the where's result is non-finite exactly where it discards the singular branch.
     ("NG501", """\
@@ -2067,6 +2079,15 @@ POSITIVES = [
     # ... the termination mask applied at step 0 too, or steps taken from 1 on, can count none.
     ("NG401", STORED_STEPS.replace("mask[:, 1:] = mask[:, 1:] *", "mask[:, :] = mask[:, :] *")),
     ("NG401", STORED_STEPS.replace('batch["filled"][:, :-1]', 'batch["filled"][:, 1:]')),
+    # ... a name that is a mask still is one: `valid_tgt`, `srcMask`, `invalid`, `non_pad_mask`.
+    ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "valid_tgt")),
+    ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "srcMask")),
+    ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "non_pad_mask")),
+    ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "masked_weight")),
+    ("NG401", """\
+        def ratio(x, invalid):
+            return x.sum() / (~invalid).sum()
+    """),
     # ... an edge list with self-loops added reaches the zero vector ...
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = add_self_loops(edge_index)[0]")),
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = radius_graph(pos, r=5.0, loop=True)")),
