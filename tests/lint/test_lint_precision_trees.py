@@ -219,7 +219,77 @@ ALIGNMENT_SCORES = """\
 """
 
 
+# LLMs-from-scratch: a KV cache slices its causal buffer one way with a cache and another
+# without; both keep key 0 in every row.
+KV_CACHE_MASK = """\
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, context_length):
+            super().__init__()
+            self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+            self.ptr = 0
+
+        def forward(self, queries, keys, use_cache=False):
+            attn_scores = queries @ keys.transpose(2, 3)
+            num_q, num_k = queries.shape[-2], keys.shape[-2]
+            if use_cache:
+                mask_bool = self.mask.bool()[self.ptr:self.ptr + num_q, :num_k]
+                self.ptr += num_q
+            else:
+                mask_bool = self.mask.bool()[:num_q, :num_k]
+            attn_scores.masked_fill_(mask_bool, -torch.inf)
+            return torch.softmax(attn_scores, dim=-1)
+"""
+
+# ... a decoder's attention takes the mask its block passes on, which the model builds once.
+PASSED_CAUSAL_MASK = """\
+    class Attention(nn.Module):
+        def forward(self, x, mask, cos):
+            scores = x @ x.transpose(2, 3)
+            scores = scores.masked_fill(mask[:x.shape[1], :x.shape[1]], -torch.inf)
+            return torch.softmax(scores, dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.att = Attention()
+
+        def forward(self, x, mask, cos):
+            return x + self.att(x, mask, cos)
+
+    class Model(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block() for _ in range(n)])
+
+        def forward(self, x):
+            n = x.shape[1]
+            mask = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+            mask = mask[None, None, :, :]
+            for i, block in enumerate(self.blocks):
+                x = block(x, mask, 0)
+            return x
+"""
+
+# ... and query positions from a cache pointer against keys from 0.
+POSITION_MASK = """\
+    def attend(queries, keys, ptr, use_cache):
+        scores = queries @ keys.transpose(2, 3)
+        if use_cache:
+            q_positions = torch.arange(ptr, ptr + queries.shape[-2])
+        else:
+            q_positions = torch.arange(queries.shape[-2])
+        k_positions = torch.arange(keys.shape[-2])
+        mask = q_positions.unsqueeze(-1) < k_positions.unsqueeze(0)
+        scores = scores.masked_fill(mask, -torch.inf)
+        return torch.softmax(scores, dim=-1)
+"""
+
+
 NEGATIVES = [
+    # LLMs-from-scratch's causal masks: sliced for a KV cache, passed down, from positions.
+    ("NG701", KV_CACHE_MASK),
+    ("NG701", PASSED_CAUSAL_MASK),
+    ("NG701", POSITION_MASK),
     # OpenNMT's `valid_alignment`, and the like (`valid_loss`, `keep_prob`): quantities.
     ("NG401", ALIGNMENT_SCORES),
     ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "keep_prob")),
@@ -2088,6 +2158,14 @@ POSITIVES = [
         def ratio(x, invalid):
             return x.sum() / (~invalid).sum()
     """),
+    # ... a cache branch that slices the columns from 1 drops the key each row kept ...
+    ("NG701", KV_CACHE_MASK.replace("[self.ptr:self.ptr + num_q, :num_k]", "[self.ptr:self.ptr + num_q, 1:num_k]")),
+    # ... a call of this module that passes a padding mask, or no mask, is the caller's choice ...
+    ("NG701", PASSED_CAUSAL_MASK.replace("x = block(x, mask, 0)", "x = block(x, mask, 0)\n            x = self.blocks[0](x, x == 0, 0)")),
+    ("NG701", PASSED_CAUSAL_MASK.replace("return x + self.att(x, mask, cos)", "return x + self.att(x, pad, cos)").replace(
+        "def forward(self, x, mask, cos):\n            return", "def forward(self, x, mask, cos, pad=None):\n            return")),
+    # ... and keys that do not start at 0 can all lie after a query.
+    ("NG701", POSITION_MASK.replace("torch.arange(keys.shape[-2])", "torch.arange(ptr, ptr + keys.shape[-2])")),
     # ... an edge list with self-loops added reaches the zero vector ...
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = add_self_loops(edge_index)[0]")),
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = radius_graph(pos, r=5.0, loop=True)")),

@@ -16,7 +16,9 @@ import re
 from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.blocks import dominates
-from nanguard.lint.patterns import positions_from_zero
+from nanguard.lint.patterns import positions_from_zero, source_of
+from nanguard.lint.rules.passed_masks import every_value_keeps_rows
+from nanguard.lint.scope import Scope
 from nanguard.lint.syntax import bounded_walk, callee_name
 
 
@@ -60,11 +62,56 @@ def _registered_causal(ctx: Analysis, attr: str, depth: int = 1) -> bool:
     return False
 
 
-def keeps_every_row(ctx: Analysis, mask: ast.expr | None) -> bool:
+def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 3) -> bool:
     """Does `mask` (a fill's condition or index) leave an entry in every row: causal, top-k,
-    identity or one-hot?"""
-    if mask is None:
+    identity or one-hot? Also when the name it is made from holds such a mask in every value it
+    is given, or every call in the module passes one for it (`passed_masks`)."""
+    if mask is None or _drops_first_columns(mask):
         return False
+    if _keeps_as_written(ctx, mask):
+        return True
+    base = _base_name(mask)
+    return base is not None and depth > 0 and ctx.value_of(base) is None \
+        and every_value_keeps_rows(ctx, base, ctx.scope, _keeps_in, depth)
+
+
+def _drops_first_columns(mask: ast.expr) -> bool:
+    """`causal[a:b, 1:k]`: a causal mask keeps key 0 in every row; a slice of columns that does
+    not start at 0 can leave a row nothing."""
+    for node in bounded_walk(mask, 40):
+        if isinstance(node, ast.Subscript):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            last = parts[-1]
+            if isinstance(last, ast.Slice) and last.lower is not None \
+                    and not (isinstance(last.lower, ast.Constant) and last.lower.value == 0):
+                return True
+    return False
+
+
+def _keeps_in(ctx: Analysis, expr: ast.expr, scope: Scope, depth: int) -> bool:
+    saved = ctx.scope
+    ctx.scope = scope
+    try:
+        return keeps_every_row(ctx, expr, depth)
+    finally:
+        ctx.scope = saved
+
+
+def _base_name(expr: ast.expr) -> ast.Name | None:
+    """The name a mask is read from: `mask`, `mask[:n, :n]`, `mask.bool()`, `mask.to(x.device)`."""
+    for _ in range(8):
+        if isinstance(expr, ast.Name):
+            return expr if expr.id not in ("self", "cls") else None
+        if isinstance(expr, (ast.Subscript, ast.Attribute)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+    return None
+
+
+def _keeps_as_written(ctx: Analysis, mask: ast.expr) -> bool:
     exprs = [mask, ctx.value_of(mask)]
     if isinstance(mask, ast.Compare):  # `logits < pivot`, `pivot = v.select(-1, -1)` of `v, _ = topk(...)`
         exprs.extend(ctx.value_of(n) for n in [mask.left, *mask.comparators] if isinstance(n, ast.Name))
@@ -101,7 +148,24 @@ def _index_triangle(ctx: Analysis, compare: ast.Compare) -> bool:
     a whole row."""
     if len(compare.ops) != 1 or not isinstance(compare.ops[0], (ast.Gt, ast.Lt)):
         return False
-    return all(positions_from_zero(ctx, side) for side in (compare.left, compare.comparators[0]))
+    smaller, larger = (compare.left, compare.comparators[0]) if isinstance(compare.ops[0], ast.Lt) \
+        else (compare.comparators[0], compare.left)
+    # `q_pos < k_pos` masks the keys after each query; with keys from 0 (`arange(K)`) key 0 is
+    # kept for any query position, so the queries may start anywhere (a KV cache's
+    # `arange(pos, pos + q)`)
+    return positions_from_zero(ctx, larger) and (positions_from_zero(ctx, smaller) or _every_arange(ctx, smaller))
+
+
+def _every_arange(ctx: Analysis, expr: ast.expr) -> bool:
+    src = source_of(ctx, expr)
+    if isinstance(src, ast.Name):
+        _scope, values = ctx.lookup(src.id)
+        return bool(values) and all(v is not None and _is_arange(source_of(ctx, v)) for v in values)
+    return _is_arange(src)
+
+
+def _is_arange(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Call) and callee_name(expr.func) == "arange" and bool(expr.args)
 
 
 _ZERO_FACTORIES = frozenset({"zeros", "zeros_like", "new_zeros"})

@@ -1,0 +1,152 @@
+"""Where a mask comes from when the function did not make it: every value a name is given, and
+every argument the module's own code passes for a parameter (NG701's exceptions, with
+`kept_rows`).
+
+A KV cache slices its causal buffer one way with a cache and another without
+(`mask_bool = self.mask.bool()[pos:pos + q, :k]` or `[:q, :k]`): both keep a key in every row.
+A decoder's attention takes `mask` as a parameter that its block passes on and the model builds
+once (`mask = torch.triu(...)`, then `block(x, mask)` for each block of
+`nn.ModuleList([TransformerBlock(cfg) ...])`, whose `forward` calls `self.att(x, mask)`): every
+call the module makes passes a causal mask. A parameter no call of this module fills (a library
+layer's `attention_mask`) is the caller's, and stays a finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.scope import Scope
+from nanguard.lint.syntax import bounded_walk, callee_name
+
+KeepsRows = Callable[[Analysis, ast.expr, Scope, int], bool]
+
+
+def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: KeepsRows, depth: int = 3) -> bool:
+    """Does every value `name` can hold keep an entry in every row: each of its assignments in
+    its scope, or, for a parameter, each argument this module passes for it?"""
+    if depth <= 0:
+        return False
+    owner, values = ctx.lookup(name.id, scope)
+    if owner is None or not values or name.id in owner.mutations or name.id in owner.augmented:
+        return False
+    if all(v is not None for v in values):
+        # `mask = mask[None, None, :, :]` reshapes the values before it, which are checked
+        made = [v for v in values if not _reshaped(v, name.id)]  # type: ignore[arg-type]
+        return bool(made) and all(keeps(ctx, v, owner, depth - 1) for v in made)
+    if len(values) != 1 or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return _passed_for(ctx, owner, name.id, keeps, depth)
+
+
+_RESHAPES = frozenset({"bool", "to", "unsqueeze", "view", "reshape", "expand", "float", "type_as", "contiguous"})
+
+
+def _reshaped(value: ast.expr, name: str) -> bool:
+    """`name[None, None, :, :]`, `name.unsqueeze(0)`, `name.to(device)`: the same rows and
+    columns (a column slice from 1 on would drop the key every row keeps: not this)."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name:
+        parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+        return all((isinstance(p, ast.Constant) and p.value is None)
+                   or (isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None)
+                   for p in parts)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _RESHAPES:
+        inner = value.func.value
+        return (isinstance(inner, ast.Name) and inner.id == name) or _reshaped(inner, name)
+    return False
+
+
+def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth: int) -> bool:
+    func = owner.node
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[attr-defined]
+    if param not in params:
+        return False  # keyword-only or *args: not followed
+    enclosing = owner.parent
+    method = enclosing is not None and isinstance(enclosing.node, ast.ClassDef)
+    if method:
+        params = params[1:]
+        if func.name not in ("forward", "__call__"):  # type: ignore[attr-defined]
+            return False  # other methods are called through names this does not follow
+    if param not in params:
+        return False
+    index = params.index(param)
+    owner_name = enclosing.node.name if method else func.name  # type: ignore[union-attr,attr-defined]
+    passed: list[tuple[ast.expr, Scope]] = []
+    for call, scope, _nograd in ctx.calls:
+        if not _calls(ctx, call, scope, owner_name, method):
+            continue
+        arg = next((k.value for k in call.keywords if k.arg == param), None)
+        if arg is None and len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            arg = call.args[index]
+        if arg is None:
+            return False  # a call that leaves the default (None: no mask, or the caller's choice)
+        passed.append((arg, scope))
+    if not passed:
+        return False
+    return all(every_value_keeps_rows(ctx, a, s, keeps, depth - 1) if isinstance(a, ast.Name)
+               else keeps(ctx, a, s, depth - 1) for a, s in passed)
+
+
+def _calls(ctx: Analysis, call: ast.Call, scope: Scope, owner: str, method: bool) -> bool:
+    """Is `call` a call of the function `owner`, or (a method) of an instance of the class `owner`?"""
+    func = call.func
+    if not method:
+        return isinstance(func, ast.Name) and func.id == owner
+    return _instance_of(ctx, func, scope, owner, 3)
+
+
+def _instance_of(ctx: Analysis, expr: ast.expr, scope: Scope, cls: str, depth: int) -> bool:
+    """`self.att` (`self.att = GroupedQueryAttention(...)`), `block` of `for block in self.blocks`
+    (`nn.ModuleList([TransformerBlock(cfg) ...])`), `self.layers[i]`: built by `cls(...)`."""
+    if depth <= 0:
+        return False
+    if isinstance(expr, ast.Subscript):
+        return _instance_of(ctx, expr.value, scope, cls, depth - 1)
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return any(_builds(v, cls) for v in _assigned_in_class(ctx, scope, expr.attr))
+    if isinstance(expr, ast.Name):
+        _owner, values = ctx.lookup(expr.id, scope)
+        if any(v is not None and (_builds(v, cls) or _instance_of(ctx, v, scope, cls, depth - 1)) for v in values):
+            return True
+        for n in bounded_walk(scope.node, 2000):
+            if isinstance(n, (ast.For, ast.AsyncFor)):
+                iterated = _loop_source(n.target, n.iter, expr.id)
+                if iterated is not None and _instance_of(ctx, iterated, scope, cls, depth - 1):
+                    return True
+    return False
+
+
+def _loop_source(target: ast.expr, iterated: ast.expr, name: str) -> ast.expr | None:
+    """What `name` runs over: `for block in X` and `for i, block in enumerate(X)` -> X."""
+    if isinstance(target, ast.Name) and target.id == name:
+        return iterated
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name) \
+            and target.elts[1].id == name and isinstance(iterated, ast.Call) \
+            and callee_name(iterated.func) == "enumerate" and iterated.args:
+        return iterated.args[0]
+    return None
+
+
+def _assigned_in_class(ctx: Analysis, scope: Scope, attr: str) -> list[ast.expr]:
+    """The values `self.<attr> = ...` assigns in the class whose method `scope` is (another
+    class's `self.att` is another attention)."""
+    s: Scope | None = scope
+    while s is not None and not isinstance(s.node, ast.ClassDef):
+        s = s.parent
+    if s is None:
+        return []
+    table = ctx.memo.setdefault("self_assigned_by_class", {})
+    found = table.get(id(s.node))
+    if found is None:
+        found = table[id(s.node)] = {}
+        for node in bounded_walk(s.node, 20000):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        found.setdefault(t.attr, []).append(node.value)
+    return found.get(attr, [])
+
+
+def _builds(value: ast.expr, cls: str) -> bool:
+    return any(isinstance(n, ast.Call) and callee_name(n.func) == cls for n in bounded_walk(value, 60))
