@@ -22,6 +22,23 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Tensor factories and samplers: their results are leaves without a gradient (unless
 # `requires_grad=True` is passed). Last attribute of the call, any framework.
+# An estimator's gradient of its loss with respect to the input (adversarial-robustness-toolbox's
+# `loss_gradient`, `class_gradient`: NumPy arrays or detached tensors).
+_GRADIENT_METHODS = frozenset({"loss_gradient", "class_gradient"})
+
+
+def _first_order_gradient(ctx: Analysis, call: ast.Call, name: str) -> bool:
+    """A gradient that autograd does not differentiate again: `torch.autograd.grad(...)` without
+    `create_graph=True` (with it, a gradient penalty's norm is differentiated), or an estimator's
+    `loss_gradient(x, y)` (an attack's step)."""
+    if name in _GRADIENT_METHODS:
+        return True
+    if name != "grad" or ctx.imports.qualname(call.func) not in ("torch.autograd.grad", "torch.autograd.grad.grad"):
+        return False
+    return not any(k.arg == "create_graph" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                   for k in call.keywords)
+
+
 _NO_GRAD_FACTORIES = frozenset({
     "randn", "rand", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
     "zeros", "ones", "full", "empty", "eye", "arange", "range", "linspace", "logspace",
@@ -147,7 +164,7 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
             receiver = func.value if isinstance(func, ast.Attribute) else None
             if wants_grad or name in ("requires_grad_", "Parameter", "Variable"):
                 return False  # a leaf made to receive gradients
-            if name in _NO_GRAD_FACTORIES:
+            if name in _NO_GRAD_FACTORIES or _first_order_gradient(ctx, n, name):
                 continue
             if name == "len":
                 continue
@@ -160,8 +177,11 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
             if receiver is not None:
                 stack.append(receiver)
             continue
+        if isinstance(n, ast.IfExp):
+            stack.extend((n.body, n.orelse))  # the test picks a value, it is not one
+            continue
         if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Subscript, ast.Tuple,
-                          ast.List, ast.IfExp, ast.Starred)):
+                          ast.List, ast.Starred)):
             stack.extend(ast.iter_child_nodes(n))
             continue
         key = name_key(n)

@@ -285,7 +285,33 @@ POSITION_MASK = """\
 """
 
 
+# cleverhans' L1 fast gradient method: the entries tied for the row's maximum, which the
+# maximum always is.
+TIED_FOR_MAX = """\
+    def l1_step(grad, red_ind):
+        abs_grad = tf.abs(grad)
+        max_abs_grad = tf.reduce_max(abs_grad, red_ind, keepdims=True)
+        tied_for_max = tf.to_float(tf.equal(abs_grad, max_abs_grad))
+        num_ties = tf.reduce_sum(tied_for_max, red_ind, keepdims=True)
+        return tf.sign(grad) * tied_for_max / num_ties
+"""
+
+# adversarial-robustness-toolbox's PGD: the attack normalises the estimator's loss gradient,
+# which nothing differentiates again.
+ATTACK_STEP = """\
+    class PGD:
+        def _compute_perturbation(self, x, y):
+            grad = self.estimator.loss_gradient(x=x, y=y) * (-1 if self.targeted else 1)
+            grad_2d = grad.reshape(len(grad), -1)
+            norm1 = torch.linalg.norm(grad_2d, ord=1, dim=1, keepdim=True)
+            return grad_2d * norm1.where(norm1 == 0, 1 / norm1)
+"""
+
+
 NEGATIVES = [
+    # cleverhans' ties for the maximum (tf.equal); ART's attack step on a loss gradient.
+    ("NG401", TIED_FOR_MAX),
+    ("NG501", ATTACK_STEP),
     # LLMs-from-scratch's causal masks: sliced for a KV cache, passed down, from positions.
     ("NG701", KV_CACHE_MASK),
     ("NG701", PASSED_CAUSAL_MASK),
@@ -2166,6 +2192,16 @@ POSITIVES = [
         "def forward(self, x, mask, cos):\n            return", "def forward(self, x, mask, cos, pad=None):\n            return")),
     # ... and keys that do not start at 0 can all lie after a query.
     ("NG701", POSITION_MASK.replace("torch.arange(keys.shape[-2])", "torch.arange(ptr, ptr + keys.shape[-2])")),
+    # ... ties for the maximum of another tensor can be none ...
+    ("NG401", TIED_FOR_MAX.replace("tf.reduce_max(abs_grad,", "tf.reduce_max(other,").replace(
+        "def l1_step(grad, red_ind):", "def l1_step(grad, red_ind, other):")),
+    # ... and a gradient made to be differentiated (a gradient penalty) is.
+    ("NG501", """\
+        def penalty(D, interp):
+            g = torch.autograd.grad(D(interp).sum(), interp, create_graph=True)[0]
+            n = g.abs().sum(dim=1)
+            return torch.where(n > 0, 1 / n, n).mean()
+    """),
     # ... an edge list with self-loops added reaches the zero vector ...
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = add_self_loops(edge_index)[0]")),
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = radius_graph(pos, r=5.0, loop=True)")),
@@ -2225,6 +2261,23 @@ def test_a_name_overwritten_before_the_where_is_read_as_its_last_value():
 
 # Findings whose risk depends on the data: reported with --confidence all, not by default.
 POSSIBLE_ONLY = [
+    # Bayes by backprop's sigma, and softplus of other learned weights: 88 only if training
+    # drives the weight there (as NG106's log-scales).
+    ("NG104", """\
+        class BayesLinear(Base):
+            def forward(self, x):
+                sigma_weight = torch.log1p(torch.exp(self.rho_weight))
+                return x @ (self.mu_weight + sigma_weight * torch.randn_like(sigma_weight))
+    """),
+    ("NG104", """\
+        class Radial(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.beta = nn.Parameter(torch.empty(1))
+
+            def forward(self, z):
+                return torch.log(1 + torch.exp(self.beta)) * z
+    """),
     # DIG's SphereNet and DimeNet's gathered positions: distances along a graph's edges.
     ("NG302", textwrap.dedent(EDGE_DISTANCE)),
     ("NG302", """\

@@ -148,6 +148,11 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
         "def f(R, idx_i, idx_j):\n    d = tf.gather(R, idx_i) - tf.gather(R, idx_j)\n"
         "    return tf.sqrt(tf.reduce_sum(d**2, -1))  # <-",
     ],
+    ("NG104", "log1p(exp(self.rho))"): [
+        "class BayesLinear(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.rho = nn.Parameter(torch.full((n,), -3.0))\n\n    def forward(self, x):\n"
+        "        return x * torch.log1p(torch.exp(self.rho))  # <-",
+    ],
     ("NG302", "sqrt(dx**2 + dy**2)"): ["def f(dx, dy):\n    return torch.sqrt(dx**2 + dy**2)  # <-"],
     ("NG303", "acos(cosine)"): [
         "def f(a, b):\n    return torch.acos(F.cosine_similarity(a, b, dim=-1))  # <-",

@@ -209,11 +209,13 @@ def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
 def _counts_row_maxima(ctx: Analysis, mask: ast.expr) -> bool:
     """`x.eq(x.max(-1)[0].unsqueeze(-1))`, `x == x.amax(-1, keepdim=True)`: the entries equal to
     their row's maximum, which the maximum itself always is (at least 1 per row)."""
-    m = ctx.resolve(mask)
+    m = strip_wrappers(ctx, ctx.resolve(mask))
     if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "eq" and len(m.args) == 1:
         left, right = m.func.value, m.args[0]
     elif isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq):
         left, right = m.left, m.comparators[0]
+    elif isinstance(m, ast.Call) and callee_name(m.func) == "equal" and len(m.args) == 2:
+        left, right = m.args  # `tf.equal(abs_grad, tf.reduce_max(abs_grad, axis, keepdims=True))`
     else:
         return False
     base = ast.dump(strip_wrappers(ctx, ctx.resolve(left)))

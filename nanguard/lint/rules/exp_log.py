@@ -19,6 +19,7 @@ from nanguard.lint.dataflow import names_in
 from nanguard.lint.patterns import selected_from, strip_wrappers, tensor_literal
 from nanguard.lint.signs import below_by_enclosing_if, is_max_like, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
+from nanguard.lint.rules.exp_overflow import learned_parameter
 from nanguard.lint.shapes import square_base
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import additive_terms, bounded_walk, callee_name, const_value, describe
@@ -347,7 +348,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         exp = _one_plus_exp(ctx, expr)
         if exp is not None and _exp_can_overflow(ctx, exp) and not _guarded_by_where(ctx, oc.node, exp):
             ctx.report(SOFTPLUS, oc.node, "`log(1 + exp(x))`" + via(ctx, arg, None if expr is arg else expr),
-                       "softplus")
+                       "softplus", confidence=_learned_confidence(ctx, exp))
             return
 
 
@@ -363,7 +364,14 @@ def _check_log1p(ctx: Analysis, oc: OpCall, arg: ast.expr) -> None:
     exp, value = _op_through_name(ctx, arg)
     if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
             and not _guarded_by_where(ctx, oc.node, exp):
-        ctx.report(SOFTPLUS, oc.node, "`log1p(exp(x))`" + via(ctx, arg, value), "softplus")
+        ctx.report(SOFTPLUS, oc.node, "`log1p(exp(x))`" + via(ctx, arg, value), "softplus",
+                   confidence=_learned_confidence(ctx, exp))
+
+
+def _learned_confidence(ctx: Analysis, exp: OpCall) -> str | None:
+    """POSSIBLE for the softplus of a learned weight (Bayes by backprop's `log1p(exp(self.rho))`):
+    it overflows only if training drives the weight past 88, as NG106 says of log-scales."""
+    return POSSIBLE if exp.input is not None and learned_parameter(ctx, exp.input) else None
 
 
 ON_CALL = {"log": [check_log], "log1p": [check_log]}

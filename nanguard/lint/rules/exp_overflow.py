@@ -108,6 +108,31 @@ def check_exp_of_log_scale(ctx: Analysis, oc: OpCall) -> None:
                "bounded by nothing" + via(ctx, base, value), "exp_overflow")
 
 
+_PARAMETER_FACTORIES = frozenset({"Parameter", "Variable", "add_weight", "get_variable"})
+
+
+def learned_parameter(ctx: Analysis, expr: ast.expr) -> bool:
+    """`self.rho` where the module assigns `self.rho = nn.Parameter(...)` (or a `tf.Variable`,
+    `self.add_weight(...)`), registers it (`self.register_parameter("rho", ...)`) or names it
+    `rho` (Bayes by backprop's weight for sigma, often made in a base class): a weight
+    that reaches 88 in an exp only if training drives it there (as NG106's log-scales)."""
+    e = strip_wrappers(ctx, expr)
+    if not (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"):
+        return False
+    if "rho" in re.split(r"[_\d]+", e.attr.lower()):
+        return True  # Bayes by backprop's `sigma = log1p(exp(self.rho_weight))`, made in a base class
+    for value in ctx.self_assigned.get(e.attr, ()):
+        if isinstance(value, ast.Call) and (value.func.attr if isinstance(value.func, ast.Attribute)
+                                            else getattr(value.func, "id", "")) in _PARAMETER_FACTORIES:
+            return True
+    for call, _scope, _nograd in ctx.calls:
+        func, args = call.func, call.args
+        if isinstance(func, ast.Attribute) and func.attr == "register_parameter" and args \
+                and isinstance(args[0], ast.Constant) and args[0].value == e.attr:
+            return True
+    return False
+
+
 def _mutated(ctx: Analysis, name: ast.Name) -> bool:
     """`logvar.clamp_(max=10)` or `logvar[...] = ...` somewhere in the function: bounded, maybe."""
     scope, _ = ctx.lookup(name.id)
