@@ -308,7 +308,20 @@ ATTACK_STEP = """\
 """
 
 
+# Transformers4Rec's recall: the relevant counts of the rows that have some.
+NONZERO_COUNTS = """\
+    def recall(labels, topk_labels, recalls):
+        num_relevant = torch.sum(labels, dim=-1)
+        rel_indices = (num_relevant != 0).nonzero().squeeze(dim=1)
+        rel_count = num_relevant[rel_indices]
+        recalls[rel_indices] = torch.div(torch.sum(topk_labels[rel_indices], dim=-1), rel_count)
+"""
+
+
 NEGATIVES = [
+    # Transformers4Rec: counts taken where they are not 0.
+    ("NG401", NONZERO_COUNTS),
+    ("NG401", NONZERO_COUNTS.replace("(num_relevant != 0).nonzero().squeeze(dim=1)", "torch.where(num_relevant > 0)[0]")),
     # cleverhans' ties for the maximum (tf.equal); ART's attack step on a loss gradient.
     ("NG401", TIED_FOR_MAX),
     ("NG501", ATTACK_STEP),
@@ -2202,6 +2215,8 @@ POSITIVES = [
             n = g.abs().sum(dim=1)
             return torch.where(n > 0, 1 / n, n).mean()
     """),
+    # ... counts taken where another tensor is not 0 can be 0.
+    ("NG401", NONZERO_COUNTS.replace("(num_relevant != 0)", "(labels.max(-1).values != 0)")),
     # ... an edge list with self-loops added reaches the zero vector ...
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = add_self_loops(edge_index)[0]")),
     ("NG302", EDGE_DISTANCE.replace("j, i = edge_index", "j, i = radius_graph(pos, r=5.0, loop=True)")),

@@ -24,7 +24,7 @@ from nanguard.lint.rules.division_counts import (
     stored_only_where_selected,
     whole_one_hot,
 )
-from nanguard.lint.rules.division_guards import count_checked, inside_a_loop_of
+from nanguard.lint.rules.division_guards import count_checked, inside_a_loop_of, selected_where_nonzero
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op
 from nanguard.lint.syntax import callee_name, const_value, describe
@@ -384,7 +384,8 @@ def check_division(ctx: Analysis, target) -> None:
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
-    if stored_only_where_selected(ctx, node, den) or inside_a_loop_of(ctx, node, den):
+    if stored_only_where_selected(ctx, node, den) or inside_a_loop_of(ctx, node, den) \
+            or selected_where_nonzero(ctx, den):
         return  # `br[maxima] = 1. / maxima.sum()`: nothing written; `for _ in range(n): ... / n`: n >= 1
     if nan_handled_next(ctx, node) or returned_to_nan_skipping_callers(ctx, node):
         return  # `loss_i = s / n` then `if torch.isnan(loss_i): continue` (DomainBed); trl's nanmin

@@ -57,3 +57,32 @@ def inside_a_loop_of(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
         if not rebound and any(n is node for n in body):
             return True
     return False
+
+
+def selected_where_nonzero(ctx: Analysis, den: ast.expr) -> bool:
+    """Is the divisor the entries of a count that are not 0: `n[n > 0]`, `n[n != 0]`, or `n[idx]`
+    with `idx = (n != 0).nonzero().squeeze(1)` (`torch.where(n > 0)[0]`, `np.flatnonzero(n)`)?
+    Transformers4Rec's recall divides by the relevant counts of the rows that have some."""
+    d = strip_wrappers(ctx, den)
+    value = ctx.value_of(d) if name_key(d) is not None else d
+    if not isinstance(value, ast.Subscript):
+        return False
+    counts = ast.dump(strip_wrappers(ctx, value.value))
+    index = value.slice
+    for _ in range(3):  # through the names holding the index
+        if not isinstance(index, ast.Name):
+            break
+        held = ctx.value_of(index)
+        if held is None:
+            return False
+        index = held
+    for node in bounded_walk(index, 60):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.Gt)) \
+                and const_value(node.comparators[0]) == 0 \
+                and ast.dump(strip_wrappers(ctx, node.left)) == counts:
+            return True  # `n != 0`, `n > 0`
+        if isinstance(node, ast.Call) and callee_name(node.func) in ("nonzero", "flatnonzero", "argwhere"):
+            subject = node.args[0] if node.args else node.func.value if isinstance(node.func, ast.Attribute) else None
+            if subject is not None and ast.dump(strip_wrappers(ctx, subject)) == counts:
+                return True  # `n.nonzero()`, `np.flatnonzero(n)`: where n is not 0
+    return False
