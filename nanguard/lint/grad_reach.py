@@ -33,7 +33,7 @@ def _first_order_gradient(ctx: Analysis, call: ast.Call, name: str) -> bool:
     `loss_gradient(x, y)` (an attack's step)."""
     if name in _GRADIENT_METHODS:
         return True
-    if name != "grad" or ctx.imports.qualname(call.func) not in ("torch.autograd.grad", "torch.autograd.grad.grad"):
+    if name != "grad" or ctx.imports.qualname(call.func) != "torch.autograd.grad":
         return False
     return not any(k.arg == "create_graph" and not (isinstance(k.value, ast.Constant) and not k.value.value)
                    for k in call.keywords)

@@ -109,12 +109,26 @@ def _instance_of(ctx: Analysis, expr: ast.expr, scope: Scope, cls: str, depth: i
         _owner, values = ctx.lookup(expr.id, scope)
         if any(v is not None and (_builds(v, cls) or _instance_of(ctx, v, scope, cls, depth - 1)) for v in values):
             return True
-        for n in bounded_walk(scope.node, 2000):
-            if isinstance(n, (ast.For, ast.AsyncFor)):
-                iterated = _loop_source(n.target, n.iter, expr.id)
-                if iterated is not None and _instance_of(ctx, iterated, scope, cls, depth - 1):
-                    return True
+        return any(_instance_of(ctx, iterated, scope, cls, depth - 1)
+                   for iterated in _loops_of(ctx, scope).get(expr.id, ()))
     return False
+
+
+def _loops_of(ctx: Analysis, scope: Scope) -> dict[str, list[ast.expr]]:
+    """name -> what the `for` loops of `scope` run it over (read once per scope)."""
+    table = ctx.memo.setdefault("loop_sources_by_scope", {})
+    found = table.get(id(scope.node))
+    if found is None:
+        found = table[id(scope.node)] = {}
+        for n in bounded_walk(scope.node, 4000):
+            if isinstance(n, (ast.For, ast.AsyncFor)):
+                target = n.target.elts[1] if isinstance(n.target, ast.Tuple) and len(n.target.elts) == 2 \
+                    else n.target
+                if isinstance(target, ast.Name):
+                    iterated = _loop_source(n.target, n.iter, target.id)
+                    if iterated is not None:
+                        found.setdefault(target.id, []).append(iterated)
+    return found
 
 
 def _loop_source(target: ast.expr, iterated: ast.expr, name: str) -> ast.expr | None:
