@@ -20,8 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
 
 
-# Tensor factories and samplers: their results are leaves without a gradient (unless
-# `requires_grad=True` is passed). Last attribute of the call, any framework.
 # An estimator's gradient of its loss with respect to the input (adversarial-robustness-toolbox's
 # `loss_gradient`, `class_gradient`: NumPy arrays or detached tensors).
 _GRADIENT_METHODS = frozenset({"loss_gradient", "class_gradient"})
@@ -39,6 +37,8 @@ def _first_order_gradient(ctx: Analysis, call: ast.Call, name: str) -> bool:
                    for k in call.keywords)
 
 
+# Tensor factories and samplers: their results are leaves without a gradient (unless
+# `requires_grad=True` is passed). Last attribute of the call, any framework.
 _NO_GRAD_FACTORIES = frozenset({
     "randn", "rand", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
     "zeros", "ones", "full", "empty", "eye", "arange", "range", "linspace", "logspace",

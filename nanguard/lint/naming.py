@@ -62,6 +62,7 @@ _MASK_WORDS = frozenset({"mask", "masks", "masked"})
 # `keep`, `non_pad`; not `valid_alignment`, `keep_prob`, `valid_loss`: values kept by a mask).
 _KEPT_WORDS = frozenset({"valid", "invalid", "nonpad", "notpad", "keep"})
 _KEPT_PAIRS = frozenset({("non", "pad"), ("not", "pad")})
+_CAMEL = re.compile(r"([a-z])([A-Z])")  # `srcMask` -> `src_Mask`
 _QUANTITY_WORDS = frozenset({
     "loss", "losses", "logit", "logits", "score", "scores", "prob", "probs", "alignment", "alignments",
     "weight", "weights", "pred", "preds", "prediction", "predictions", "feat", "feats", "feature",
@@ -79,9 +80,6 @@ def _mask_name(ident: str) -> bool:
     if not words or words[-1] in _QUANTITY_WORDS:
         return False
     return any(w in _KEPT_WORDS for w in words) or any(pair in _KEPT_PAIRS for pair in zip(words, words[1:]))
-
-
-_CAMEL = re.compile(r"([a-z])([A-Z])")
 
 
 def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:

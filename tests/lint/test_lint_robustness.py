@@ -188,3 +188,25 @@ def test_torch_max_with_an_int_is_a_reduction_not_a_guard():
     a, b = tree.body[1].value, tree.body[2].value
     assert not guarded_positive(ctx, a)
     assert guarded_positive(ctx, b)
+
+
+
+def test_an_in_process_run_gives_the_cyclic_collector_back(tmp_path):
+    # The run disables the collector between its own collections; the caller's setting comes
+    # back, and the findings are those of the file.
+    import gc
+
+    from nanguard.lint.rules import RULES
+    from nanguard.lint.runner import Task, run_tasks
+
+    path = tmp_path / "m.py"
+    path.write_text("import torch\ndef f(x, mask):\n    return x.sum() / mask.sum()\n")
+    task = Task(path=str(path), display="m.py", enabled=frozenset(RULES))
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            results = run_tasks([task], 1)
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+        assert [f.code for f in results[0].findings] == ["NG401"]

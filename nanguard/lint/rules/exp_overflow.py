@@ -11,7 +11,7 @@ from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
-from nanguard.lint.syntax import const_value, describe
+from nanguard.lint.syntax import callee_name, const_value, describe
 
 EXP_OF_LOG_SCALE = Rule(
     code="NG106",
@@ -121,10 +121,9 @@ def learned_parameter(ctx: Analysis, expr: ast.expr) -> bool:
         return False
     if "rho" in re.split(r"[_\d]+", e.attr.lower()):
         return True  # Bayes by backprop's `sigma = log1p(exp(self.rho_weight))`, made in a base class
-    for value in ctx.self_assigned.get(e.attr, ()):
-        if isinstance(value, ast.Call) and (value.func.attr if isinstance(value.func, ast.Attribute)
-                                            else getattr(value.func, "id", "")) in _PARAMETER_FACTORIES:
-            return True
+    if any(isinstance(v, ast.Call) and callee_name(v.func) in _PARAMETER_FACTORIES
+           for v in ctx.self_assigned.get(e.attr, ())):
+        return True
     for call, _scope, _nograd in ctx.calls:
         func, args = call.func, call.args
         if isinstance(func, ast.Attribute) and func.attr == "register_parameter" and args \
