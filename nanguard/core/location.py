@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
 import linecache
 import os
 import sysconfig
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Optional, Set
 
 # Where installed packages and the standard library live: code there is not the user's own.
 _LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for key in ("purelib", "platlib", "stdlib", "platstdlib")
                               if (p := sysconfig.get_paths().get(key))}))
 _LIBRARY_PARTS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def _module_files(*names: str) -> FrozenSet[str]:
+    found: Set[str] = set()
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            found.add(os.path.abspath(spec.origin))
+    return frozenset(found)
+
+
+# Frames that only pass a call through: the interpreter's launcher (``python -m``) and the
+# decorators that wrap a library function in Python (torch.distributed's functions are wrapped
+# by typing_extensions.deprecated; contextlib's and functools' wrappers). The user's line is
+# the caller's, never one of these files. Found without importing anything.
+PASS_THROUGH_FILES = _module_files("runpy", "contextlib", "functools", "typing", "typing_extensions", "warnings")
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-import runpy
 import sys
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
 import nanguard
-from nanguard.core.location import Frame
+from nanguard.core.location import PASS_THROUGH_FILES, Frame
 
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep
 # the seed stories ship inside the package but are user programs: their lines are the finding
 _STORIES_DIR = os.path.join(_NANGUARD_DIR, "stories") + os.sep
-_RUNPY = os.path.abspath(runpy.__file__)
 
 
 def _package_dir(name: str) -> Optional[str]:
@@ -43,14 +41,15 @@ _DIRS: tuple = ()
 
 
 def is_internal(filename: str) -> bool:
-    """True for files of JAX, its libraries, nanguard (outside its stories) and runpy."""
+    """True for files of JAX, its libraries, nanguard (outside its stories) and the launchers and
+    decorators that pass calls through (`PASS_THROUGH_FILES`)."""
     global _DIRS
     if not _DIRS or len(_DIRS) < len([n for n in _LIBRARIES if n in sys.modules]):
         _DIRS = _internal_dirs()
     path = os.path.abspath(filename)
     if path.startswith(_STORIES_DIR):
         return False
-    if path.startswith(_NANGUARD_DIR) or path == _RUNPY or filename.startswith("<frozen"):
+    if path.startswith(_NANGUARD_DIR) or path in PASS_THROUGH_FILES or filename.startswith("<frozen"):
         return True
     return path.startswith(_DIRS)
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import linecache
 import os
 import re
-import runpy
 import sys
 from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
 import nanguard
-from nanguard.core.location import Frame
+from nanguard.core.location import PASS_THROUGH_FILES, Frame
 
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep
 # the seed stories ship inside the package but are user programs: their lines are the finding
@@ -29,7 +28,6 @@ _LIBRARY_DIRS = tuple(
     if path
 )
 _SITE_KERAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tf.__file__))), "keras") + os.sep
-_LAUNCH = (os.path.abspath(runpy.__file__), os.path.abspath(__import__("contextlib").__file__))
 _CACHE: Dict[str, bool] = {}
 # autograph's call machinery: a converted tf.function calls tape.gradient through it
 _AUTOGRAPH_DIR = os.path.join(os.path.dirname(os.path.abspath(tf.__file__)), "python", "autograph") + os.sep
@@ -38,12 +36,12 @@ _AUTOGRAPH_DIR = os.path.join(os.path.dirname(os.path.abspath(tf.__file__)), "py
 def is_internal(filename: str) -> bool:
     """A frame of TensorFlow, Keras, nanguard itself, of autograph's converted copy of a
     ``tf.function`` (the user's own lines are found through TensorFlow's source map, see
-    `user_frame`), or of the interpreter's launch machinery."""
+    `user_frame`), or of the launchers and decorators that pass calls through."""
     hit = _CACHE.get(filename)
     if hit is None:
         path = os.path.abspath(filename) if not filename.startswith("<") else filename
         ours = path.startswith(_NANGUARD_DIR) and not path.startswith(_STORIES_DIR)
-        hit = (ours or path.startswith(_LIBRARY_DIRS) or path.startswith(_SITE_KERAS) or path in _LAUNCH
+        hit = (ours or path.startswith(_LIBRARY_DIRS) or path.startswith(_SITE_KERAS) or path in PASS_THROUGH_FILES
                or filename.startswith("<frozen") or "__autograph_generated_file" in filename)
         _CACHE[filename] = hit
     return hit

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 
@@ -153,13 +153,42 @@ def _wait(out: Any) -> None:
             wait()
 
 
+def sent_and_written(func: Any, args: tuple, kwargs: dict) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+    """(sent, written): the tensors a collective reads on this rank and those it writes.
+
+    c10d's schemas mark no argument as written, so its arguments are told apart by name: an
+    ``output*`` buffer only receives (its old contents, often ``torch.empty``'s garbage, are
+    never sent: judging them would call a NaN bit pattern in an unwritten buffer this rank's
+    own), ``input*`` only sends, and the ``tensors`` of an in-place collective (all_reduce,
+    broadcast) both send and receive, except those of ``recv``, which only receive. Other ops
+    (the functional collectives) write what their schema marks and send the rest."""
+    schema = getattr(func, "_schema", None)
+    if getattr(func, "namespace", "") != "c10d" or schema is None:
+        written = written_tensors(func, args, kwargs)
+        ids = {id(t) for t in written}
+        return [t for t in _tensors((args, kwargs)) if id(t) not in ids] or written, written
+    receives_only = "recv" in getattr(func, "__name__", "")
+    sent: List[torch.Tensor] = []
+    written = []
+    for i, argument in enumerate(schema.arguments):
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        tensors = _tensors(value)
+        if argument.name.startswith("output"):
+            written += tensors
+        elif argument.name.startswith("input"):
+            sent += tensors
+        else:
+            written += tensors
+            if not receives_only:
+                sent += tensors
+    return sent, written
+
+
 def live_collective(live: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run a collective for the live mode; report values that arrived non-finite through it."""
     act = live.act
-    written = written_tensors(func, args, kwargs)
-    ids = {id(t) for t in written}
-    sent = [_local(t) for t in _tensors((args, kwargs)) if id(t) not in ids] or [_local(t) for t in written]
-    finite_before = all_finite(sent)
+    sent, written = sent_and_written(func, args, kwargs)
+    finite_before = all_finite([_local(t) for t in sent])
     out = func(*args, **kwargs)
     if not finite_before or act.tripped:
         return out
@@ -211,7 +240,8 @@ def _received(act: "Activation", func: Any, got: Sequence[torch.Tensor], frame_o
 
 
 __all__ = ["COLLECTIVE", "CollectiveReached", "ROUTES", "SKIP", "collective_name", "live_collective",
-           "note_backward", "received", "refuse_collective", "replay_guard", "replay_special", "route", "watching"]
+           "note_backward", "received", "refuse_collective", "replay_guard", "replay_special", "route",
+           "sent_and_written", "watching"]
 
 
 # ------------------------------------------------------------------ collectives inside backward()

@@ -8,14 +8,13 @@ variable of the user's function alive.
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 from types import CodeType, FrameType
 from typing import Collection, List, Optional
 
 import torch
 
-from nanguard.core.location import Frame
+from nanguard.core.location import PASS_THROUGH_FILES, Frame
 from nanguard.core.opnames import op_base
 
 import nanguard
@@ -24,7 +23,6 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _NANGUARD_DIR = os.path.dirname(os.path.abspath(nanguard.__file__)) + os.sep
 # the seed stories ship inside the package but are user programs: their lines are the finding
 _STORIES_DIR = os.path.join(_NANGUARD_DIR, "stories") + os.sep
-_RUNPY = os.path.abspath(runpy.__file__)
 _INTERNAL_CACHE: dict = {}
 
 # Torch files that are machinery, not an API a user calls.
@@ -34,12 +32,12 @@ _TORCH_MACHINERY = ("utils/_python_dispatch.py", "_ops.py", "overrides.py", "aut
 
 
 def is_internal(filename: str) -> bool:
-    """A frame of torch, of nanguard itself, or of the interpreter's own launch machinery."""
+    """A frame of torch, of nanguard itself, or of a launcher or decorator that passes calls through."""
     hit = _INTERNAL_CACHE.get(filename)
     if hit is None:
         path = os.path.abspath(filename) if not filename.startswith("<") else filename
         ours = path.startswith(_NANGUARD_DIR) and not path.startswith(_STORIES_DIR)
-        hit = path.startswith(_TORCH_DIR) or ours or path == _RUNPY or filename.startswith("<frozen")
+        hit = path.startswith(_TORCH_DIR) or ours or path in PASS_THROUGH_FILES or filename.startswith("<frozen")
         _INTERNAL_CACHE[filename] = hit
     return hit
 

@@ -115,3 +115,17 @@ def test_a_finding_in_the_users_own_code_has_no_extra_call_site():
         torch.log(torch.zeros(2))
     assert d.report.user_call_site() is None
     assert "\n  from " not in d.report.format(color=False)
+
+
+@pytest.mark.parametrize("exhaustive", MODES)
+def test_a_deprecation_wrapper_between_the_user_and_the_op_is_not_the_users_line(exhaustive):
+    # torch.distributed's functions are wrapped by typing_extensions.deprecated, whose frame
+    # (typing_extensions.py) used to be reported as the user's line
+    typing_extensions = pytest.importorskip("typing_extensions")
+    # a torch function in Python, wrapped as torch.distributed's are
+    old_kl_div = typing_extensions.deprecated("use kl_div", category=DeprecationWarning)(nn.functional.kl_div)
+    with nanguard.detect(mode="record", exhaustive=exhaustive) as d, pytest.warns(DeprecationWarning):
+        old_kl_div(torch.zeros(2), torch.tensor([0.5, -1.0]), reduction="sum")   # log of a negative target
+        called_at = sys._getframe().f_lineno - 1
+    assert d.report is not None and d.report.line == called_at
+    assert d.report.file == __file__

@@ -7,7 +7,8 @@ up-projection is ColwiseParallel and down-projection RowwiseParallel, the log be
 DTensor op), "fsdp" (FSDP2 with fully_shard on each Linear and the root), "fsdpbw" (the same,
 the NaN made in the backward pass; "fsdpopt": an Adam step that makes NaN in the sharded
 parameters on every rank; "fsdpbig": rank 1's batch overflows l1, an FSDP unit), "ddp" (DistributedDataParallel, backward NaN) or "redist"
-(top-level DTensor code whose softmax all-gathers the shards), mode "default" or
+(top-level DTensor code whose softmax all-gathers the shards) or "rsbuf" (a top-level
+reduce_scatter into a buffer that holds NaN before it is written), mode "default" or
 "exhaustive", health "bad" (rank 1 makes a NaN at the line marked PLANT) or "good". Each runs
 two training steps under ``nanguard.detect(mode="record")`` on every rank and writes the
 report each rank kept (or null).
@@ -111,6 +112,18 @@ def redistribution(rank: int, bad: bool) -> list:
     return [float(v) for v in y.to_local().reshape(-1)[:1]]
 
 
+def reduce_scatter_into_a_stale_buffer(rank: int, bad: bool) -> list:
+    """reduce_scatter writes its output buffer without reading it; FSDP2's comes from new_empty,
+    whose old bytes may be a NaN pattern. Rank 0 sends only finite values, so a NaN in its
+    output came from rank 1 even though the buffer held NaN before the collective."""
+    buffer = torch.full((2,), float("nan"))
+    sent = torch.ones(4)
+    if bad and rank == 1:
+        sent = torch.log(sent - 2.0)  # PLANT-RSBUF
+    dist.reduce_scatter_tensor(buffer, sent)  # RECEIVED-RSBUF
+    return [float(v) for v in buffer]
+
+
 def ddp_model(rank: int, bad: bool) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
     torch.manual_seed(0)
@@ -120,9 +133,9 @@ def ddp_model(rank: int, bad: bool) -> nn.Module:
 def run(scenario: str, rank: int) -> dict:
     model_kind, mode, health = scenario.split("-")
     bad = health == "bad"
-    if model_kind == "redist":
+    if model_kind in ("redist", "rsbuf"):
         with nanguard.detect(mode="record", exhaustive=mode == "exhaustive") as d:
-            losses = redistribution(rank, bad)
+            losses = (redistribution if model_kind == "redist" else reduce_scatter_into_a_stale_buffer)(rank, bad)
         return {"report": d.report.to_dict() if d.report is not None else None, "losses": losses}
     if model_kind == "tp":
         model = tp_model(rank, bad)

@@ -77,3 +77,25 @@ def test_default_mode_of_a_multi_rank_run_locates_every_catalogued_bug_as_one_pr
     assert r is not None, case.name
     assert (r.phase, r.kind, r.op, r.node, r.module, r.line) == (case.phase, case.kind, case.op, case.node,
                                                                  case.module, case.line)
+
+
+def test_a_collectives_output_buffer_is_not_counted_as_sent():
+    # c10d marks no argument as written; an output buffer holds torch.empty's garbage (a NaN bit
+    # pattern at times), which must not make this rank's input look non-finite (a flaky FSDP2 run
+    # reported rank 0's received NaN as its own when reduce_scatter's new_empty buffer held NaN)
+    c10d = torch.ops.c10d
+    out, inp = torch.full((2,), float("nan")), torch.ones(4)
+    sent, written = collectives.sent_and_written(c10d._reduce_scatter_base_.default, (out, inp, None, None), {})
+    assert [t is inp for t in sent] == [True] and [t is out for t in written] == [True]
+    outs, ins = [[torch.empty(2), torch.empty(2)]], [torch.ones(2)]
+    sent, written = collectives.sent_and_written(c10d.allgather_.default, (outs, ins, None), {})
+    assert len(sent) == 1 and sent[0] is ins[0] and len(written) == 2
+    both = [torch.ones(3)]
+    sent, written = collectives.sent_and_written(c10d.allreduce_.default, (both, None, None, None), {})
+    assert sent == written == both    # in place: sent and received
+    sent, written = collectives.sent_and_written(c10d.recv_.default, (both, None, 1, 0), {})
+    assert (sent, written) == ([], both)
+    # a keyword argument is found by its name too
+    sent, written = collectives.sent_and_written(c10d._reduce_scatter_base_.default, (),
+                                                 {"output_tensor": out, "input_tensor": inp})
+    assert sent == [inp] and written == [out]

@@ -25,7 +25,7 @@ pytestmark = [
 WORKER = Path(__file__).with_name("sharded_worker.py")
 SCENARIOS = [f"{model}-{mode}-{health}" for model in ("tp", "fsdp") for mode in ("default", "exhaustive")
              for health in ("bad", "good")] + ["fsdpbw-default-bad", "fsdpbw-exhaustive-bad"] + \
-    [f"{model}-{mode}-{health}" for model in ("redist", "ddp", "fsdpopt", "fsdpbig") for mode in ("default", "exhaustive")
+    [f"{model}-{mode}-{health}" for model in ("redist", "ddp", "fsdpopt", "fsdpbig", "rsbuf") for mode in ("default", "exhaustive")
      for health in ("bad", "good")]
 
 
@@ -85,6 +85,15 @@ def test_a_nan_received_through_a_redistribution_inside_dtensor_dispatch_is_not_
     # rank 0's own shard gives a finite softmax, so its NaN came from rank 1
     assert (r0["rank"], r0["line"], r0["received_through"]) == (0, planted_line("RECEIVED-REDISTRIBUTE"),
                                                                 "redistribute")
+
+
+@pytest.mark.parametrize("mode", ["default", "exhaustive"])
+def test_a_nan_received_into_a_buffer_that_held_nan_before_the_collective_is_received_not_made(ranks, mode):
+    r0, r1 = (r[f"rsbuf-{mode}-bad"]["report"] for r in ranks)
+    assert (r1["rank"], r1["line"], r1["op"]) == (1, planted_line("PLANT-RSBUF"), "aten.log.default")
+    # the output buffer's old NaN is not what rank 0 sent: its input was finite
+    assert r0 is not None, "rank 0 received NaN through reduce_scatter and nothing was reported"
+    assert (r0["rank"], r0["line"], r0["received_through"]) == (0, planted_line("RECEIVED-RSBUF"), "reduce_scatter")
 
 
 @pytest.mark.parametrize("mode", ["default", "exhaustive"])
