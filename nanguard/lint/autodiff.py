@@ -16,6 +16,7 @@ module adds what a reader sees from the module as a whole:
   compute derivatives) and an optimizer's update hooks (`_resource_apply_dense`,
   `update_step`, ... of a class deriving from an `...Optimizer`), which run on gradients
   outside any tape, and the methods of a `...Dataset` class, which prepare inputs;
+* a module-level function passed as `metrics=` (Keras' `compile`) and never as `loss=`;
 * a function whose every use in the module is in such code (`_temme_series` reached only
   from a custom-gradient Bessel function, `_lamb_trust_ratio` only from a `@torch.no_grad()`
   step, a lazy property read only in a no-grad `sample`). A function the module never uses,
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 from nanguard.lint.autodiff_markers import (
     CUSTOM_DERIVATIVE, DATASET_SUFFIX, FUNCS, FUNCTION_BASES, FUNCTION_METHODS, GRADIENT_RULE_PARAMS,
     OPTIMIZER_HOOKS, RULE_CALLS, SOLVER_STEPS, callee, decorator_name, gradient_transformation_update,
-    last_identifier, mark_escape, names_a_metric, scalar_annotation,
+    last_identifier, mark_escape, names_a_metric, names_passed, scalar_annotation,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,6 +71,8 @@ class Autodiff:
         self._memo: dict[int, int] = {}
         self._param_memo: dict[tuple[int, str], bool] = {}
         self._stopped: set[int] = set()  # ids of expressions whose gradient is stopped right there
+        # names passed as `metrics=` (Keras' compile, Lightning/HF helpers) and as `loss=`
+        self._keyword_names: dict[str, set[str]] = {"metrics": set(), "loss": set()}
 
     # -- the index -----------------------------------------------------------------------------
 
@@ -107,6 +110,9 @@ class Autodiff:
                 elif name in ("detach", "stop_gradient") and isinstance(node.func, ast.Attribute):
                     self._stopped.add(id(node.func.value))  # `f(x).detach()`
                 rule = name in RULE_CALLS
+                for k in node.keywords:
+                    if k.arg in self._keyword_names:
+                        self._keyword_names[k.arg].update(names_passed(k.value))
                 for arg in list(node.args) + [k.value for k in node.keywords]:
                     if rule:
                         roles[id(arg)] = ("rule", node)
@@ -201,6 +207,8 @@ class Autodiff:
         if not self._built:
             self._build()
         where, owner = self.owner.get(id(fn), ("module", None))
+        if where == "module" and fn.name in self._keyword_names["metrics"] - self._keyword_names["loss"]:  # type: ignore[attr-defined]
+            return 2  # `compile(metrics=[rmse])`: Keras evaluates it (a function also passed as `loss=` is a loss)
         if where == "nested" and isinstance(owner, FUNCS) and any(
                 decorator_name(d) in CUSTOM_DERIVATIVE for d in owner.decorator_list):
             return 2  # the `grad_fn` a @tf.custom_gradient returns is its rule
@@ -316,9 +324,6 @@ class Autodiff:
             out.append((ref.call, ref.chain[-1] if ref.chain else None))
         return out
 
-    def _site_not_differentiated(self, ref: _Ref) -> bool:
-        return self._site(ref) > 0
-
     def parameter_gradient_free(self, fn: ast.AST, param: str) -> bool:
         """Can parameter `param` of function `fn` never carry a gradient?"""
         key = (id(fn), param)
@@ -353,7 +358,7 @@ class Autodiff:
             k = [a.arg for a in args.kwonlyargs].index(param)
             default = args.kw_defaults[k]
         for ref in refs:
-            if self._site_not_differentiated(ref):
+            if self._site(ref) > 0:
                 continue
             call = ref.call
             if ref.role != "call" or call is None:

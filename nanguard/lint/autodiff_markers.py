@@ -122,6 +122,13 @@ def names_a_metric(name: str) -> bool:
     return any(w in _METRIC_WORDS for w in words)
 
 
+def names_passed(value: ast.expr) -> set[str]:
+    """`f`, `[f, "mae"]`, `{"out": f}`: the names a keyword's value passes along."""
+    items = value.values if isinstance(value, ast.Dict) else \
+        value.elts if isinstance(value, (ast.List, ast.Tuple, ast.Set)) else [value]
+    return {i.id for i in items if isinstance(i, ast.Name)}
+
+
 def gradient_transformation_update(fn: ast.AST) -> bool:
     """`def update_fn(updates, state, params=None)`: the update of an optax-style gradient
     transformation. It maps gradients to parameter updates after autodiff has run, and the

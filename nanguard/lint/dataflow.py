@@ -234,3 +234,20 @@ def _reaches_only_nan_skipping(stmt: ast.AST, call: ast.Call, statements: list) 
     uses = [(s, n) for s in statements if s.lineno > stmt.lineno for n in _bounded_walk(s, 400)
             if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
     return bool(uses) and all(id(n) in _skipped_ids(s) for s, n in uses)
+
+
+def repaired_after_a_nan_test(ctx: Analysis, node: ast.AST) -> bool:
+    """Is the value `node` assigned to a name that the code later tests with isnan/isfinite and
+    then rewrites (torch-rechub's DIEN: `attn = softmax(scores)`, `nan_rows = attn.isnan().any(1)`,
+    `attn[nan_rows] = 1 / T`; or `attn = where(isnan(attn), 0, attn)`)? The code expects the
+    fully masked rows and repairs them."""
+    key = ctx.assigned_to.get(id(node))
+    line = getattr(node, "lineno", 0)
+    if key is None or "." in key:
+        return False
+    _, values = ctx.lookup(key)
+    rewritten = key in ctx.scope.mutations or any(v is not None and v.lineno > line for v in values)
+    return rewritten and any(
+        isinstance(c, ast.Call) and c.lineno > line and callee_name(c.func) in _NAN_TESTS
+        and any(name_key(a) == key for a in [*c.args, getattr(c.func, "value", None)] if a is not None)
+        for c in _bounded_walk(ctx.scope.node, 4000))

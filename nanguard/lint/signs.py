@@ -326,3 +326,47 @@ def _min_max_operands(ctx: Analysis, expr: ast.expr, op: str) -> set[str] | None
         return None
     first, other = oc.operand(0, "input", "x", "x1"), oc.operand(1, "other", "y", "x2")
     return None if first is None or other is None else {ast.dump(first), ast.dump(other)}
+
+
+# Ops whose result is bounded whatever their input: |acos| <= pi, |asin|, |atan| <= pi/2.
+_BOUNDED_OPS = {"acos": 3.1416, "arccos": 3.1416, "asin": 1.5708, "arcsin": 1.5708, "atan": 1.5708,
+                "arctan": 1.5708, "tanh": 1.0, "sigmoid": 1.0, "sin": 1.0, "cos": 1.0, "softmax": 1.0,
+                "cosine_similarity": 1.0}
+
+
+def magnitude_bound(ctx: Analysis, expr: ast.expr, depth: int = 6) -> float | None:
+    """A number that |expr| cannot exceed, read from bounded ops and constant arithmetic
+    (`acos(a) - acos(b)` is within 2*pi, `0.5 * tanh(x)` within 0.5), else None."""
+    if depth < 0:
+        return None
+    v = const_value(expr)
+    if v is not None:
+        return abs(v)
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        return magnitude_bound(ctx, expr.operand, depth - 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        left = magnitude_bound(ctx, expr.left, depth - 1)
+        if isinstance(expr.op, ast.Div):
+            d = const_value(expr.right)
+            return left / abs(d) if left is not None and d else None
+        right = magnitude_bound(ctx, expr.right, depth - 1)
+        if left is None or right is None:
+            return None
+        return left * right if isinstance(expr.op, ast.Mult) else left + right
+    if isinstance(expr, ast.Name):
+        value = ctx.value_of(expr)
+        return magnitude_bound(ctx, value, depth - 1) if value is not None else None
+    if not isinstance(expr, ast.Call):
+        return None
+    inner = strip_wrappers(ctx, expr)
+    if inner is not expr:
+        return magnitude_bound(ctx, inner, depth - 1)
+    oc = ctx.op(expr)
+    name = oc.op if oc is not None else last_identifier(expr.func)
+    if name in _BOUNDED_OPS:
+        return _BOUNDED_OPS[name]
+    if oc is not None and oc.op == "clamp":
+        low, high = oc.operand(1, "min", "clip_value_min"), oc.operand(2, "max", "clip_value_max")
+        lo, hi = (const_value(b) if b is not None else None for b in (low, high))
+        return max(abs(lo), abs(hi)) if lo is not None and hi is not None else None
+    return None

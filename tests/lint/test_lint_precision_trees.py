@@ -742,6 +742,54 @@ NEGATIVES = [
             weights = torch.exp(torch.linspace(-eta, 0, n_window))
             return weights / weights.sum()
     """),
+    # escnn's pooling: a Gaussian kernel over an arange/meshgrid grid, sigma a Python number
+    # (it goes through round()); no data enters the exponent.
+    ("NG901", """\
+        def gaussian_filter(sigma):
+            filter_size = 2 * int(round(3 * sigma)) + 1
+            grid_x, grid_y, grid_z = torch.meshgrid([torch.arange(filter_size)] * 3, indexing='ij')
+            grid = torch.stack([grid_x, grid_y, grid_z], dim=-1)
+            mean = (filter_size - 1) / 2.
+            variance = sigma ** 2.
+            r = -torch.sum((grid - mean) ** 2., dim=-1, dtype=torch.get_default_dtype())
+            _filter = torch.exp(r / (2 * variance))
+            _filter /= torch.sum(_filter)
+            return _filter
+    """),
+    # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
+    ("NG401", """\
+        def fenchel_dual_loss(E_pos, N):
+            mask = torch.eye(N).cuda()
+            return (E_pos * mask).sum() / mask.sum()
+    """),
+    # stellargraph's demo: a function passed only as a Keras metric is evaluated, never differentiated.
+    ("NG302", """\
+        import tensorflow.keras.backend as K
+
+        def root_mean_square_error(s_true, s_pred):
+            return K.sqrt(K.mean(K.pow(s_true - s_pred, 2)))
+
+        def build(model):
+            model.compile(optimizer="adam", loss="mse", metrics=[root_mean_square_error, "mae"])
+    """),
+    # cornac's IBPR: the sigmoid's argument is a difference of two angles, within 2 pi.
+    ("NG102", """\
+        def ibpr_loss(u, i, j):
+            score_i = torch.acos(torch.clamp(torch.sum(u * i, dim=1), -1 + 1e-7, 1 - 1e-7))
+            score_j = torch.acos(torch.clamp(torch.sum(u * j, dim=1), -1 + 1e-7, 1 - 1e-7))
+            loss = -torch.log(torch.sigmoid(score_j - score_i)).sum()
+            loss.backward()
+    """),
+    # torch-rechub's DIEN: the fully masked rows are found with isnan and rewritten.
+    ("NG701", """\
+        def attention(scores, mask):
+            scores = scores.masked_fill(~mask, float('-inf'))
+            attn = torch.softmax(scores, dim=1)
+            nan_rows = attn.isnan().any(dim=1)
+            if nan_rows.any():
+                attn[nan_rows] = 1.0 / attn.size(1)
+            return attn
+    """),
     # scenic/maxtext: Python numbers from a config or a shape raise ZeroDivisionError, never NaN.
     ("NG401", """\
         def tokens_per_frame(ntok, temp_encoding):
@@ -1474,6 +1522,59 @@ EDGE_DISTANCE = """\
 
 
 POSITIVES = [
+    # ... the complement of an identity is empty for a batch of one.
+    ("NG401", """\
+        def fenchel_dual_loss(E_neg, N):
+            n_mask = 1 - torch.eye(N).cuda()
+            return (E_neg * n_mask).sum() / n_mask.sum()
+    """),
+    # ... a function passed as the loss too is differentiated.
+    ("NG302", """\
+        import tensorflow.keras.backend as K
+
+        def root_mean_square_error(s_true, s_pred):
+            return K.sqrt(K.mean(K.pow(s_true - s_pred, 2)))
+
+        def build(model):
+            model.compile(optimizer="adam", loss=root_mean_square_error, metrics=[root_mean_square_error])
+    """),
+    # ... a cosine over a temperature is not bounded enough (1 / 0.05 = 20), nor are distances.
+    ("NG103", """\
+        def tempered(a, b):
+            loss = -torch.log(1 - torch.sigmoid(torch.cosine_similarity(a, b) / 0.05)).sum()
+            loss.backward()
+    """),
+    ("NG102", """\
+        def coe_loss(u, i, j):
+            loss = -torch.log(torch.sigmoid(torch.norm(u - j, dim=1) - torch.norm(u - i, dim=1))).sum()
+            loss.backward()
+    """),
+    # ... a NaN test that only asserts repairs nothing.
+    ("NG701", """\
+        def attention(scores, mask):
+            scores = scores.masked_fill(~mask, float('-inf'))
+            attn = torch.softmax(scores, dim=1)
+            assert not torch.isnan(attn).any()
+            return attn
+    """),
+    # ... a kernel whose exponent takes data (a parameter an op reduces, or one multiplying the
+    # grid) still overflows or underflows: exp(-d**2) of large distances is 0/0.
+    ("NG901", """\
+        def soft_assign(d, sigma):
+            w = torch.exp(-torch.sum(d ** 2, dim=-1) / (2 * sigma ** 2))
+            return w / w.sum()
+    """),
+    ("NG901", """\
+        def scaled_grid(x, n):
+            e = torch.exp(x * torch.arange(n))
+            return e / e.sum()
+    """),
+    ("NG901", """\
+        def halves(x):
+            a, b = torch.split(x, 2)
+            e = torch.exp(a)
+            return e / e.sum()
+    """),
     # ... a torch scaler (nothing turns its statistics back from NumPy) fitted on a batch of one.
     ("NG801", """\
         class UnitGaussianNormalizer(object):

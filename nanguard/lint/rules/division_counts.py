@@ -4,7 +4,8 @@ A division by a mask's count is a risk because the mask can select nothing. Thes
 cannot: a row's maximum equals itself, an index matches itself in its transposed copy, a
 dataset split holds examples, a block of ones is concatenated in, sparsemax's support holds
 the largest entry, a loop counter starts at 1, a game's legal actions, every axis of a
-one-hot, a tensor compared with its own distinct values, the steps an episode batch stored.
+one-hot, a tensor compared with its own distinct values, the steps an episode batch stored,
+an identity matrix's diagonal.
 And a ratio written only to the entries its count counts lands nowhere when the count is 0.
 """
 
@@ -27,7 +28,7 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
     return _counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or _matches_itself(ctx, mask) \
         or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask) \
         or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask) or _one_of_its_values(ctx, mask) \
-        or _stored_steps(ctx, mask)
+        or _stored_steps(ctx, mask) or _identity(ctx, mask)
 
 
 def _from_step(index: ast.AST | None, first: int) -> bool:
@@ -157,6 +158,13 @@ def _support_of_a_distribution(ctx: Analysis, mask: ast.expr) -> bool:
 # A name made of the word probs/probabilities (`probs`, `probs_sorted`, `self.probs`): a distribution's
 # probability vector.
 _PROBABILITIES = re.compile(r"(^|_)(probs|probabilities)(_|$)", re.IGNORECASE)
+
+
+def _identity(ctx: Analysis, mask: ast.expr) -> bool:
+    """`mask = torch.eye(N).cuda()` (a contrastive loss's positives): the diagonal holds N ones.
+    Its complement `1 - eye(N)` is not one of these: it is empty for a batch of one."""
+    m = strip_wrappers(ctx, ctx.resolve(mask))
+    return isinstance(m, ast.Call) and callee_name(m.func) in ("eye", "identity")
 
 
 def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:

@@ -17,7 +17,7 @@ from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.dataflow import names_in
 from nanguard.lint.patterns import selected_from, strip_wrappers, tensor_literal
-from nanguard.lint.signs import below_by_enclosing_if, is_max_like, nonpositive_by_construction
+from nanguard.lint.signs import below_by_enclosing_if, is_max_like, magnitude_bound, nonpositive_by_construction
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.rules.exp_overflow import learned_parameter
 from nanguard.lint.shapes import square_base
@@ -219,6 +219,12 @@ def _one_minus_tanh_squared(ctx: Analysis, expr: ast.expr) -> OpCall | None:
     return t if t is not None and t.op == "tanh" else None
 
 
+def _sigmoid_argument_bounded(ctx: Analysis, sig: OpCall, limit: float) -> bool:
+    """Is the sigmoid's argument within +-`limit` by construction (bounded ops, constants)?"""
+    bound = magnitude_bound(ctx, sig.input) if sig.input is not None else None
+    return bound is not None and bound <= limit
+
+
 def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
     """(sigmoid call, direct?) for `1 - sigmoid(x)`."""
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1:
@@ -311,6 +317,8 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
             ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + where, "log_softmax", fix)
             return
         if inner.op == "sigmoid":
+            if _sigmoid_argument_bounded(ctx, inner, 15.0):
+                return  # sigmoid(acos(a) - acos(b)) >= sigmoid(-2 pi): never 0, even in float16
             fix = (lambda src, o=oc, i=inner: fixes.log_sigmoid_fix(src, ctx.spell, o, i, False)) \
                 if direct else None
             ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + where, "log_sigmoid", fix)
@@ -333,6 +341,8 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         if expr is None:
             continue
         sig, sig_direct = _one_minus_sigmoid(ctx, expr)
+        if sig is not None and _sigmoid_argument_bounded(ctx, sig, 7.0):
+            return  # 1 - sigmoid(x) for |x| <= 7 stays above float16's rounding of 1
         if sig is not None:
             fix = None
             if sig_direct and expr is arg:

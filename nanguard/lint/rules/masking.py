@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.dataflow import repaired_after_a_nan_test
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
@@ -285,7 +286,7 @@ def check_masked_softmax(ctx: Analysis, oc: OpCall) -> None:
     if x is None or id(oc.node) in ctx.sanitised:
         return
     source = neg_inf_source(ctx, x, oc.node)
-    if source is None or _row_guarded(ctx, source, oc.node):
+    if source is None or _row_guarded(ctx, source, oc.node) or repaired_after_a_nan_test(ctx, oc.node):
         return
     where = f" (filled on line {source.lineno})" if source.lineno != oc.node.lineno else ""  # type: ignore
     fn = "nanguard.log_softmax" if oc.op == "log_softmax" else "nanguard.softmax"

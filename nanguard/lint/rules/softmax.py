@@ -11,7 +11,7 @@ from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import bounded_walk, last_identifier
+from nanguard.lint.syntax import bounded_walk, const_value, last_identifier
 
 NAIVE_SOFTMAX = Rule(
     code="NG901",
@@ -25,7 +25,8 @@ NAIVE_SOFTMAX = Rule(
 ->  p = torch.softmax(scores, dim=-1)          # nanguard.softmax(scores, -1, mask=m) with a mask
 
 Not reported when the exponent has the maximum subtracted (`x - x.max(-1, keepdim=True)
-.values`, `x - m`), or is otherwise bounded above.""",
+.values`, `x - m`), or is otherwise bounded above, or takes no data (fixed weights over an
+`arange`/`linspace`/`meshgrid` grid, such as a Gaussian kernel).""",
 )
 
 RULES = [NAIVE_SOFTMAX]
@@ -73,9 +74,100 @@ def check_naive_softmax(ctx: Analysis, node) -> None:
 
 
 def _grid(ctx: Analysis, expr: ast.expr) -> bool:
-    """`exp(linspace(-eta, 0, n))`: fixed weights over a grid, not data."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
-    return isinstance(e, ast.Call) and last_identifier(e.func) in ("linspace", "arange", "logspace")
+    """Fixed weights over a grid, not data: `exp(linspace(-eta, 0, n))`, or a Gaussian kernel
+    `exp(-sum((stack(meshgrid(arange(n))) - c) ** 2, -1) / (2 * sigma ** 2))`: every tensor the
+    exponent is built from is a grid factory's, and the function's parameters enter only as
+    numbers beside it (a parameter that an op reduces or reshapes may be data)."""
+    return _kind(ctx, strip_wrappers(ctx, ctx.resolve(expr)), 16) == "grid"
+
+
+_GRID_FACTORIES = frozenset({"linspace", "arange", "logspace", "meshgrid"})
+_NUMBER_BUILTINS = frozenset({"int", "float", "round"})
+
+
+def _kind(ctx: Analysis, expr: ast.expr, depth: int) -> str:
+    """"grid" (built from a grid factory), "number" (constants and Python numbers), "param" (a
+    name not assigned here, or numbers made with one) or "data"."""
+    if depth < 0:
+        return "data"
+    if const_value(expr) is not None:
+        return "number"
+    if isinstance(expr, ast.Name):
+        value = ctx.value_of(expr)
+        if value is None:
+            value = _unpacked(ctx).get(expr.id)  # `gx, gy = meshgrid(...)`
+        if value is not None:
+            return _kind(ctx, value, depth - 1)
+        return "number" if expr.id in _python_numbers(ctx) else "param"
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return _combine([_kind(ctx, e, depth - 1) for e in expr.elts])
+    if isinstance(expr, ast.Starred):
+        return _kind(ctx, expr.value, depth - 1)
+    if isinstance(expr, ast.UnaryOp):
+        return _kind(ctx, expr.operand, depth - 1)
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.left, (ast.List, ast.Tuple)):  # `[arange(n)] * d`
+            return _kind(ctx, expr.left, depth - 1)
+        kinds = [_kind(ctx, expr.left, depth - 1), _kind(ctx, expr.right, depth - 1)]
+        return "data" if "grid" in kinds and "param" in kinds else _combine(kinds)  # `x * grid`: x may be data
+    if not isinstance(expr, ast.Call):
+        return "data"
+    name = last_identifier(expr.func)
+    if name in _GRID_FACTORIES:
+        return "grid"
+    if isinstance(expr.func, ast.Name) and name in _NUMBER_BUILTINS:
+        return "number"
+    oc = ctx.op(expr)
+    operand = oc.input if oc is not None else None
+    if operand is None and isinstance(expr.func, ast.Attribute) and not _module_attribute(ctx, expr.func):
+        operand = expr.func.value  # `grid_x.repeat(n).view(n, n)`, `grid_x.t()`: the receiver
+    elif operand is None and expr.args:
+        operand = expr.args[0]  # `torch.stack([gx, gy], dim=-1)`
+    if operand is None:
+        return "data"
+    kind = _kind(ctx, operand, depth - 1)
+    return "data" if kind == "param" else kind  # an op's tensor operand taken from a parameter: data
+
+
+def _unpacked(ctx: Analysis) -> dict:
+    """Names the current function binds once, by unpacking a call's result: name -> the call."""
+    key = f"unpacked:{id(ctx.scope.node)}"
+    if key not in ctx.memo:
+        found: dict = {}
+        for stmt in bounded_walk(ctx.scope.node, 4000):
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+                for target in stmt.targets:
+                    for n in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else ()):
+                        if isinstance(n, ast.Name):
+                            found[n.id] = None if n.id in found else stmt.value
+        ctx.memo[key] = {name: value for name, value in found.items()
+                         if value is not None and len(ctx.lookup(name)[1]) == 1}
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _python_numbers(ctx: Analysis) -> frozenset:
+    """Names the current function passes to `int`, `float` or `round`: Python numbers there."""
+    key = f"python_numbers:{id(ctx.scope.node)}"
+    if key not in ctx.memo:
+        ctx.memo[key] = frozenset(
+            n.id for call in bounded_walk(ctx.scope.node, 4000)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in _NUMBER_BUILTINS
+            for arg in call.args for n in ast.walk(arg) if isinstance(n, ast.Name))
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _combine(kinds: list) -> str:
+    for kind in ("data", "grid", "param"):
+        if kind in kinds:
+            return kind
+    return "number"
+
+
+def _module_attribute(ctx: Analysis, func: ast.Attribute) -> bool:
+    root = func.value
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in ctx.imports.aliases
 
 
 def _normalised_before(ctx: Analysis, node: ast.AugAssign, exp: OpCall) -> bool:
