@@ -2408,6 +2408,15 @@ POSSIBLE_ONLY = [
         def _state_to_observation(self, state):
             return 1.0 - jnp.sum(state.targets.found) / self.generator.num_targets
     """),
+    # LPCNet's encoder: a count from the command line (or a config) is the user's setting.
+    ("NG401", """\
+        def quantizer_ids(args, q0, q1):
+            return q1 + (q0 - q1) * np.arange(args.num_redundancy_frames // 2) / args.num_redundancy_frames
+    """),
+    ("NG401", """\
+        def per_layer(total_loss, cfg):
+            return total_loss.sum() / cfg.data.num_items
+    """),
     # transformers' openfold residue constants: the law of cosines on a table of bond lengths
     # and angles. Elementwise, a² + b² - 2ab·cos g is exactly 0 at a == b, g == 0 and rounds
     # negative only for nearly equal inputs.

@@ -11,18 +11,12 @@ from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_name
 from nanguard.lint.dataflow import (
-    counts_own_finite_entries,
-    incremented_before,
-    nan_handled_next,
-    returned_to_nan_skipping_callers,
+    counts_own_finite_entries, incremented_before, nan_handled_next, returned_to_nan_skipping_callers,
 )
 from nanguard.lint.patterns import guarded_positive, strip_wrappers
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
-    counts_at_least_one,
-    counts_from_one,
-    stored_only_where_selected,
-    whole_one_hot,
+    counts_at_least_one, counts_from_one, stored_only_where_selected, whole_one_hot,
 )
 from nanguard.lint.rules.division_guards import count_checked, inside_a_loop_of, selected_where_nonzero
 from nanguard.lint.scope import name_key
@@ -226,12 +220,17 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
     return False
 
 
+# Objects that hold settings: `args.num_frames` is what the command line or config says.
+_SETTINGS = frozenset({"self", "args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "flags", "FLAGS"})
+
+
 def _held_by_self(expr: ast.expr) -> bool:
-    """`self.num_items`, `self.generator.num_targets`: set by the object's other methods."""
+    """`self.num_items`, `self.generator.num_targets`: set by the object's other methods;
+    `args.num_redundancy_frames`, `cfg.model.num_layers`: set by the command line or config."""
     while isinstance(expr, ast.Attribute):
         expr = expr.value
         if isinstance(expr, ast.Name):
-            return expr.id == "self"
+            return expr.id in _SETTINGS
     return False
 
 
