@@ -107,9 +107,10 @@ def scalar_annotation(ann: ast.expr | None) -> bool:
     return False
 
 
-# Metrics computed from counts or thresholded predictions: nothing differentiates them (unlike
-# IoU, Dice or an RMSE, which are also losses, and so are not listed).
-_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc"})
+# Metrics computed from counts or thresholded predictions, and PSNR (a loss built on it is named
+# one: `PSNRLoss`, `psnr_loss`): nothing differentiates them (unlike IoU, Dice, SSIM or an RMSE,
+# which are also losses, and so are not listed).
+_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc", "psnr"})
 _NUMERIC_FORMAT = frozenset({"mixed", "half", "full", "single", "double", "fp16", "bf16", "fp32", "amp"})
 
 

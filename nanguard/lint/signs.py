@@ -64,9 +64,9 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 5) -> int:
         if isinstance(op, ast.Pow):
             p = const_value(expr.right)
             return 1 if p is not None and p == int(p) and int(p) % 2 == 0 else 0
-        a, b = sign_of(ctx, expr.left, depth - 1), sign_of(ctx, expr.right, depth - 1)
         if isinstance(op, (ast.Mult, ast.Div)):
-            return a * b
+            return _product_sign(ctx, expr, depth)
+        a, b = sign_of(ctx, expr.left, depth - 1), sign_of(ctx, expr.right, depth - 1)
         if isinstance(op, ast.Add):
             return a if a == b else 0
         if isinstance(op, ast.Sub):
@@ -94,6 +94,24 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 5) -> int:
     # A name reassigned before this use (`x = tf.math.abs(x)` then `exp(-x)`): its last value.
     value = ctx.value_of(expr) or ctx.last_value(expr)
     return sign_of(ctx, value, depth - 1) if value is not None and value is not expr else 0
+
+
+def _product_sign(ctx: Analysis, expr: ast.BinOp, depth: int) -> int:
+    """The sign of a product or quotient from its factors: a factor that appears an even number of
+    times is a square (`x * x`, `2.0 * sigma * sigma`), the others give their own signs."""
+    factors: dict[str, list] = {}
+    stack: list[ast.expr] = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.Div)):
+            stack += [e.left, e.right]
+        else:
+            factors.setdefault(ast.dump(e), []).append(e)
+    sign = 1
+    for same in factors.values():
+        if len(same) % 2:
+            sign *= sign_of(ctx, same[0], depth - 1)
+    return sign
 
 
 def _where_sign(ctx: Analysis, oc: OpCall, depth: int) -> int:

@@ -756,6 +756,30 @@ NEGATIVES = [
             _filter /= torch.sum(_filter)
             return _filter
     """),
+    # lama's distance weighting: a Gaussian kernel whose size goes to arange() and whose width
+    # defaults to a number.
+    ("NG901", """\
+        def get_gauss_kernel(kernel_size, width_factor=1):
+            coords = torch.stack(torch.meshgrid(torch.arange(kernel_size), torch.arange(kernel_size)), dim=0).float()
+            diff = torch.exp(-((coords - kernel_size // 2) ** 2).sum(0) / kernel_size / width_factor)
+            diff /= diff.sum()
+            return diff
+    """),
+    # pyiqa's fspecial: -(x*x + y*y) / (2 sigma sigma) is <= 0 (squares, however spelled).
+    ("NG901", """\
+        def fspecial(m, n, sigma):
+            y, x = np.ogrid[-m:m + 1, -n:n + 1]
+            h = np.exp(-(x * x + y * y) / (2.0 * sigma * sigma))
+            h /= h.sum()
+            return h
+    """),
+    # MPRNet's PSNR: a metric (a loss built on it says so: `PSNRLoss`).
+    ("NG302", """\
+        def torchPSNR(tar_img, prd_img):
+            imdff = torch.clamp(prd_img, 0, 1) - torch.clamp(tar_img, 0, 1)
+            rmse = (imdff ** 2).mean().sqrt()
+            return 20 * torch.log10(1 / rmse)
+    """),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1522,6 +1546,17 @@ EDGE_DISTANCE = """\
 
 
 POSITIVES = [
+    # ... a product with an odd power of an unknown factor has no sign; a PSNR loss is a loss.
+    ("NG901", """\
+        def weights(x, y, s):
+            h = np.exp(-(x * x + y * y) / (2.0 * s * s * s))
+            return h / h.sum()
+    """),
+    ("NG302", """\
+        def psnr_loss(tar_img, prd_img):
+            rmse = ((prd_img - tar_img) ** 2).mean().sqrt()
+            return -20 * torch.log10(1 / rmse)
+    """),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\
         def fenchel_dual_loss(E_neg, N):

@@ -146,13 +146,23 @@ def _unpacked(ctx: Analysis) -> dict:
 
 
 def _python_numbers(ctx: Analysis) -> frozenset:
-    """Names the current function passes to `int`, `float` or `round`: Python numbers there."""
+    """Names the current function uses as Python numbers: passed to `int`, `float` or `round`,
+    given as a grid's size (`arange(kernel_size)`), or parameters defaulting to a number."""
     key = f"python_numbers:{id(ctx.scope.node)}"
     if key not in ctx.memo:
-        ctx.memo[key] = frozenset(
-            n.id for call in bounded_walk(ctx.scope.node, 4000)
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in _NUMBER_BUILTINS
-            for arg in call.args for n in ast.walk(arg) if isinstance(n, ast.Name))
+        fn = ctx.scope.node
+        found = {n.id for call in bounded_walk(fn, 4000)
+                 if isinstance(call, ast.Call) and (
+                     isinstance(call.func, ast.Name) and call.func.id in _NUMBER_BUILTINS
+                     or last_identifier(call.func) in ("arange", "linspace", "range"))
+                 for arg in call.args for n in ast.walk(arg) if isinstance(n, ast.Name)}
+        args = getattr(fn, "args", None)
+        if args is not None:
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            found |= {a.arg for a, d in pairs if isinstance(d, ast.Constant) and type(d.value) in (int, float)}
+        ctx.memo[key] = frozenset(found)
     return ctx.memo[key]  # type: ignore[no-any-return]
 
 
