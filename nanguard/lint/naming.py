@@ -83,7 +83,7 @@ def _mask_name(ident: str) -> bool:
 
 
 def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
-    """A boolean/0-1 tensor: a comparison, `~m`, `m1 & m2`, `tf.not_equal(...)`, a name like `mask`."""
+    """A boolean/0-1 tensor: a comparison, `~m`, `m1 & m2`, `m1 * m2`, `tf.not_equal(...)`, a name like `mask`."""
     e = strip_wrappers(ctx, expr)
     if isinstance(e, ast.Compare):
         return True
@@ -91,6 +91,8 @@ def is_mask_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         return is_mask_like(ctx, e.operand, depth)
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.BitAnd, ast.BitOr)):
         return is_mask_like(ctx, e.left, depth) or is_mask_like(ctx, e.right, depth)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+        return is_mask_like(ctx, e.left, depth) and is_mask_like(ctx, e.right, depth)  # `(y == 1) * attention_mask`
     oc = ctx.op(e)
     if oc is not None and oc.op == "compare":
         return True

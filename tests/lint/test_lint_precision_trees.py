@@ -780,6 +780,12 @@ NEGATIVES = [
             rmse = (imdff ** 2).mean().sqrt()
             return 20 * torch.log10(1 / rmse)
     """),
+    # A mask times weights is a weighting, not a mask: its sum is a total weight.
+    ("NG401", """\
+        def weighted_mean(x, w):
+            weights = (x > 0) * w
+            return (x * weights).sum() / weights.sum()
+    """),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1556,6 +1562,19 @@ POSITIVES = [
         def psnr_loss(tar_img, prd_img):
             rmse = ((prd_img - tar_img) ** 2).mean().sqrt()
             return -20 * torch.log10(1 / rmse)
+    """),
+    # ... a product of two masks is a mask (DiffCSE's replaced tokens: none were replaced), and
+    # count_nonzero counts whatever it is given (cornac's BEACON: a row without positives).
+    ("NG401", """\
+        def electra_acc(prediction, e_labels, attention_mask):
+            rep = (e_labels == 1) * attention_mask
+            return float((prediction * rep).sum() / rep.sum())
+    """),
+    ("NG401", """\
+        def pos_weight(y):
+            nb_pos = torch.count_nonzero(y, dim=1)
+            nb_neg = torch.count_nonzero(1 - y, dim=1)
+            return nb_neg.float() / nb_pos.float()
     """),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\

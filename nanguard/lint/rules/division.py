@@ -335,8 +335,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 continue
             if whole_one_hot(ctx, oc, mask):
                 continue  # `reduce_sum(one_hot(index, depth))`: one per index, 0 only for no index
-            if is_mask_like(ctx, mask) and not counts_at_least_one(ctx, mask):
-                return "counts a mask and is 0 when nothing is selected", None
+            if (is_mask_like(ctx, mask) or oc.op == "count_nonzero") and not counts_at_least_one(ctx, mask):
+                return "counts a mask and is 0 when nothing is selected", None  # count_nonzero(y): 0 for zeros
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
                 and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not counts_at_least_one(ctx, c.args[0], split_only=True):
