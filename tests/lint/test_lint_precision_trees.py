@@ -786,6 +786,35 @@ NEGATIVES = [
             weights = (x > 0) * w
             return (x * weights).sum() / weights.sum()
     """),
+    # EVA-CLIP's ViT: the blocks pass their attention mask on, and the model never gives one.
+    ("NG701", """\
+        class Attention(nn.Module):
+            def forward(self, x, rel_pos_bias=None, attn_mask=None):
+                attn = x @ x.transpose(-2, -1)
+                if attn_mask is not None:
+                    attn_mask = attn_mask.bool()
+                    attn = attn.masked_fill(~attn_mask[:, None, None, :], float("-inf"))
+                attn = attn.softmax(dim=-1)
+                return attn @ x
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attention()
+
+            def forward(self, x, rel_pos_bias=None, attn_mask=None):
+                return x + self.attn(x, rel_pos_bias=rel_pos_bias, attn_mask=attn_mask)
+
+        class Model(nn.Module):
+            def __init__(self, depth):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block() for i in range(depth)])
+
+            def forward(self, x, pad_mask=None):
+                for blk in self.blocks:
+                    x = blk(x, rel_pos_bias=None)
+                return x
+"""),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1576,6 +1605,35 @@ POSITIVES = [
             nb_neg = torch.count_nonzero(1 - y, dim=1)
             return nb_neg.float() / nb_pos.float()
     """),
+    # ... the same model passing its caller's padding mask: the caller's, a finding.
+    ("NG701", """\
+        class Attention(nn.Module):
+            def forward(self, x, rel_pos_bias=None, attn_mask=None):
+                attn = x @ x.transpose(-2, -1)
+                if attn_mask is not None:
+                    attn_mask = attn_mask.bool()
+                    attn = attn.masked_fill(~attn_mask[:, None, None, :], float("-inf"))
+                attn = attn.softmax(dim=-1)
+                return attn @ x
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attention()
+
+            def forward(self, x, rel_pos_bias=None, attn_mask=None):
+                return x + self.attn(x, rel_pos_bias=rel_pos_bias, attn_mask=attn_mask)
+
+        class Model(nn.Module):
+            def __init__(self, depth):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block() for i in range(depth)])
+
+            def forward(self, x, pad_mask=None):
+                for blk in self.blocks:
+                    x = blk(x, rel_pos_bias=None, attn_mask=pad_mask)
+                return x
+"""),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\
         def fenchel_dual_loss(E_neg, N):

@@ -15,6 +15,7 @@ import re
 
 from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import conditions_at
 from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import positions_from_zero, source_of
 from nanguard.lint.rules.passed_masks import every_value_keeps_rows
@@ -70,9 +71,27 @@ def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 3) -> boo
         return False
     if _keeps_as_written(ctx, mask):
         return True
-    base = _base_name(mask)
+    # `~attn_mask[:, None]` fills where the mask is False: a value passed for it is read the other
+    # way round, so only calls that leave it at None (no mask at all) count
+    inverted = isinstance(mask, ast.UnaryOp) and isinstance(mask.op, ast.Invert)
+    base = _base_name(mask.operand if isinstance(mask, ast.UnaryOp) and inverted else mask)
     return base is not None and depth > 0 and ctx.value_of(base) is None \
-        and every_value_keeps_rows(ctx, base, ctx.scope, _keeps_in, depth)
+        and every_value_keeps_rows(ctx, base, ctx.scope, _no_mask if inverted else _keeps_in, depth,
+                                   _filled_only_if_given(ctx, base, mask))
+
+
+def _filled_only_if_given(ctx: Analysis, base: ast.Name, mask: ast.expr) -> bool:
+    """Is the fill under `if base is not None:` (so a None mask fills nothing)?"""
+    root = ctx.scope.node
+    return hasattr(root, "body") and any(
+        holds and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == base.id
+        and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+        for test, holds in conditions_at(ctx, root, mask.lineno))
+
+
+def _no_mask(ctx: Analysis, expr: ast.expr, scope: Scope, depth: int) -> bool:
+    return False
 
 
 def _drops_first_columns(mask: ast.expr) -> bool:

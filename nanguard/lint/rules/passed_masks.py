@@ -7,8 +7,10 @@ A KV cache slices its causal buffer one way with a cache and another without
 A decoder's attention takes `mask` as a parameter that its block passes on and the model builds
 once (`mask = torch.triu(...)`, then `block(x, mask)` for each block of
 `nn.ModuleList([TransformerBlock(cfg) ...])`, whose `forward` calls `self.att(x, mask)`): every
-call the module makes passes a causal mask. A parameter no call of this module fills (a library
-layer's `attention_mask`) is the caller's, and stays a finding.
+call the module makes passes a causal mask. A call that leaves it at its default None passes no
+mask when the fill runs only `if mask is not None:` (EVA-CLIP's ViT never gives its blocks one).
+A parameter no call of this module fills (a library layer's `attention_mask`) is the caller's,
+and stays a finding.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from nanguard.lint.syntax import bounded_walk, callee_name
 KeepsRows = Callable[[Analysis, ast.expr, Scope, int], bool]
 
 
-def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: KeepsRows, depth: int = 3) -> bool:
+def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: KeepsRows, depth: int = 3,
+                           none_is_no_mask: bool = False) -> bool:
     """Does every value `name` can hold keep an entry in every row: each of its assignments in
-    its scope, or, for a parameter, each argument this module passes for it?"""
+    its scope, or, for a parameter, each argument this module passes for it? With
+    `none_is_no_mask` (the fill runs only `if mask is not None`), a call that leaves a parameter
+    at its default None passes no mask, which keeps every row."""
     if depth <= 0:
         return False
     owner, values = ctx.lookup(name.id, scope)
@@ -35,9 +40,11 @@ def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: K
         # `mask = mask[None, None, :, :]` reshapes the values before it, which are checked
         made = [v for v in values if not _reshaped(v, name.id)]  # type: ignore[arg-type]
         return bool(made) and all(keeps(ctx, v, owner, depth - 1) for v in made)
-    if len(values) != 1 or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    # a parameter, perhaps reshaped in place (`attn_mask = attn_mask.bool()`): what callers pass
+    if values.count(None) != 1 or not all(v is None or _reshaped(v, name.id) for v in values) \
+            or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    return _passed_for(ctx, owner, name.id, keeps, depth)
+    return _passed_for(ctx, owner, name.id, keeps, depth, none_is_no_mask)
 
 
 _RESHAPES = frozenset({"bool", "to", "unsqueeze", "view", "reshape", "expand", "float", "type_as", "contiguous"})
@@ -57,7 +64,7 @@ def _reshaped(value: ast.expr, name: str) -> bool:
     return False
 
 
-def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth: int) -> bool:
+def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth: int, none_is_no_mask: bool) -> bool:
     func = owner.node
     params = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[attr-defined]
     if param not in params:
@@ -73,6 +80,7 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
     index = params.index(param)
     owner_name = enclosing.node.name if method else func.name  # type: ignore[union-attr,attr-defined]
     passed: list[tuple[ast.expr, Scope]] = []
+    omitted = False
     for call, scope, _nograd in ctx.calls:
         if not _calls(ctx, call, scope, owner_name, method):
             continue
@@ -80,12 +88,23 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
         if arg is None and len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
             arg = call.args[index]
         if arg is None:
-            return False  # a call that leaves the default (None: no mask, or the caller's choice)
+            if none_is_no_mask and _defaults_to_none(func, param):
+                omitted = True  # the default: no mask, and the fill is skipped for None
+                continue
+            return False
         passed.append((arg, scope))
-    if not passed:
+    if not passed and not omitted:
         return False
-    return all(every_value_keeps_rows(ctx, a, s, keeps, depth - 1) if isinstance(a, ast.Name)
+    return all(every_value_keeps_rows(ctx, a, s, keeps, depth - 1, none_is_no_mask) if isinstance(a, ast.Name)
                else keeps(ctx, a, s, depth - 1) for a, s in passed)
+
+
+def _defaults_to_none(func: ast.AST, param: str) -> bool:
+    args = func.args  # type: ignore[attr-defined]
+    positional = args.posonlyargs + args.args
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    default = defaults.get(param)
+    return isinstance(default, ast.Constant) and default.value is None
 
 
 def _calls(ctx: Analysis, call: ast.Call, scope: Scope, owner: str, method: bool) -> bool:
