@@ -815,6 +815,27 @@ NEGATIVES = [
                     x = blk(x, rel_pos_bias=None)
                 return x
 """),
+    # DETR's segmentation head: the mask is a NestedTensor's image padding, never a whole image.
+    ("NG701", """\
+        class MHAttentionMap(nn.Module):
+            def forward(self, q, k, mask=None):
+                weights = torch.einsum("bqnc,bnchw->bqnhw", q, k)
+                if mask is not None:
+                    weights.masked_fill_(mask.unsqueeze(1).unsqueeze(1), float("-inf"))
+                return F.softmax(weights.flatten(2), dim=-1).view(weights.size())
+
+        class DETRsegm(nn.Module):
+            def __init__(self, detr):
+                super().__init__()
+                self.detr = detr
+                self.bbox_attention = MHAttentionMap()
+
+            def forward(self, samples):
+                features, pos = self.detr.backbone(samples)
+                src, mask = features[-1].decompose()
+                hs, memory = self.detr.transformer(src, mask)
+                return self.bbox_attention(hs[-1], memory, mask=mask)
+"""),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1633,6 +1654,27 @@ POSITIVES = [
                 for blk in self.blocks:
                     x = blk(x, rel_pos_bias=None, attn_mask=pad_mask)
                 return x
+"""),
+    # ... a mask unpacked from another call may cover a whole row.
+    ("NG701", """\
+        class MHAttentionMap(nn.Module):
+            def forward(self, q, k, mask=None):
+                weights = torch.einsum("bqnc,bnchw->bqnhw", q, k)
+                if mask is not None:
+                    weights.masked_fill_(mask.unsqueeze(1).unsqueeze(1), float("-inf"))
+                return F.softmax(weights.flatten(2), dim=-1).view(weights.size())
+
+        class DETRsegm(nn.Module):
+            def __init__(self, detr):
+                super().__init__()
+                self.detr = detr
+                self.bbox_attention = MHAttentionMap()
+
+            def forward(self, samples):
+                features, pos = self.detr.backbone(samples)
+                src, mask = features[-1].split_mask()
+                hs, memory = self.detr.transformer(src, mask)
+                return self.bbox_attention(hs[-1], memory, mask=mask)
 """),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\

@@ -40,11 +40,21 @@ def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: K
         # `mask = mask[None, None, :, :]` reshapes the values before it, which are checked
         made = [v for v in values if not _reshaped(v, name.id)]  # type: ignore[arg-type]
         return bool(made) and all(keeps(ctx, v, owner, depth - 1) for v in made)
+    if all(v is None for v in values) and _image_padding(owner, name.id):
+        return True
     # a parameter, perhaps reshaped in place (`attn_mask = attn_mask.bool()`): what callers pass
     if values.count(None) != 1 or not all(v is None or _reshaped(v, name.id) for v in values) \
             or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     return _passed_for(ctx, owner, name.id, keeps, depth, none_is_no_mask)
+
+
+def _image_padding(owner: Scope, name: str) -> bool:
+    """`src, mask = features[-1].decompose()` (DETR's NestedTensor): the padding mask of a batch of
+    images, True only where an image was padded, so never over a whole image."""
+    calls = owner.unpacked.get(name, ())
+    return bool(calls) and all(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                               and c.func.attr == "decompose" and not c.args for c in calls)
 
 
 _RESHAPES = frozenset({"bool", "to", "unsqueeze", "view", "reshape", "expand", "float", "type_as", "contiguous"})
