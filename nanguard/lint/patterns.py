@@ -37,15 +37,15 @@ def strip_wrappers(ctx: Analysis, expr: ast.expr) -> ast.expr:
             if oc is not None and oc.op in ("cast", "reshape") and not oc.method and expr.args:
                 expr = expr.args[0]
                 continue
-            if isinstance(func, ast.Attribute) and func.attr in WRAPPER_METHODS and ctx.imports.qualname(func) is None:
-                expr = func.value
+            copied = ctx.imports.qualname(func) in ("copy.deepcopy", "copy.copy") and len(expr.args) == 1
+            if copied or isinstance(func, ast.Attribute) and func.attr in WRAPPER_METHODS and ctx.imports.qualname(func) is None:
+                expr = expr.args[0] if copied else func.value  # `copy.deepcopy(mask)` is the mask too
                 continue
         elif isinstance(expr, ast.Subscript) and _broadcast_index(expr.slice):
             expr = expr.value
             continue
         break
     return expr
-
 
 
 def held_at(ctx: Analysis, expr: ast.expr) -> ast.expr:

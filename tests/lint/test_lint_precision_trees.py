@@ -1570,6 +1570,12 @@ NEGATIVES = [
     ("NG401", BOUND_RATE),
     # PyMARL's learners: the steps an episode batch stored count its first step, always.
     ("NG401", STORED_STEPS),
+    # pymarl2's LICA learner: the mask copied, and cut to the steps before the last.
+    ("NG401", "    import copy\n" + STORED_STEPS.replace("return (masked_td_error ** 2).sum() / mask.sum()",
+                                   "entropy_mask = copy.deepcopy(mask)\n"
+                                   "        return (masked_td_error * entropy_mask).sum() / entropy_mask.sum()")),
+    ("NG401", STORED_STEPS.replace('mask = batch["filled"][:, :-1].float()', 'mask = batch["filled"].float()')
+     .replace("td_error = chosen", "mask = mask[:, :-1]\n        td_error = chosen")),
     # mmrotate's ground-truth geometry: corners unpacked from, or edges built from, the targets
     # alone carry no gradient.
     ("NG302", GT_EDGES),
@@ -2443,6 +2449,8 @@ POSITIVES = [
     # ... the termination mask applied at step 0 too, or steps taken from 1 on, can count none.
     ("NG401", STORED_STEPS.replace("mask[:, 1:] = mask[:, 1:] *", "mask[:, :] = mask[:, :] *")),
     ("NG401", STORED_STEPS.replace('batch["filled"][:, :-1]', 'batch["filled"][:, 1:]')),
+    ("NG401", STORED_STEPS.replace('mask = batch["filled"][:, :-1].float()', 'mask = batch["filled"].float()')
+     .replace("td_error = chosen", "mask = mask[:, 1:]\n        td_error = chosen")),
     # ... a name that is a mask still is one: `valid_tgt`, `srcMask`, `invalid`, `non_pad_mask`.
     ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "valid_tgt")),
     ("NG401", ALIGNMENT_SCORES.replace("valid_alignment", "srcMask")),

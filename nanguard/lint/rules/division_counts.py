@@ -61,6 +61,13 @@ def _stored_steps(ctx: Analysis, mask: ast.expr) -> bool:
         elif isinstance(e, ast.Subscript) and isinstance(e.value, ast.Subscript):
             key = e.value.slice
             return isinstance(key, ast.Constant) and key.value == "filled" and _from_step(e.slice, 0)
+        elif isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and e.slice.value == "filled":
+            return True  # `batch["filled"].float()`: every step stored
+        elif isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and _from_step(e.slice, 0):
+            prior = ctx.last_value(e.value)  # `mask = mask[:, :-1]`: the steps kept from step 0 on
+            if prior is None or prior is e:
+                return False
+            e = strip_wrappers(ctx, prior)
         else:
             return False
     return False
