@@ -836,6 +836,27 @@ NEGATIVES = [
                 hs, memory = self.detr.transformer(src, mask)
                 return self.bbox_attention(hs[-1], memory, mask=mask)
 """),
+    # mmdet's GeneralizedAttention: every query clears a window of keys around its own position.
+    ("NG701", """\
+        class GeneralizedAttention(nn.Module):
+            def __init__(self, spatial_range=-1, kv_stride=1, max_len=42):
+                super().__init__()
+                self.spatial_range = spatial_range
+                max_len_kv = int((max_len - 1.0) / kv_stride + 1)
+                local_constraint_map = np.ones((max_len, max_len, max_len_kv, max_len_kv), dtype=np.int64)
+                for iy in range(max_len):
+                    for ix in range(max_len):
+                        local_constraint_map[
+                            iy, ix,
+                            max((iy - spatial_range) // kv_stride, 0):min((iy + spatial_range + 1) // kv_stride + 1, max_len),
+                            max((ix - spatial_range) // kv_stride, 0):min((ix + spatial_range + 1) // kv_stride + 1, max_len)] = 0
+                self.local_constraint_map = nn.Parameter(torch.from_numpy(local_constraint_map).byte(), requires_grad=False)
+
+            def forward(self, energy, h, w, h_kv, w_kv):
+                m = self.local_constraint_map[:h, :w, :h_kv, :w_kv].contiguous().view(1, 1, h * w, h_kv * w_kv)
+                energy = energy.masked_fill_(m, float('-inf'))
+                return F.softmax(energy, 3)
+"""),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1681,6 +1702,27 @@ POSITIVES = [
                 src, mask = features[-1].split_mask()
                 hs, memory = self.detr.transformer(src, mask)
                 return self.bbox_attention(hs[-1], memory, mask=mask)
+"""),
+    # ... the same map set to 1 (masked) over the windows keeps nothing there.
+    ("NG701", """\
+        class GeneralizedAttention(nn.Module):
+            def __init__(self, spatial_range=-1, kv_stride=1, max_len=42):
+                super().__init__()
+                self.spatial_range = spatial_range
+                max_len_kv = int((max_len - 1.0) / kv_stride + 1)
+                local_constraint_map = np.ones((max_len, max_len, max_len_kv, max_len_kv), dtype=np.int64)
+                for iy in range(max_len):
+                    for ix in range(max_len):
+                        local_constraint_map[
+                            iy, ix,
+                            max((iy - spatial_range) // kv_stride, 0):min((iy + spatial_range + 1) // kv_stride + 1, max_len),
+                            max((ix - spatial_range) // kv_stride, 0):min((ix + spatial_range + 1) // kv_stride + 1, max_len)] = 1
+                self.local_constraint_map = nn.Parameter(torch.from_numpy(local_constraint_map).byte(), requires_grad=False)
+
+            def forward(self, energy, h, w, h_kv, w_kv):
+                m = self.local_constraint_map[:h, :w, :h_kv, :w_kv].contiguous().view(1, 1, h * w, h_kv * w_kv)
+                energy = energy.masked_fill_(m, float('-inf'))
+                return F.softmax(energy, 3)
 """),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\

@@ -20,7 +20,7 @@ from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import positions_from_zero, source_of
 from nanguard.lint.rules.passed_masks import every_value_keeps_rows
 from nanguard.lint.scope import Scope
-from nanguard.lint.syntax import bounded_walk, callee_name
+from nanguard.lint.syntax import bounded_walk, callee_name, const_value
 
 
 _CAUSAL = re.compile(r"causal|subsequent|future|tril|triu|look_?ahead|autoregressive|square_mask"
@@ -61,6 +61,37 @@ def _registered_causal(ctx: Analysis, attr: str, depth: int = 1) -> bool:
                     and n.attr != attr and _registered_causal(ctx, n.attr, depth - 1)
                     for v in values for n in bounded_walk(v, 60))
     return False
+
+
+def _cleared_windows(ctx: Analysis, attr: str) -> bool:
+    """`m = np.ones(...)`, `for iy in range(n): for ix in range(n): m[iy, ix, lo(iy):hi(iy),
+    lo(ix):hi(ix)] = 0`, `self.attr = nn.Parameter(torch.from_numpy(m).byte())` (mmdet's
+    GeneralizedAttention): each query clears the keys of a window around its own position."""
+    for value in ctx.self_assigned.get(attr, ()):
+        scope = next((s for c, s, _ng in ctx.calls if c is value), None)
+        if scope is not None and any(isinstance(n, ast.Name) and _ones_cleared_in_loops(ctx, n.id, scope)
+                                     for n in bounded_walk(value, 40)):
+            return True
+    return False
+
+
+def _ones_cleared_in_loops(ctx: Analysis, name: str, scope: Scope) -> bool:
+    values = scope.bindings.get(name, [])
+    changes = scope.mutations.get(name, [])
+    if len(values) != 1 or not isinstance(values[0], ast.Call) or callee_name(values[0].func) != "ones" \
+            or not changes:
+        return False
+    targets = {n.target.id for n in bounded_walk(scope.node, 4000)
+               if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
+    for value in changes:
+        index = ctx.mutation_index.get(id(value))
+        parts = index.elts if isinstance(index, ast.Tuple) else [index] if index is not None else []
+        rows = [p for p in parts if isinstance(p, ast.Name)]
+        windows = [p for p in parts if isinstance(p, ast.Slice)]
+        if const_value(value) not in (0, False) or not rows or any(p.id not in targets for p in rows) \
+                or not all(any(isinstance(x, ast.Name) and x.id in targets for x in ast.walk(w)) for w in windows):
+            return False  # not 0 over a window around the loop's own position
+    return True
 
 
 def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 3) -> bool:
@@ -149,7 +180,7 @@ def _keeps_as_written(ctx: Analysis, mask: ast.expr) -> bool:
                     "topk", "kthvalue", "sort", "cumsum"):
                 return True
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
-                    and _registered_causal(ctx, node.attr):
+                    and (_registered_causal(ctx, node.attr) or _cleared_windows(ctx, node.attr)):
                 return True
             if isinstance(node, ast.Call) and callee_name(node.func) in _causal_classes(ctx):
                 return True  # `attn_mask = ProbMask(B, H, L_Q, index, scores)`: a class that builds triu
