@@ -857,6 +857,16 @@ NEGATIVES = [
                 energy = energy.masked_fill_(m, float('-inf'))
                 return F.softmax(energy, 3)
 """),
+    # tf-faster-rcnn's anchor weights: a weight per selected anchor, stored only at those anchors.
+    ("NG401", """\
+        def anchor_weights(labels, positive_weight, n):
+            bbox_outside_weights = np.zeros((n, 4), dtype=np.float32)
+            positive_weights = positive_weight / np.sum(labels == 1)
+            negative_weights = (1.0 - positive_weight) / np.sum(labels == 0)
+            bbox_outside_weights[labels == 1, :] = positive_weights
+            bbox_outside_weights[labels == 0, :] = negative_weights
+            return bbox_outside_weights
+"""),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1723,6 +1733,17 @@ POSITIVES = [
                 m = self.local_constraint_map[:h, :w, :h_kv, :w_kv].contiguous().view(1, 1, h * w, h_kv * w_kv)
                 energy = energy.masked_fill_(m, float('-inf'))
                 return F.softmax(energy, 3)
+"""),
+    # ... the same weight also used elsewhere reaches every entry.
+    ("NG401", """\
+        def anchor_weights(labels, positive_weight, n):
+            bbox_outside_weights = np.zeros((n, 4), dtype=np.float32)
+            positive_weights = positive_weight / np.sum(labels == 1)
+            negative_weights = (1.0 - positive_weight) / np.sum(labels == 0)
+            bbox_outside_weights[labels == 1, :] = positive_weights
+            bbox_outside_weights[labels == 0, :] = negative_weights
+            bbox_outside_weights += positive_weights
+            return bbox_outside_weights
 """),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\

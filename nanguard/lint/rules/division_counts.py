@@ -354,19 +354,32 @@ def whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
 
 def stored_only_where_selected(ctx: Analysis, node: ast.AST, den: ast.expr) -> bool:
     """Is the ratio assigned only to the entries its denominator counts (`br[maxima] = 1. /
-    maxima.sum()`, open_spiel's best responses)? When the mask selects nothing the count is 0,
-    and the NaN/inf is written to no entry."""
+    maxima.sum()`, open_spiel's best responses; `w = c / np.sum(labels == 1)` then only
+    `weights[labels == 1, :] = w`, tf-faster-rcnn's anchor weights)? When the mask selects
+    nothing the count is 0, and the NaN/inf is written to no entry."""
     line = getattr(node, "lineno", 0)
     stmt = next((a for a in ast.walk(ctx.scope.node) if isinstance(a, ast.Assign) and len(a.targets) == 1
-                 and isinstance(a.targets[0], ast.Subscript) and a.lineno <= line <= (a.end_lineno or 0)
-                 and any(n is node for n in ast.walk(a.value))), None)
+                 and a.lineno <= line <= (a.end_lineno or 0) and any(n is node for n in ast.walk(a.value))), None)
     if stmt is None:
         return False
-    index = stmt.targets[0].slice
-    selectors = index.elts if isinstance(index, ast.Tuple) else [index]
     counted = set()
     for call in ast.walk(den):
         oc = ctx.op(call) if isinstance(call, ast.Call) else None
         if oc is not None and oc.op in ("sum", "count_nonzero") and oc.input is not None:
             counted.add(ast.dump(strip_wrappers(ctx, oc.input)))
+    target = stmt.targets[0]
+    if isinstance(target, ast.Subscript):
+        return _selects_counted(target, counted)
+    if not isinstance(target, ast.Name):
+        return False
+    uses = [n for n in ast.walk(ctx.scope.node) if isinstance(n, ast.Name) and n.id == target.id
+            and isinstance(n.ctx, ast.Load) and n.lineno > stmt.lineno]
+    stores = {id(a.value): a.targets[0] for a in ast.walk(ctx.scope.node) if isinstance(a, ast.Assign)
+              and len(a.targets) == 1 and isinstance(a.targets[0], ast.Subscript)}
+    return bool(uses) and all(id(u) in stores and _selects_counted(stores[id(u)], counted) for u in uses)
+
+
+def _selects_counted(target: ast.Subscript, counted: set) -> bool:
+    index = target.slice
+    selectors = index.elts if isinstance(index, ast.Tuple) else [index]
     return any(ast.dump(sel) in counted for sel in selectors)
