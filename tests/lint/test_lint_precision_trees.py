@@ -74,6 +74,83 @@ STORED_STEPS = """\
         masked_td_error = td_error * mask
         return (masked_td_error ** 2).sum() / mask.sum()
 """
+EVA_BLOCKS = """\
+    class Attention(nn.Module):
+        def forward(self, x, rel_pos_bias=None, attn_mask=None):
+            attn = x @ x.transpose(-2, -1)
+            if attn_mask is not None:
+                attn_mask = attn_mask.bool()
+                attn = attn.masked_fill(~attn_mask[:, None, None, :], float("-inf"))
+            attn = attn.softmax(dim=-1)
+            return attn @ x
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = Attention()
+
+        def forward(self, x, rel_pos_bias=None, attn_mask=None):
+            return x + self.attn(x, rel_pos_bias=rel_pos_bias, attn_mask=attn_mask)
+
+    class Model(nn.Module):
+        def __init__(self, depth):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block() for i in range(depth)])
+
+        def forward(self, x, pad_mask=None):
+            for blk in self.blocks:
+                x = blk(x, rel_pos_bias=None)
+            return x
+"""
+DETR_SEGMENTATION = """\
+    class MHAttentionMap(nn.Module):
+        def forward(self, q, k, mask=None):
+            weights = torch.einsum("bqnc,bnchw->bqnhw", q, k)
+            if mask is not None:
+                weights.masked_fill_(mask.unsqueeze(1).unsqueeze(1), float("-inf"))
+            return F.softmax(weights.flatten(2), dim=-1).view(weights.size())
+
+    class DETRsegm(nn.Module):
+        def __init__(self, detr):
+            super().__init__()
+            self.detr = detr
+            self.bbox_attention = MHAttentionMap()
+
+        def forward(self, samples):
+            features, pos = self.detr.backbone(samples)
+            src, mask = features[-1].decompose()
+            hs, memory = self.detr.transformer(src, mask)
+            return self.bbox_attention(hs[-1], memory, mask=mask)
+"""
+LOCAL_CONSTRAINT = """\
+    class GeneralizedAttention(nn.Module):
+        def __init__(self, spatial_range=-1, kv_stride=1, max_len=42):
+            super().__init__()
+            self.spatial_range = spatial_range
+            max_len_kv = int((max_len - 1.0) / kv_stride + 1)
+            local_constraint_map = np.ones((max_len, max_len, max_len_kv, max_len_kv), dtype=np.int64)
+            for iy in range(max_len):
+                for ix in range(max_len):
+                    local_constraint_map[
+                        iy, ix,
+                        max((iy - spatial_range) // kv_stride, 0):min((iy + spatial_range + 1) // kv_stride + 1, max_len),
+                        max((ix - spatial_range) // kv_stride, 0):min((ix + spatial_range + 1) // kv_stride + 1, max_len)] = 0
+            self.local_constraint_map = nn.Parameter(torch.from_numpy(local_constraint_map).byte(), requires_grad=False)
+
+        def forward(self, energy, h, w, h_kv, w_kv):
+            m = self.local_constraint_map[:h, :w, :h_kv, :w_kv].contiguous().view(1, 1, h * w, h_kv * w_kv)
+            energy = energy.masked_fill_(m, float('-inf'))
+            return F.softmax(energy, 3)
+"""
+ANCHOR_WEIGHTS = """\
+    def anchor_weights(labels, positive_weight, n):
+        bbox_outside_weights = np.zeros((n, 4), dtype=np.float32)
+        positive_weights = positive_weight / np.sum(labels == 1)
+        negative_weights = (1.0 - positive_weight) / np.sum(labels == 0)
+        bbox_outside_weights[labels == 1, :] = positive_weights
+        bbox_outside_weights[labels == 0, :] = negative_weights
+        return bbox_outside_weights
+"""
 GT_EDGES = """\
     def aspect_ratio(gt_rbboxes):
         pt1, pt2, pt3, pt4 = gt_rbboxes[..., :8].chunk(4, 1)
@@ -787,86 +864,13 @@ NEGATIVES = [
             return (x * weights).sum() / weights.sum()
     """),
     # EVA-CLIP's ViT: the blocks pass their attention mask on, and the model never gives one.
-    ("NG701", """\
-        class Attention(nn.Module):
-            def forward(self, x, rel_pos_bias=None, attn_mask=None):
-                attn = x @ x.transpose(-2, -1)
-                if attn_mask is not None:
-                    attn_mask = attn_mask.bool()
-                    attn = attn.masked_fill(~attn_mask[:, None, None, :], float("-inf"))
-                attn = attn.softmax(dim=-1)
-                return attn @ x
-
-        class Block(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.attn = Attention()
-
-            def forward(self, x, rel_pos_bias=None, attn_mask=None):
-                return x + self.attn(x, rel_pos_bias=rel_pos_bias, attn_mask=attn_mask)
-
-        class Model(nn.Module):
-            def __init__(self, depth):
-                super().__init__()
-                self.blocks = nn.ModuleList([Block() for i in range(depth)])
-
-            def forward(self, x, pad_mask=None):
-                for blk in self.blocks:
-                    x = blk(x, rel_pos_bias=None)
-                return x
-"""),
+    ("NG701", EVA_BLOCKS),
     # DETR's segmentation head: the mask is a NestedTensor's image padding, never a whole image.
-    ("NG701", """\
-        class MHAttentionMap(nn.Module):
-            def forward(self, q, k, mask=None):
-                weights = torch.einsum("bqnc,bnchw->bqnhw", q, k)
-                if mask is not None:
-                    weights.masked_fill_(mask.unsqueeze(1).unsqueeze(1), float("-inf"))
-                return F.softmax(weights.flatten(2), dim=-1).view(weights.size())
-
-        class DETRsegm(nn.Module):
-            def __init__(self, detr):
-                super().__init__()
-                self.detr = detr
-                self.bbox_attention = MHAttentionMap()
-
-            def forward(self, samples):
-                features, pos = self.detr.backbone(samples)
-                src, mask = features[-1].decompose()
-                hs, memory = self.detr.transformer(src, mask)
-                return self.bbox_attention(hs[-1], memory, mask=mask)
-"""),
+    ("NG701", DETR_SEGMENTATION),
     # mmdet's GeneralizedAttention: every query clears a window of keys around its own position.
-    ("NG701", """\
-        class GeneralizedAttention(nn.Module):
-            def __init__(self, spatial_range=-1, kv_stride=1, max_len=42):
-                super().__init__()
-                self.spatial_range = spatial_range
-                max_len_kv = int((max_len - 1.0) / kv_stride + 1)
-                local_constraint_map = np.ones((max_len, max_len, max_len_kv, max_len_kv), dtype=np.int64)
-                for iy in range(max_len):
-                    for ix in range(max_len):
-                        local_constraint_map[
-                            iy, ix,
-                            max((iy - spatial_range) // kv_stride, 0):min((iy + spatial_range + 1) // kv_stride + 1, max_len),
-                            max((ix - spatial_range) // kv_stride, 0):min((ix + spatial_range + 1) // kv_stride + 1, max_len)] = 0
-                self.local_constraint_map = nn.Parameter(torch.from_numpy(local_constraint_map).byte(), requires_grad=False)
-
-            def forward(self, energy, h, w, h_kv, w_kv):
-                m = self.local_constraint_map[:h, :w, :h_kv, :w_kv].contiguous().view(1, 1, h * w, h_kv * w_kv)
-                energy = energy.masked_fill_(m, float('-inf'))
-                return F.softmax(energy, 3)
-"""),
+    ("NG701", LOCAL_CONSTRAINT),
     # tf-faster-rcnn's anchor weights: a weight per selected anchor, stored only at those anchors.
-    ("NG401", """\
-        def anchor_weights(labels, positive_weight, n):
-            bbox_outside_weights = np.zeros((n, 4), dtype=np.float32)
-            positive_weights = positive_weight / np.sum(labels == 1)
-            negative_weights = (1.0 - positive_weight) / np.sum(labels == 0)
-            bbox_outside_weights[labels == 1, :] = positive_weights
-            bbox_outside_weights[labels == 0, :] = negative_weights
-            return bbox_outside_weights
-"""),
+    ("NG401", ANCHOR_WEIGHTS),
     # GraphCL's DIM losses: an identity mask's diagonal holds N ones.
     ("NG401", """\
         def fenchel_dual_loss(E_pos, N):
@@ -1664,87 +1668,13 @@ POSITIVES = [
             return nb_neg.float() / nb_pos.float()
     """),
     # ... the same model passing its caller's padding mask: the caller's, a finding.
-    ("NG701", """\
-        class Attention(nn.Module):
-            def forward(self, x, rel_pos_bias=None, attn_mask=None):
-                attn = x @ x.transpose(-2, -1)
-                if attn_mask is not None:
-                    attn_mask = attn_mask.bool()
-                    attn = attn.masked_fill(~attn_mask[:, None, None, :], float("-inf"))
-                attn = attn.softmax(dim=-1)
-                return attn @ x
-
-        class Block(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.attn = Attention()
-
-            def forward(self, x, rel_pos_bias=None, attn_mask=None):
-                return x + self.attn(x, rel_pos_bias=rel_pos_bias, attn_mask=attn_mask)
-
-        class Model(nn.Module):
-            def __init__(self, depth):
-                super().__init__()
-                self.blocks = nn.ModuleList([Block() for i in range(depth)])
-
-            def forward(self, x, pad_mask=None):
-                for blk in self.blocks:
-                    x = blk(x, rel_pos_bias=None, attn_mask=pad_mask)
-                return x
-"""),
+    ("NG701", EVA_BLOCKS.replace('x = blk(x, rel_pos_bias=None)', 'x = blk(x, rel_pos_bias=None, attn_mask=pad_mask)')),
     # ... a mask unpacked from another call may cover a whole row.
-    ("NG701", """\
-        class MHAttentionMap(nn.Module):
-            def forward(self, q, k, mask=None):
-                weights = torch.einsum("bqnc,bnchw->bqnhw", q, k)
-                if mask is not None:
-                    weights.masked_fill_(mask.unsqueeze(1).unsqueeze(1), float("-inf"))
-                return F.softmax(weights.flatten(2), dim=-1).view(weights.size())
-
-        class DETRsegm(nn.Module):
-            def __init__(self, detr):
-                super().__init__()
-                self.detr = detr
-                self.bbox_attention = MHAttentionMap()
-
-            def forward(self, samples):
-                features, pos = self.detr.backbone(samples)
-                src, mask = features[-1].split_mask()
-                hs, memory = self.detr.transformer(src, mask)
-                return self.bbox_attention(hs[-1], memory, mask=mask)
-"""),
+    ("NG701", DETR_SEGMENTATION.replace('features[-1].decompose()', 'features[-1].split_mask()')),
     # ... the same map set to 1 (masked) over the windows keeps nothing there.
-    ("NG701", """\
-        class GeneralizedAttention(nn.Module):
-            def __init__(self, spatial_range=-1, kv_stride=1, max_len=42):
-                super().__init__()
-                self.spatial_range = spatial_range
-                max_len_kv = int((max_len - 1.0) / kv_stride + 1)
-                local_constraint_map = np.ones((max_len, max_len, max_len_kv, max_len_kv), dtype=np.int64)
-                for iy in range(max_len):
-                    for ix in range(max_len):
-                        local_constraint_map[
-                            iy, ix,
-                            max((iy - spatial_range) // kv_stride, 0):min((iy + spatial_range + 1) // kv_stride + 1, max_len),
-                            max((ix - spatial_range) // kv_stride, 0):min((ix + spatial_range + 1) // kv_stride + 1, max_len)] = 1
-                self.local_constraint_map = nn.Parameter(torch.from_numpy(local_constraint_map).byte(), requires_grad=False)
-
-            def forward(self, energy, h, w, h_kv, w_kv):
-                m = self.local_constraint_map[:h, :w, :h_kv, :w_kv].contiguous().view(1, 1, h * w, h_kv * w_kv)
-                energy = energy.masked_fill_(m, float('-inf'))
-                return F.softmax(energy, 3)
-"""),
+    ("NG701", LOCAL_CONSTRAINT.replace('max_len)] = 0\n', 'max_len)] = 1\n')),
     # ... the same weight also used elsewhere reaches every entry.
-    ("NG401", """\
-        def anchor_weights(labels, positive_weight, n):
-            bbox_outside_weights = np.zeros((n, 4), dtype=np.float32)
-            positive_weights = positive_weight / np.sum(labels == 1)
-            negative_weights = (1.0 - positive_weight) / np.sum(labels == 0)
-            bbox_outside_weights[labels == 1, :] = positive_weights
-            bbox_outside_weights[labels == 0, :] = negative_weights
-            bbox_outside_weights += positive_weights
-            return bbox_outside_weights
-"""),
+    ("NG401", ANCHOR_WEIGHTS.replace('bbox_outside_weights[labels == 0, :] = negative_weights\n', 'bbox_outside_weights[labels == 0, :] = negative_weights\n        bbox_outside_weights += positive_weights\n')),
     # ... the complement of an identity is empty for a batch of one.
     ("NG401", """\
         def fenchel_dual_loss(E_neg, N):
