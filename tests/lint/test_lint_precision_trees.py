@@ -1718,6 +1718,12 @@ POSITIVES = [
             return w / w.sum()
     """),
     ("NG901", """\
+        def sized_by_data(x):
+            n = int(x.shape[0])
+            e = torch.exp(x * torch.arange(n))
+            return e / e.sum()
+    """),
+    ("NG901", """\
         def scaled_grid(x, n):
             e = torch.exp(x * torch.arange(n))
             return e / e.sum()

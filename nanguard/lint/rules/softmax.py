@@ -151,11 +151,11 @@ def _python_numbers(ctx: Analysis) -> frozenset:
     key = f"python_numbers:{id(ctx.scope.node)}"
     if key not in ctx.memo:
         fn = ctx.scope.node
-        found = {n.id for call in bounded_walk(fn, 4000)
+        found = {n for call in bounded_walk(fn, 4000)
                  if isinstance(call, ast.Call) and (
                      isinstance(call.func, ast.Name) and call.func.id in _NUMBER_BUILTINS
                      or last_identifier(call.func) in ("arange", "linspace", "range"))
-                 for arg in call.args for n in ast.walk(arg) if isinstance(n, ast.Name)}
+                 for arg in call.args for n in _arithmetic_names(arg)}
         args = getattr(fn, "args", None)
         if args is not None:
             positional = args.posonlyargs + args.args
@@ -164,6 +164,18 @@ def _python_numbers(ctx: Analysis) -> frozenset:
             found |= {a.arg for a, d in pairs if isinstance(d, ast.Constant) and type(d.value) in (int, float)}
         ctx.memo[key] = frozenset(found)
     return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _arithmetic_names(expr: ast.expr) -> list[str]:
+    """The names `expr` does arithmetic with (`3 * sigma`), not those it reads an attribute, an
+    entry or a call result of (`x.shape[0]`, `len(x)`: x itself may be a tensor)."""
+    if isinstance(expr, ast.Name):
+        return [expr.id]
+    if isinstance(expr, ast.UnaryOp):
+        return _arithmetic_names(expr.operand)
+    if isinstance(expr, ast.BinOp):
+        return _arithmetic_names(expr.left) + _arithmetic_names(expr.right)
+    return []
 
 
 def _combine(kinds: list) -> str:
