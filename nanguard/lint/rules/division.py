@@ -224,7 +224,7 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
 _SETTINGS = frozenset({"self", "args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "flags", "FLAGS"})
 
 
-def _held_by_self(expr: ast.expr) -> bool:
+def _held_by_an_owner(expr: ast.expr) -> bool:
     """`self.num_items`, `self.generator.num_targets`: set by the object's other methods;
     `args.num_redundancy_frames`, `cfg.model.num_layers`: set by the command line or config."""
     while isinstance(expr, ast.Attribute):
@@ -351,7 +351,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # `num_boxes` to >= 1 before passing it): possible (README).
         if isinstance(d, ast.Name) and counts_from_one(ctx, d.id):
             return None  # `for deg in range(1, n + 1): ... / deg`
-        elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or _held_by_self(d)
+        elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or _held_by_an_owner(d)
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None
 
