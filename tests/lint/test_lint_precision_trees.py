@@ -2569,6 +2569,21 @@ POSSIBLE_ONLY = [
         def _state_to_observation(self, state):
             return 1.0 - jnp.sum(state.targets.found) / self.generator.num_targets
     """),
+    # fairseq-style reduce_metrics: the sum of what the logging outputs recorded, also when the
+    # name is reused for each task (SpeechT5's criterion).
+    ("NG401", """\
+        def reduce_metrics(logging_outputs_dict):
+            if "s2t" in logging_outputs_dict:
+                logs = logging_outputs_dict["s2t"]
+                ntokens = sum(log.get("ntokens", 0) for log in logs)
+                nll_loss_sum = torch.stack([log["nll_loss"] for log in logs]).sum()
+                metrics.log_scalar("s2t_nll_loss", nll_loss_sum / ntokens / math.log(2), ntokens)
+            if "bart" in logging_outputs_dict:
+                logs = logging_outputs_dict["bart"]
+                ntokens = sum(log.get("ntokens", 0) for log in logs)
+                bart_loss_sum = torch.stack([log["bart_loss"] for log in logs]).sum()
+                metrics.log_scalar("bart_nll_loss", bart_loss_sum / ntokens / math.log(2), ntokens)
+    """),
     # LPCNet's encoder: a count from the command line (or a config) is the user's setting.
     ("NG401", """\
         def quantizer_ids(args, q0, q1):

@@ -161,7 +161,8 @@ def _whole_batch(ctx: Analysis, expr: ast.expr) -> bool:
 def _aggregate_of_records(ctx: Analysis, expr: ast.expr) -> bool:
     """`sum(log.get("ntokens", 0) for log in logging_outputs)`: the builtin sum of what other code
     recorded (fairseq's reduce_metrics): whether any record counted something is theirs."""
-    value = ctx.value_of(expr) if name_key(expr) is not None else expr
+    # the one value, or (a name reused per task, SpeechT5's criterion) the last one before this use
+    value = (ctx.value_of(expr) or ctx.last_value(expr)) if name_key(expr) is not None else expr
     if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
             and isinstance(value.args[0], ast.Call):
         value = value.args[0]  # `utils.item(sum(...))`, `float(sum(...))`
