@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from nanguard.lint.scope import _LABEL_NAME, Scope, is_detach_chain, name_key
-from nanguard.lint.syntax import const_value
+from nanguard.lint.syntax import const_value, parameter_default
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
@@ -55,7 +55,8 @@ _NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
 _PYTHON_NUMBER_METHODS = frozenset({"size", "dim", "numel", "nelement", "item"})
 
 
-def _module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
+def module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
+    """`torch.nn.functional.relu`, `np.random`: an attribute of an imported module."""
     root = node.value
     while isinstance(root, ast.Attribute):
         root = root.value
@@ -69,15 +70,11 @@ _STEP_COUNTERS = frozenset({"step", "steps", "global_step", "step_count", "num_s
                             "count", "progress", "timestep", "timesteps"})
 
 
-def _number_default(fn: ast.AST, name: str) -> bool:
+def number_default(fn: ast.AST, name: str) -> bool:
     """Does parameter `name` of `fn` default to a number literal (`timescale=1000`)? A
     hyperparameter, not a tensor that autodiff follows."""
-    args = fn.args  # type: ignore[attr-defined]
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    return any(a.arg == name and isinstance(d, ast.Constant) and type(d.value) in (int, float)
-               for a, d in pairs)
+    default = parameter_default(fn, name)
+    return isinstance(default, ast.Constant) and type(default.value) in (int, float)
 
 
 # A parameter named as a mask (`prediction_mask`, `attention_mask`): selection data, not differentiated.
@@ -152,7 +149,7 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
             continue
         if isinstance(n, ast.Attribute) and n.attr in _NO_GRAD_ATTRIBUTES:
             continue
-        if isinstance(n, ast.Attribute) and _module_attribute(ctx, n):
+        if isinstance(n, ast.Attribute) and module_attribute(ctx, n):
             continue  # `math.pi`, `np.e`, `torch.float32`: a constant of an imported module
         if is_detach_chain(n):
             continue
@@ -196,7 +193,7 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
             continue  # `table[k]`: an index is an integer (or a bool mask), never differentiated
         prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
         if not prior and s is not None and isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and (ctx.autodiff.parameter_gradient_free(s.node, key) or _number_default(s.node, key)
+                and (ctx.autodiff.parameter_gradient_free(s.node, key) or number_default(s.node, key)
                      or _MASK_PARAMETER.search(key)):
             continue  # `cutoff: float`, `timescale=1000`, a `prediction_mask` parameter (data), or bound
             # to gradient-free values at every call

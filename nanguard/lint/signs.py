@@ -15,7 +15,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import _bounded_walk, const_value, last_identifier
+from nanguard.lint.syntax import _bounded_walk, const_value, last_identifier, mult_factors
 
 
 def is_max_like(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
@@ -100,13 +100,8 @@ def _product_sign(ctx: Analysis, expr: ast.BinOp, depth: int) -> int:
     """The sign of a product or quotient from its factors: a factor that appears an even number of
     times is a square (`x * x`, `2.0 * sigma * sigma`), the others give their own signs."""
     factors: dict[str, list] = {}
-    stack: list[ast.expr] = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.Div)):
-            stack += [e.left, e.right]
-        else:
-            factors.setdefault(ast.dump(e), []).append(e)
+    for e in mult_factors(expr, (ast.Mult, ast.Div)):
+        factors.setdefault(ast.dump(e), []).append(e)
     sign = 1
     for same in factors.values():
         if len(same) % 2:

@@ -134,18 +134,29 @@ def additive_terms(expr: ast.expr) -> list[tuple[int, ast.expr]]:
     return out
 
 
-def mult_factors(expr: ast.expr) -> list[ast.expr]:
-    """`2 * a @ b.T` -> [2, a, b.T] (products and matrix products flattened)."""
+def mult_factors(expr: ast.expr, ops: tuple = (ast.Mult, ast.MatMult)) -> list[ast.expr]:
+    """`2 * a @ b.T` -> [2, a, b.T] (products and matrix products flattened; `ops` says which)."""
     out: list[ast.expr] = []
     stack = [expr]
     while stack and len(out) < 64:
         e = stack.pop()
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.MatMult)):
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ops):
             stack.append(e.right)
             stack.append(e.left)
         else:
             out.append(e)
     return out
+
+
+def parameter_default(fn: ast.AST, name: str) -> ast.expr | None:
+    """The default value of parameter `name` of function `fn` (`timescale=1000` -> 1000), else None."""
+    args = getattr(fn, "args", None)
+    if args is None:
+        return None
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return next((d for a, d in pairs if a.arg == name), None)
 
 
 def _bounded_walk(expr: ast.AST, limit: int) -> list[ast.AST]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.scope import Scope
-from nanguard.lint.syntax import bounded_walk, callee_name
+from nanguard.lint.syntax import bounded_walk, callee_name, parameter_default
 
 KeepsRows = Callable[[Analysis, ast.expr, Scope, int], bool]
 
@@ -110,10 +110,7 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
 
 
 def _defaults_to_none(func: ast.AST, param: str) -> bool:
-    args = func.args  # type: ignore[attr-defined]
-    positional = args.posonlyargs + args.args
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-    default = defaults.get(param)
+    default = parameter_default(func, param)
     return isinstance(default, ast.Constant) and default.value is None
 
 

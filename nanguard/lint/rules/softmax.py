@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.grad_reach import module_attribute, number_default
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import strip_wrappers
@@ -95,7 +96,7 @@ def _kind(ctx: Analysis, expr: ast.expr, depth: int) -> str:
     if isinstance(expr, ast.Name):
         value = ctx.value_of(expr)
         if value is None:
-            value = _unpacked(ctx).get(expr.id)  # `gx, gy = meshgrid(...)`
+            value = _unpacked(ctx, expr.id)
         if value is not None:
             return _kind(ctx, value, depth - 1)
         return "number" if expr.id in _python_numbers(ctx) else "param"
@@ -119,7 +120,7 @@ def _kind(ctx: Analysis, expr: ast.expr, depth: int) -> str:
         return "number"
     oc = ctx.op(expr)
     operand = oc.input if oc is not None else None
-    if operand is None and isinstance(expr.func, ast.Attribute) and not _module_attribute(ctx, expr.func):
+    if operand is None and isinstance(expr.func, ast.Attribute) and not module_attribute(ctx, expr.func):
         operand = expr.func.value  # `grid_x.repeat(n).view(n, n)`, `grid_x.t()`: the receiver
     elif operand is None and expr.args:
         operand = expr.args[0]  # `torch.stack([gx, gy], dim=-1)`
@@ -129,20 +130,11 @@ def _kind(ctx: Analysis, expr: ast.expr, depth: int) -> str:
     return "data" if kind == "param" else kind  # an op's tensor operand taken from a parameter: data
 
 
-def _unpacked(ctx: Analysis) -> dict:
-    """Names the current function binds once, by unpacking a call's result: name -> the call."""
-    key = f"unpacked:{id(ctx.scope.node)}"
-    if key not in ctx.memo:
-        found: dict = {}
-        for stmt in bounded_walk(ctx.scope.node, 4000):
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
-                for target in stmt.targets:
-                    for n in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else ()):
-                        if isinstance(n, ast.Name):
-                            found[n.id] = None if n.id in found else stmt.value
-        ctx.memo[key] = {name: value for name, value in found.items()
-                         if value is not None and len(ctx.lookup(name)[1]) == 1}
-    return ctx.memo[key]  # type: ignore[no-any-return]
+def _unpacked(ctx: Analysis, name: str) -> ast.expr | None:
+    """The call a name is bound to once, by unpacking its result (`gx, gy = meshgrid(...)`)."""
+    scope, values = ctx.lookup(name)
+    calls = scope.unpacked.get(name, []) if scope is not None else []
+    return calls[0] if len(calls) == 1 and len(values) == 1 else None
 
 
 def _python_numbers(ctx: Analysis) -> frozenset:
@@ -158,10 +150,7 @@ def _python_numbers(ctx: Analysis) -> frozenset:
                  for arg in call.args for n in _arithmetic_names(arg)}
         args = getattr(fn, "args", None)
         if args is not None:
-            positional = args.posonlyargs + args.args
-            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-            found |= {a.arg for a, d in pairs if isinstance(d, ast.Constant) and type(d.value) in (int, float)}
+            found |= {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs if number_default(fn, a.arg)}
         ctx.memo[key] = frozenset(found)
     return ctx.memo[key]  # type: ignore[no-any-return]
 
@@ -184,12 +173,6 @@ def _combine(kinds: list) -> str:
             return kind
     return "number"
 
-
-def _module_attribute(ctx: Analysis, func: ast.Attribute) -> bool:
-    root = func.value
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    return isinstance(root, ast.Name) and root.id in ctx.imports.aliases
 
 
 def _normalised_before(ctx: Analysis, node: ast.AugAssign, exp: OpCall) -> bool:
