@@ -139,6 +139,23 @@ class Analysis(Walk):
             return None  # assigned after this use (a loop-carried value): unknown here
         return value
 
+    def attribute_values(self, key: str) -> list[ast.expr | None]:
+        """Every value the methods of the enclosing class assign to `self.x` ([] when a method
+        changes it in place)."""
+        s = self.scope
+        while s is not None and not isinstance(s.node, ast.ClassDef):
+            s = s.parent
+        if s is None:
+            return []
+        values: list[ast.expr | None] = []
+        for fn in s.node.body:  # type: ignore[attr-defined]
+            method = self.scope_of.get(id(fn)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            if method is not None:
+                values.extend(method.bindings.get(key, ()))
+                if key in method.mutations:
+                    return []
+        return values
+
     def last_value(self, expr: ast.AST) -> ast.expr | None:
         """The value of the last plain assignment to a name before `expr`'s line, in its scope
         (`x = x - x_max` then `x.exp()`): what the name most likely holds there. Only guards use

@@ -88,6 +88,17 @@ def _unpacked_every_time(scope: Scope | None, key: str, values: list[ast.expr | 
     return sources if values and len(sources) == len(values) else []
 
 
+_NUMBER_CASTS = frozenset({"float", "int", "bool", "round"})
+
+
+def _python_numbers(values: list[ast.expr | None]) -> bool:
+    """Is every value a literal or a cast to a Python number (`float(scale_std)`)?"""
+    return bool(values) and all(
+        v is not None and (const_value(v) is not None or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in _NUMBER_CASTS))
+        for v in values)
+
+
 def detached(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
     """Is `expr` outside autograd: a `.detach()`/`.data`/`.item()` chain, or built only from
     variables whose last assignment before it is one, or whose names say they are
@@ -163,6 +174,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
                 return False  # a leaf made to receive gradients
             if name in _NO_GRAD_FACTORIES or _first_order_gradient(ctx, n, name):
                 continue
+            if (ctx.imports.qualname(func) or "").startswith("numpy."):
+                continue  # `np.array(obs["ball"])`: a NumPy array, outside every autodiff system
             if name == "len":
                 continue
             if name in _PYTHON_NUMBER_METHODS and receiver is not None and not n.args[1:]:
@@ -189,6 +202,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
         if key is None or line is None:
             return False
         s, values = ctx.lookup(key)
+        if not values and key.startswith("self.") and _python_numbers(ctx.attribute_values(key)):
+            continue  # `self.scale_std = float(scale_std)` in `__init__`: a hyperparameter
         if s is not None and key in ctx.index_names(s):
             continue  # `table[k]`: an index is an integer (or a bool mask), never differentiated
         prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]

@@ -216,11 +216,24 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         s, values = ctx.lookup(key)
         if s is not None and key in s.mutations:
             return True  # patched in place (`d[d == 0] = 1`, `d.clamp_(min=1)`)
+        if s is not None and _offset_in_place(ctx, e, s.augmented.get(key, ())):
+            return True
         if depth > 0:
             for v in values:
                 if v is not None and v is not expr and guarded_positive(ctx, v, depth - 1):
                     return True
     return False
+
+
+def _offset_in_place(ctx: Analysis, name: ast.expr, changes) -> bool:
+    """`prob += machine_eps` (or `+= 1e-8`) after the name's last assignment and before this use."""
+    line = getattr(name, "lineno", None)
+    if line is None:
+        return False
+    last = ctx.last_value(name)
+    since = getattr(last, "lineno", 0)
+    return any(isinstance(n.op, ast.Add) and since < n.lineno < line
+               and ((const_value(n.value) or 0) > 0 or is_eps_like(n.value)) for n in changes)
 
 
 def _below_a_clamp_ceiling(ctx: Analysis, e: ast.expr) -> bool:
@@ -344,25 +357,8 @@ def _positive_bound(ctx: Analysis, bound: ast.expr | None) -> bool:
         return False
     _, values = ctx.lookup(key)
     if not values and key.startswith("self."):
-        values = attribute_values(ctx, key)
+        values = ctx.attribute_values(key)
     return len(values) == 1 and is_positive_const(values[0])
-
-
-def attribute_values(ctx: Analysis, key: str) -> list[ast.expr | None]:
-    """Every value the methods of the enclosing class assign to `self.x`."""
-    s = ctx.scope
-    while s is not None and not isinstance(s.node, ast.ClassDef):
-        s = s.parent
-    if s is None:
-        return []
-    values: list[ast.expr | None] = []
-    for fn in s.node.body:  # type: ignore[attr-defined]
-        method = ctx.scope_of.get(id(fn)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-        if method is not None:
-            values.extend(method.bindings.get(key, ()))
-            if key in method.mutations:
-                return []
-    return values
 
 
 _MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,

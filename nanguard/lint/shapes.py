@@ -12,6 +12,7 @@ import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import (
     additive_terms,
     bounded_walk,
@@ -210,3 +211,46 @@ def has_tensor_op(ctx: Analysis, expr: ast.expr) -> bool:
                     if isinstance(inner, ast.Call) and ctx.op(inner) is not None:
                         return True
     return False
+
+
+_PY_NUMBER_CALLS = frozenset({"int", "float", "len", "round", "abs"})
+
+
+def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+    """A Python number, not a tensor: `t.item()`, `int(...)`, `float(...)`, `len(...)`, a literal,
+    an arithmetic of those, or a name last assigned one. Dividing two of them by 0 raises
+    ZeroDivisionError: loud, never a NaN."""
+    e = expr
+    if const_value(e) is not None:
+        return True
+    if isinstance(e, ast.BinOp):
+        return python_number(ctx, e.left, depth) and python_number(ctx, e.right, depth)
+    if isinstance(e, ast.UnaryOp):
+        return python_number(ctx, e.operand, depth)
+    if isinstance(e, ast.Call):
+        func = e.func
+        if isinstance(func, ast.Attribute) and func.attr == "item" and not e.args:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "nelement") \
+                and ctx.imports.qualname(func) is None:
+            return True  # `x.size(1)`, `x.numel()`: Python ints
+        if (ctx.imports.qualname(func) or "").startswith("math.") and e.args:
+            return all(python_number(ctx, a, depth) for a in e.args)  # `math.sqrt(d_k)`
+        return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
+        return True  # `x.shape[1]`
+    if depth > 0 and name_key(e) is not None:
+        value = ctx.last_value(e)
+        if value is None and isinstance(e, ast.Name):
+            return _unpacked_from_shape(ctx, e.id)
+        return value is not None and python_number(ctx, value, depth - 1)
+    return False
+
+
+def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
+    """`n, c, h, w = video.shape`: every binding of `name` is an entry of a shape (an int)."""
+    scope, values = ctx.lookup(name)
+    if scope is None or any(v is not None for v in values):
+        return False
+    kinds = scope.tuple_bound.get(name, [])
+    return bool(kinds) and all(kinds) and len(kinds) == len(values)

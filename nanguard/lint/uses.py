@@ -127,10 +127,10 @@ def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, lo
     """Does the value of `node` end, on every path, in a sink: shown, compared, reduced to an
     index, or assigned only to names whose every later read does (transitively, `depth` names)?
     A name never read again ends it too, in a function (`local`): nothing outside sees it."""
+    if id(node) in uses.sunk:
+        return True  # a sink inside an escape ends the value first: `weights.append(w * rmse.item())`
     if id(node) in uses.escaped:
         return False  # `optimizer.minimize(cost)`, `sess.run([train_op, cost])`, `losses.append(d)`
-    if id(node) in uses.sunk:
-        return True
     owned = uses.owner.get(id(node))
     if owned is None or depth <= 0:
         return False

@@ -395,6 +395,77 @@ NONZERO_COUNTS = """\
 """
 
 
+# Read this round on fresh trees (DI-engine, deepchem, InternVL, mmagic, mmhuman3d, ALBEF-style
+# retrieval), each a false finding there; the POSITIVES keep the risk next to it.
+NUMPY_DISTANCE = """\
+    def get_features(obs):
+        def get_distance(xy1, xy2):
+            return (((xy1 - xy2) ** 2).sum(axis=-1)) ** 0.5
+
+        both_team = np.array(obs["left_team"] + obs["right_team"], dtype=np.float32)
+        ball = np.array([obs["ball"][:2]], dtype=np.float32)
+        return get_distance(both_team[:, np.newaxis, :], ball[np.newaxis, :, :])
+"""
+PPO_ENTROPY = """\
+    def ppo_loss(outputs):
+        prob = outputs[0]
+        machine_eps = np.finfo(np.float32).eps
+        prob += machine_eps
+        return -tf.reduce_mean(tf.reduce_sum(prob * tf.math.log(prob), axis=1))
+"""
+SCALED_SCORES = """\
+    def attention(query, key, mask=None, inf=1e12):
+        d_k = query.size(-1)
+        scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)
+        if mask is not None:
+            scores = scores.masked_fill(
+                mask.unsqueeze(1).repeat(1, query.shape[1], query.shape[2], 1) == 0, -inf)
+        return F.softmax(scores, dim=-1)
+"""
+ACTIVE_RATIO = """\
+    def check_valid(sample, min_active_tokens_ratio=1 / 256):
+        num_ignore_tokens = (sample["labels"] == -100).sum()
+        num_tokens = sample["labels"].numel()
+        return (1 - num_ignore_tokens / num_tokens) > min_active_tokens_ratio
+"""
+AUGMENT_PIPE = """\
+    class AugmentPipe(nn.Module):
+        def __init__(self, scale=0.0, scale_std=0.2):
+            super().__init__()
+            self.scale = float(scale)
+            self.scale_std = float(scale_std)
+            self.p = 0.5
+
+        def forward(self, images):
+            batch_size = images.shape[0]
+            s = torch.exp(torch.randn([batch_size]) * self.scale_std * math.log(2))
+            s = torch.where(torch.rand([batch_size]) < self.scale * self.p, s, torch.ones_like(s))
+            return images * s[:, None, None, None]
+"""
+NOISE_WEIGHT = """\
+    class SinGAN(nn.Module):
+        def update_noise(self, g_recon):
+            mse = F.mse_loss(g_recon, self.reals[self.curr_stage + 1])
+            rmse = torch.sqrt(mse)
+            self.noise_weights.append(self.noise_weight_init * rmse.item())
+"""
+GATHERED_IDS = """\
+    def itc_targets(image_ids, sim_t2i):
+        image_ids = image_ids.view(-1, 1)
+        image_ids_all = GatherLayer.apply(image_ids).flatten(0, 1)
+        pos_idx = torch.eq(image_ids, image_ids_all.t()).float()
+        sim_targets = pos_idx / pos_idx.sum(1, keepdim=True)
+        return -torch.sum(F.log_softmax(sim_t2i, dim=1) * sim_targets, dim=1).mean()
+"""
+NORMAL_VISIBILITY = """\
+    def vis_normals(coords, normals):
+        mask = coords[:, :, 2] > 0
+        coords_masked = -coords[mask]
+        coords_len = torch.sqrt(torch.sum(coords_masked ** 2, dim=1))
+        return torch.sum(coords_masked * normals[mask], dim=1) / coords_len
+"""
+
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1630,6 +1701,22 @@ NEGATIVES = [
     # ViTPose's candidate matching: of `d_min, idx = dist.min(-1)` only d_min carries a gradient,
     # and it is only compared.
     ("NG302", NEAREST_MATCH),
+    # DI-engine's football features: a nested helper called only with NumPy arrays.
+    ("NG302", NUMPY_DISTANCE),
+    # deepchem's PPO entropy: `prob += machine_eps` keeps the probability off 0.
+    ("NG201", PPO_ENTROPY),
+    # deepchem's MAT attention: a score divided by math.sqrt(d_k) divides every entry alike.
+    ("NG501", SCALED_SCORES),
+    # InternVL's packed dataset: a ratio only compared (NaN compares False, no NaN is kept).
+    ("NG401", ACTIVE_RATIO),
+    # StyleGAN2-ADA's augment pipe (mmagic): random parameters scaled by a float hyperparameter.
+    ("NG501", AUGMENT_PIPE),
+    # mmagic's SinGAN: the RMSE only read through `.item()` inside the append.
+    ("NG302", NOISE_WEIGHT),
+    # InternVL's retrieval loss: every rank's ids, this rank's own too, so each row matches itself.
+    ("NG401", GATHERED_IDS),
+    # mmhuman3d's normal visibility: `coords_len` is a Euclidean length, not a count.
+    ("NG401", NORMAL_VISIBILITY),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2505,6 +2592,26 @@ POSITIVES = [
     ("NG302", RANGE_TEXTURE.replace("(size: int)", "(size: int, x)").replace(" for x in range(2 * size)", "")),
     # ... the nearest distance returned (a loss term) is differentiated.
     ("NG302", NEAREST_MATCH.replace("return cand2gt", "return cand2gt, min_dist.mean()")),
+    # ... the same distance of a tensor passed in is differentiated.
+    ("NG302", NUMPY_DISTANCE.replace("def get_features(obs):", "def get_features(obs, both_team):")
+     .replace('        both_team = np.array(obs["left_team"] + obs["right_team"], dtype=np.float32)\n', "")),
+    # ... a probability scaled in place is still 0 where it was.
+    ("NG201", PPO_ENTROPY.replace("prob += machine_eps", "prob *= machine_eps")),
+    # ... a score divided by a norm is singular where the norm is 0.
+    ("NG501", SCALED_SCORES.replace("math.sqrt(d_k)", "query.norm(dim=-1, keepdim=True)")),
+    # ... the ratio returned is 0/0 for a sample without labels.
+    ("NG401", ACTIVE_RATIO.replace("return (1 - num_ignore_tokens / num_tokens) > min_active_tokens_ratio",
+                                   "return 1 - num_ignore_tokens / num_tokens")),
+    # ... a learned scale carries a gradient.
+    ("NG501", AUGMENT_PIPE.replace("self.scale_std = float(scale_std)",
+                                   "self.scale_std = nn.Parameter(torch.tensor(scale_std))")),
+    # ... the RMSE itself returned (to be differentiated).
+    ("NG302", NOISE_WEIGHT.replace("rmse.item())", "rmse)\n            return rmse")),
+    # ... ids gathered from another tensor need not meet these.
+    ("NG401", GATHERED_IDS.replace("GatherLayer.apply(image_ids)", "GatherLayer.apply(text_ids)")
+     .replace("(image_ids, sim_t2i)", "(image_ids, text_ids, sim_t2i)")),
+    # ... a length that counts a mask is 0 when nothing is selected.
+    ("NG401", NORMAL_VISIBILITY.replace("torch.sqrt(torch.sum(coords_masked ** 2, dim=1))", "(coords_masked > 0).sum(1)")),
 ]
 
 

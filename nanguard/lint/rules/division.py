@@ -18,9 +18,11 @@ from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
     counts_at_least_one, counts_from_one, stored_only_where_selected, whole_one_hot,
 )
-from nanguard.lint.rules.division_guards import count_checked, inside_a_loop_of, selected_where_nonzero
+from nanguard.lint.rules.division_guards import (
+    count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
+)
 from nanguard.lint.scope import name_key
-from nanguard.lint.shapes import has_tensor_op
+from nanguard.lint.shapes import has_tensor_op, python_number
 from nanguard.lint.syntax import callee_name, const_value, describe
 
 DIV_BY_COUNT = Rule(
@@ -70,47 +72,6 @@ def _masked_selection(ctx: Analysis, expr: ast.expr) -> bool:
     oc = ctx.op(e)
     return oc is not None and oc.node.func.attr in ("masked_select", "nonzero") \
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) else False
-
-
-_PY_NUMBER_CALLS = frozenset({"int", "float", "len", "round", "abs"})
-
-
-def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
-    """A Python number, not a tensor: `t.item()`, `int(...)`, `float(...)`, `len(...)`, a literal,
-    an arithmetic of those, or a name last assigned one. Dividing two of them by 0 raises
-    ZeroDivisionError: loud, never a NaN."""
-    e = expr
-    if const_value(e) is not None:
-        return True
-    if isinstance(e, ast.BinOp):
-        return python_number(ctx, e.left, depth) and python_number(ctx, e.right, depth)
-    if isinstance(e, ast.UnaryOp):
-        return python_number(ctx, e.operand, depth)
-    if isinstance(e, ast.Call):
-        func = e.func
-        if isinstance(func, ast.Attribute) and func.attr == "item" and not e.args:
-            return True
-        if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "nelement") \
-                and ctx.imports.qualname(func) is None:
-            return True  # `x.size(1)`, `x.numel()`: Python ints
-        return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
-    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
-        return True  # `x.shape[1]`
-    if depth > 0 and name_key(e) is not None:
-        value = ctx.last_value(e)
-        if value is None and isinstance(e, ast.Name):
-            return _unpacked_from_shape(ctx, e.id)
-        return value is not None and python_number(ctx, value, depth - 1)
-    return False
-
-
-def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
-    """`n, c, h, w = video.shape`: every binding of `name` is an entry of a shape (an int)."""
-    scope, values = ctx.lookup(name)
-    if scope is None or any(v is not None for v in values):
-        return False
-    kinds = scope.tuple_bound.get(name, [])
-    return bool(kinds) and all(kinds) and len(kinds) == len(values)
 
 
 _TO_PYTHON_INT = frozenset({"int", "round", "floor", "ceil", "trunc"})
@@ -352,9 +313,19 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         # `num_boxes` to >= 1 before passing it): possible (README).
         if isinstance(d, ast.Name) and counts_from_one(ctx, d.id):
             return None  # `for deg in range(1, n + 1): ... / deg`
+        if _a_length_not_a_count(ctx, d):
+            return None  # `coords_len = torch.sqrt(torch.sum(c ** 2, dim=1))`: a Euclidean length
         elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or _held_by_an_owner(d)
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None
+
+
+def _a_length_not_a_count(ctx: Analysis, d: ast.expr) -> bool:
+    """Is the name, called a length, last assigned a norm or a square root (a distance, not a
+    number of things)? Whether that can be 0 is another question than a count's."""
+    value = ctx.last_value(d) if isinstance(d, ast.Name) else None
+    oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
+    return oc is not None and oc.op in ("norm", "sqrt")
 
 
 def _operands(ctx: Analysis, target) -> tuple[ast.AST, ast.expr, ast.expr] | None:
@@ -382,7 +353,8 @@ def check_division(ctx: Analysis, target) -> None:
             or _passed_to_a_nan_cleaner(ctx, node):
         return
     found = _count_reason(ctx, num, den)
-    if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node):
+    if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node) \
+            or only_compared(ctx, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
     if stored_only_where_selected(ctx, node, den) or inside_a_loop_of(ctx, node, den) \
             or selected_where_nonzero(ctx, den):

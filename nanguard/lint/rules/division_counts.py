@@ -218,6 +218,20 @@ def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("t", "transpose", "permute") and ast.dump(node.func.value) == base:
             return True
+        if isinstance(node, ast.Name) and node is not whole and _gathers(ctx, ctx.resolve(node), base):
+            return True  # `ids_all = GatherLayer.apply(ids).flatten(0, 1)`: every rank's ids, this one's too
+    return False
+
+
+def _gathers(ctx: Analysis, value: ast.expr, base: str) -> bool:
+    """Is `value` gathered from every rank with `base` as this rank's part (`all_gather(ids)`,
+    `concat_all_gather(ids)`, `GatherLayer.apply(ids)`)?"""
+    for node in bounded_walk(value, 40):
+        if isinstance(node, ast.Call) and any(ast.dump(a) == base for a in node.args):
+            name = callee_name(node.func) or ""
+            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if "gather" in name.lower() or (name == "apply" and "gather" in (callee_name(owner) or "").lower()):
+                return True
     return False
 
 

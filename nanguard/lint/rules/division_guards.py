@@ -86,3 +86,25 @@ def selected_where_nonzero(ctx: Analysis, den: ast.expr) -> bool:
             if subject is not None and ast.dump(strip_wrappers(ctx, subject)) == counts:
                 return True  # `n.nonzero()`, `np.flatnonzero(n)`: where n is not 0
     return False
+
+
+def only_compared(ctx: Analysis, node: ast.AST) -> bool:
+    """Is the division, through arithmetic only, a side of a comparison
+    (`(1 - n_ignored / n_tokens) > min_ratio`)? A NaN compares False and an inf compares as
+    infinity: the test gets an answer, and no NaN is left in any value."""
+    key = "compared_operands"
+    if key not in ctx.memo:
+        compared: set[int] = set()
+        for cmp in bounded_walk(ctx.tree, 200000):
+            if not isinstance(cmp, ast.Compare):
+                continue
+            stack: list[ast.AST] = [cmp.left, *cmp.comparators]
+            while stack:
+                e = stack.pop()
+                compared.add(id(e))
+                if isinstance(e, ast.BinOp):
+                    stack.extend((e.left, e.right))
+                elif isinstance(e, ast.UnaryOp):
+                    stack.append(e.operand)
+        ctx.memo[key] = compared
+    return id(node) in ctx.memo[key]  # type: ignore[operator]

@@ -15,6 +15,7 @@ from nanguard.lint.grad_reach import _NO_GRAD_FACTORIES
 from nanguard.lint.blocks import dominates
 from nanguard.lint.dataflow import tagged_names
 from nanguard.lint.patterns import guarded_positive
+from nanguard.lint.shapes import python_number
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value
 
@@ -42,7 +43,10 @@ class Singular:
 
 def _classify(ctx: Analysis, node: ast.AST) -> Singular | None:
     if isinstance(node, ast.BinOp):
-        if isinstance(node.op, ast.Div) and const_value(node.right) is None:
+        if isinstance(node.op, ast.Div) and const_value(node.right) is None \
+                and not python_number(ctx, node.right):
+            # A Python number (`scores / math.sqrt(d_k)`) divides every entry alike: its
+            # derivative is not infinite at the entries a where discards and finite elsewhere.
             return Singular("division", node, node.right)
         if isinstance(node.op, ast.Pow):
             p = const_value(node.right)

@@ -9,7 +9,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import attribute_values, guarded_positive, strip_wrappers, tensor_literal
+from nanguard.lint.patterns import guarded_positive, strip_wrappers, tensor_literal
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.masking import neg_inf_source
 from nanguard.lint.scope import name_key
@@ -152,7 +152,7 @@ def _configured_constant(ctx: Analysis, expr: ast.expr) -> bool:
     key = name_key(expr) if isinstance(expr, ast.Attribute) else None
     if key is None or not key.startswith("self.") or key.count(".") != 1:
         return False
-    values = attribute_values(ctx, key)
+    values = ctx.attribute_values(key)
     if len(values) != 1 or values[0] is None:
         return False
     value = values[0]
