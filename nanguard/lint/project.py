@@ -9,7 +9,7 @@ A rule sees one file at a time; a few of its questions are answered in another f
   masked row (NG701). A class counts when its name ends in `Mask`, its body calls `triu` or
   `tril`, and it takes no padding or lengths (which could empty a row).
 * which helper functions return a positive value: a one-statement body such as geoopt's
-  `def sabs(x, eps=1e-15): return x.abs().add_(eps)` (`patterns.positive_helper_return` says
+  `def sabs(x, eps=1e-15): return x.abs().add_(eps)` (`positive.positive_helper_return` says
   which returns count). `(1 - eps) / sabs(k) ** 0.5` in another module is then never a division
   by 0. A name counts only when every function of that name in the tree is such a helper.
 
@@ -62,7 +62,7 @@ def causal_mask_classes_in(data: bytes) -> set[str]:
 
 def helpers_in(data: bytes) -> tuple[set[str], set[str]]:
     """(positive helpers, every other function name) defined in one file's text."""
-    from nanguard.lint.patterns import positive_helper_return
+    from nanguard.lint.positive import positive_helper_return
 
     positive: set[str] = set()
     others: set[str] = set()

@@ -466,6 +466,37 @@ NORMAL_VISIBILITY = """\
 """
 
 
+SESSION_CONTEXT = """\
+    def jrc_loss(labels, session_ids, l_pos):
+        mask = tf.equal(tf.expand_dims(session_ids, 1), tf.expand_dims(session_ids, 0))
+        mask = tf.cast(mask, tf.float32)
+        loss_pos = -tf.reduce_sum(labels * tf.nn.log_softmax(l_pos, axis=0), axis=0)
+        return tf.reduce_mean(loss_pos / tf.reduce_sum(mask, axis=0))
+"""
+CLIPPED_LOG_LOSS = """\
+    def log_loss(y_true, y_pred, eps=1e-15):
+        y_pred = np.clip(y_pred.astype(float), eps, 1 - eps)
+        return -(y_true * np.log(y_pred) + (1 - y_true) * np.log(1 - y_pred)).mean()
+"""
+BOUNDED_LOG_LOSS = """\
+    def calculate_loss(solution, prediction, eps=1e-15):
+        prediction = np.minimum(1 - eps, np.maximum(eps, prediction))
+        pos = -np.mean(solution * np.log(prediction), axis=0)
+        return pos - np.mean((1 - solution) * np.log(1 - prediction), axis=0)
+"""
+ADAPTIVE_FM = """\
+    def cal_adaptive_fm(pred, gt, beta=0.3):
+        binary_prediction = pred >= 0.5
+        area_intersection = binary_prediction[gt].sum()
+        if area_intersection == 0:
+            adaptive_fm = 0
+        else:
+            pre = area_intersection / np.count_nonzero(binary_prediction)
+            rec = area_intersection / np.count_nonzero(gt)
+            adaptive_fm = (1 + beta) * pre * rec / (beta * pre + rec)
+        return adaptive_fm
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1717,6 +1748,13 @@ NEGATIVES = [
     ("NG401", GATHERED_IDS),
     # mmhuman3d's normal visibility: `coords_len` is a Euclidean length, not a count.
     ("NG401", NORMAL_VISIBILITY),
+    # EasyRec's JRC loss: samples of one session compared with every sample, itself included.
+    ("NG401", SESSION_CONTEXT),
+    # AutoGluon's log losses: a ceiling of `1 - eps` (a clip, or a minimum) keeps `1 - p` off 0.
+    ("NG201", CLIPPED_LOG_LOSS),
+    ("NG201", BOUNDED_LOG_LOSS),
+    # AutoGluon's F-measure: the intersection is checked, and it is at most either count.
+    ("NG401", ADAPTIVE_FM),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2612,6 +2650,14 @@ POSITIVES = [
      .replace("(image_ids, sim_t2i)", "(image_ids, text_ids, sim_t2i)")),
     # ... a length that counts a mask is 0 when nothing is selected.
     ("NG401", NORMAL_VISIBILITY.replace("torch.sqrt(torch.sum(coords_masked ** 2, dim=1))", "(coords_masked > 0).sum(1)")),
+    # ... samples compared with another session's ids may meet none.
+    ("NG401", SESSION_CONTEXT.replace("tf.expand_dims(session_ids, 0)", "tf.expand_dims(other_ids, 0)")
+     .replace("(labels, session_ids, l_pos)", "(labels, session_ids, other_ids, l_pos)")),
+    # ... a floor alone leaves `1 - p` at 0 for p = 1.
+    ("NG201", CLIPPED_LOG_LOSS.replace("np.clip(y_pred.astype(float), eps, 1 - eps)", "np.maximum(y_pred, eps)")),
+    ("NG201", BOUNDED_LOG_LOSS.replace("np.minimum(1 - eps, np.maximum(eps, prediction))", "np.maximum(eps, prediction)")),
+    # ... without the check, an empty prediction is 0/0.
+    ("NG401", ADAPTIVE_FM.replace("if area_intersection == 0:", "if beta == 0:")),
 ]
 
 

@@ -168,7 +168,7 @@ def test_a_helper_name_defined_twice_counts_only_if_both_are_positive(tmp_path):
 def test_what_a_positive_helper_returns(ret, positive):
     import ast
 
-    from nanguard.lint.patterns import positive_helper_return
+    from nanguard.lint.positive import positive_helper_return
     assert positive_helper_return(ast.parse(ret, mode="eval").body) is positive
 
 

@@ -181,7 +181,7 @@ def test_package_docstring_example_runs():
 def test_torch_max_with_an_int_is_a_reduction_not_a_guard():
     from nanguard.lint.analysis import Analysis
     from nanguard.lint.names import ImportMap
-    from nanguard.lint.patterns import guarded_positive
+    from nanguard.lint.positive import guarded_positive
 
     tree = ast.parse("import torch\na = torch.max(n, 1)\nb = torch.max(n, torch.tensor(1.0))\n")
     ctx = Analysis(tree, ImportMap())

@@ -8,7 +8,8 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import clamp_lower, strip_wrappers
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.positive import clamp_lower
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.syntax import const_value, describe, is_eps_like
 

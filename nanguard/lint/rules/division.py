@@ -13,13 +13,14 @@ from nanguard.lint.naming import is_count_name, is_mask_like, is_strong_count_na
 from nanguard.lint.dataflow import (
     counts_own_finite_entries, incremented_before, nan_handled_next, returned_to_nan_skipping_callers,
 )
-from nanguard.lint.patterns import guarded_positive, strip_wrappers
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.positive import guarded_positive
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.division_counts import (
     counts_at_least_one, counts_from_one, stored_only_where_selected, whole_one_hot,
 )
 from nanguard.lint.rules.division_guards import (
-    count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
+    at_least_a_checked_part, count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
 )
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op, python_number
@@ -354,7 +355,7 @@ def check_division(ctx: Analysis, target) -> None:
         return
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node) \
-            or only_compared(ctx, node):
+            or only_compared(ctx, node) or at_least_a_checked_part(ctx, num, den):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
     if stored_only_where_selected(ctx, node, den) or inside_a_loop_of(ctx, node, den) \
             or selected_where_nonzero(ctx, den):

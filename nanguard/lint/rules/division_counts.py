@@ -194,7 +194,7 @@ def _matches_itself(ctx: Analysis, mask: ast.expr) -> bool:
     """`torch.eq(idx, torch.cat([idx.t(), queue], 1))` (ALBEF/BLIP's positives): every row of
     `idx` meets itself in the transposed copy, so each row counts at least one match; `x == x`
     counts every entry that is not NaN."""
-    m = strip_wrappers(ctx, ctx.resolve(mask))
+    m = source_of(ctx, mask)  # `mask = tf.to_float(tf.equal(a, b))`: through casts and names
     if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("eq", "equal"):
         module = ctx.imports.qualname(m.func) is not None
         if module and len(m.args) == 2:

@@ -108,3 +108,26 @@ def only_compared(ctx: Analysis, node: ast.AST) -> bool:
                     stack.append(e.operand)
         ctx.memo[key] = compared
     return id(node) in ctx.memo[key]  # type: ignore[operator]
+
+
+def at_least_a_checked_part(ctx: Analysis, num: ast.expr, den: ast.expr) -> bool:
+    """`inter = pred[gt].sum()`, `if inter == 0: ... else: inter / np.count_nonzero(gt)`: the
+    numerator sums a selection by the mask (or a product with it) and is compared with 0, and a
+    sum over an empty selection is 0, so where it is not, the mask counts at least one entry."""
+    if not isinstance(num, ast.Name) or not ctx.zero_checked(num):
+        return False
+    value = ctx.value_of(num)
+    total = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
+    counted = ctx.op(strip_wrappers(ctx, den))
+    if total is None or counted is None or total.input is None or counted.input is None \
+            or total.op not in ("sum", "count_nonzero") or counted.op not in ("sum", "count_nonzero"):
+        return False
+    mask = name_key(strip_wrappers(ctx, counted.input))
+    part = strip_wrappers(ctx, total.input)
+    if isinstance(part, ast.Subscript):
+        parts = [part.value, *(part.slice.elts if isinstance(part.slice, ast.Tuple) else [part.slice])]
+    elif isinstance(part, ast.BinOp) and isinstance(part.op, (ast.Mult, ast.BitAnd)):
+        parts = [part.left, part.right]
+    else:
+        return False
+    return mask is not None and any(name_key(strip_wrappers(ctx, p)) == mask for p in parts)

@@ -9,7 +9,8 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import JAX, KERAS, TF, OpCall
 from nanguard.lint.naming import is_count_name, is_mask_like
-from nanguard.lint.patterns import clamp_lower, guarded_positive, strip_wrappers, tensor_literal
+from nanguard.lint.patterns import strip_wrappers, tensor_literal
+from nanguard.lint.positive import clamp_lower, guarded_positive
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (

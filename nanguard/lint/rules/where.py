@@ -14,7 +14,8 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import GRADIENT, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.dataflow import counts_own_finite_entries, tagged_names
-from nanguard.lint.patterns import guarded_positive, local_constant, strip_wrappers
+from nanguard.lint.patterns import local_constant, strip_wrappers
+from nanguard.lint.positive import guarded_positive
 from nanguard.lint.scope import name_key
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks

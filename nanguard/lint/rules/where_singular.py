@@ -14,7 +14,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.grad_reach import _NO_GRAD_FACTORIES
 from nanguard.lint.blocks import dominates
 from nanguard.lint.dataflow import tagged_names
-from nanguard.lint.patterns import guarded_positive
+from nanguard.lint.positive import guarded_positive
 from nanguard.lint.shapes import python_number
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, const_value

@@ -9,7 +9,8 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import guarded_positive, strip_wrappers, tensor_literal
+from nanguard.lint.patterns import strip_wrappers, tensor_literal
+from nanguard.lint.positive import guarded_positive
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.masking import neg_inf_source
 from nanguard.lint.scope import name_key
