@@ -497,6 +497,22 @@ ADAPTIVE_FM = """\
         return adaptive_fm
 """
 
+BOND_ANGLE = """\
+    def get_angle(pos, angle_index):
+        n1, ctr, n2 = angle_index
+        v1 = pos[n1] - pos[ctr]
+        v2 = pos[n2] - pos[ctr]
+        inner_prod = torch.sum(v1 * v2, dim=-1, keepdim=True)
+        length_prod = torch.norm(v1, dim=-1, keepdim=True) * torch.norm(v2, dim=-1, keepdim=True)
+        return torch.acos(inner_prod / length_prod)
+"""
+HERMITE_START = """\
+    def initial_nodes(n, x_initial):
+        mu = np.sqrt(2.0 * n + 1.0)
+        t = x_initial / mu
+        return np.arccos(t)
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1755,6 +1771,10 @@ NEGATIVES = [
     ("NG201", BOUNDED_LOG_LOSS),
     # AutoGluon's F-measure: the intersection is checked, and it is at most either count.
     ("NG401", ADAPTIVE_FM),
+    # GeoDiff's bond angles: `length_prod` is a product of norms, not a count (NG303 reports the acos).
+    ("NG401", BOND_ANGLE),
+    # SciPy's Hermite nodes: a value over the square root of a number is not a cosine.
+    ("NG303", HERMITE_START),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2658,6 +2678,10 @@ POSITIVES = [
     ("NG201", BOUNDED_LOG_LOSS.replace("np.minimum(1 - eps, np.maximum(eps, prediction))", "np.maximum(eps, prediction)")),
     # ... without the check, an empty prediction is 0/0.
     ("NG401", ADAPTIVE_FM.replace("if area_intersection == 0:", "if beta == 0:")),
+    # ... the acos of a dot product over norms held in a name is a cosine's.
+    ("NG303", BOND_ANGLE),
+    # ... and so is one over the root of a sum of squares.
+    ("NG303", HERMITE_START.replace("mu = np.sqrt(2.0 * n + 1.0)", "mu = np.sqrt(np.sum(x_initial * x_initial))")),
 ]
 
 

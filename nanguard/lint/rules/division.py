@@ -24,7 +24,7 @@ from nanguard.lint.rules.division_guards import (
 )
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op, python_number
-from nanguard.lint.syntax import callee_name, const_value, describe
+from nanguard.lint.syntax import callee_name, const_value, describe, mult_factors
 
 DIV_BY_COUNT = Rule(
     code="NG401",
@@ -325,8 +325,9 @@ def _a_length_not_a_count(ctx: Analysis, d: ast.expr) -> bool:
     """Is the name, called a length, last assigned a norm or a square root (a distance, not a
     number of things)? Whether that can be 0 is another question than a count's."""
     value = ctx.last_value(d) if isinstance(d, ast.Name) else None
-    oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
-    return oc is not None and oc.op in ("norm", "sqrt")
+    factors = mult_factors(value, (ast.Mult,)) if value is not None else []
+    return bool(factors) and all(getattr(ctx.op(strip_wrappers(ctx, f)), "op", "") in ("norm", "sqrt")
+                                 for f in factors)  # `norm(v1) * norm(v2)` too
 
 
 def _operands(ctx: Analysis, target) -> tuple[ast.AST, ast.expr, ast.expr] | None:

@@ -61,8 +61,27 @@ def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
     oc = ctx.op(e)
     if oc is not None:
         return oc.op == "normalize"
-    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and any(
-        getattr(ctx.op(n), "op", "") in ("norm", "sqrt") for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and _over_norms(ctx, e.right)
+
+
+def _over_norms(ctx: Analysis, denominator: ast.expr) -> bool:
+    """Is there a norm or a square root in the denominator, or in the value of the name holding it
+    (`length_prod = a.norm(dim=-1) * b.norm(dim=-1)`)?"""
+    held = ctx.last_value(denominator) if name_key(denominator) is not None else None
+    return any(_a_norm(ctx, n) for part in (denominator, held) if part is not None
+               for n in bounded_walk(part, 60) if isinstance(n, ast.Call))
+
+
+def _a_norm(ctx: Analysis, call: ast.Call) -> bool:
+    """`x.norm(dim=-1)`, or the square root of a sum (`sqrt((x * x).sum(-1))`), not of a number
+    (`sqrt(2.0 * n + 1.0)`)."""
+    oc = ctx.op(call)
+    if oc is None or oc.op not in ("norm", "sqrt"):
+        return False
+    return oc.op == "norm" or oc.input is None or any(
+        getattr(ctx.op(n), "op", "") in ("sum", "matmul", "einsum", "dot", "square")
+        or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+        for n in bounded_walk(oc.input, 40))
 
 
 def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
@@ -118,10 +137,7 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
         if isinstance(e.op, ast.MatMult):
             return "raw"
         if isinstance(e.op, ast.Div):
-            denominator_norm = any(
-                (ctx.op(n) is not None and ctx.op(n).op in ("norm", "sqrt"))  # type: ignore[union-attr]
-                for n in bounded_walk(e.right, 60) if isinstance(n, ast.Call))
-            if denominator_norm:
+            if _over_norms(ctx, e.right):
                 return "raw"
         return None
     if isinstance(e, (ast.Name, ast.Attribute)):
