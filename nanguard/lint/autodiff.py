@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING
 from nanguard.lint.autodiff_markers import (
     CUSTOM_DERIVATIVE, DATASET_SUFFIX, FUNCS, FUNCTION_BASES, FUNCTION_METHODS, GRADIENT_RULE_PARAMS,
     OPTIMIZER_HOOKS, RULE_CALLS, SOLVER_STEPS, callee, decorator_name, gradient_transformation_update,
-    last_identifier, mark_escape, names_a_metric, names_passed, scalar_annotation,
+    last_identifier, mark_escape, names_a_metric, names_passed,
 )
+
+from nanguard.lint.call_sites import CallSites
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
@@ -58,7 +60,7 @@ class _Ref:
         self.chain, self.level, self.role, self.call = chain, level, role, call
 
 
-class Autodiff:
+class Autodiff(CallSites):
     """Answers "is this code ever differentiated?" for one analysed module."""
 
     def __init__(self, ctx: Analysis) -> None:
@@ -310,87 +312,3 @@ class Autodiff:
         if not refs:
             return 0
         return min(self._site(r) for r in refs)
-
-    def calls_of(self, fn: ast.AST) -> list[tuple[ast.Call, ast.AST | None]]:
-        """Every use of the private or nested function `fn` in the module as (call, innermost
-        enclosing function or None at module level); [] when it is public (other modules may
-        call it), unused, or used other than by a direct call (passed along, returned)."""
-        if self._public(fn):
-            return []
-        out: list[tuple[ast.Call, ast.AST | None]] = []
-        for ref in self._uses(fn):
-            if ref.role != "call" or ref.call is None or any(isinstance(f, ast.Lambda) for f in ref.chain):
-                return []
-            out.append((ref.call, ref.chain[-1] if ref.chain else None))
-        return out
-
-    def parameter_gradient_free(self, fn: ast.AST, param: str) -> bool:
-        """Can parameter `param` of function `fn` never carry a gradient?"""
-        key = (id(fn), param)
-        if key in self._param_memo:
-            return self._param_memo[key]
-        self._param_memo[key] = False
-        result = self._parameter_gradient_free(fn, param)
-        self._param_memo[key] = result
-        return result
-
-    def _parameter_gradient_free(self, fn: ast.AST, param: str) -> bool:
-        args = fn.args  # type: ignore[attr-defined]
-        positional = args.posonlyargs + args.args
-        every = positional + args.kwonlyargs
-        arg = next((a for a in every if a.arg == param), None)
-        if arg is None:
-            return False  # *args, **kwargs
-        if scalar_annotation(arg.annotation):
-            return True
-        if isinstance(fn, ast.Lambda) or not isinstance(fn, FUNCS) or self._public(fn):
-            return False
-        refs = self._uses(fn)
-        if not refs:
-            return False
-        where, _ = self.owner.get(id(fn), ("module", None))
-        index = next((i for i, a in enumerate(positional) if a.arg == param), None)
-        n_defaults = len(args.defaults)
-        default = None
-        if index is not None and index >= len(positional) - n_defaults:
-            default = args.defaults[index - (len(positional) - n_defaults)]
-        elif index is None:
-            k = [a.arg for a in args.kwonlyargs].index(param)
-            default = args.kw_defaults[k]
-        for ref in refs:
-            if self._site(ref) > 0:
-                continue
-            call = ref.call
-            if ref.role != "call" or call is None:
-                return False
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-                return False
-            bound = None
-            kw = next((k.value for k in call.keywords if k.arg == param), None)
-            if kw is not None:
-                bound = kw
-            elif index is not None:
-                i = index - (1 if where == "class" and isinstance(call.func, ast.Attribute) else 0)
-                if 0 <= i < len(call.args):
-                    bound = call.args[i]
-            if bound is None:
-                bound = default
-            if bound is None or not self._gradient_free_at(bound, ref):
-                return False
-        return True
-
-    def _gradient_free_at(self, expr: ast.expr, ref: _Ref) -> bool:
-        """`ctx.gradient_free(expr)` as seen from the scope of the call site."""
-        ctx = self.ctx
-        scope = ctx.module_scope
-        for f in reversed(ref.chain):
-            s = ctx.scope_of.get(id(f))
-            if s is not None:
-                scope = s
-                break
-        saved = ctx.scope
-        ctx.scope = scope
-        try:
-            return ctx.gradient_free(expr)
-        finally:
-            ctx.scope = saved

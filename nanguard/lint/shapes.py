@@ -58,16 +58,42 @@ def difference_of_points(ctx: Analysis, expr: ast.expr) -> bool:
     identical points, a pair of a sample with itself or a converged prediction give."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
     if isinstance(e, ast.Name) and ctx.value_of(e) is None:
-        return _named_difference(e.id)  # a parameter `dx`, `delta`, `pos_diff`
+        last = ctx.last_value(e)  # `coord_diff = coord[row] - coord[col]`, rebound after this use
+        if last is None:
+            return _named_difference(e.id)  # a parameter `dx`, `delta`, `pos_diff`
+        e = strip_wrappers(ctx, last)
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) \
         and const_value(e.left) is None and const_value(e.right) is None \
-        and not _across_an_edge_list(ctx, e.left, e.right)
+        and not _across_an_edge_list(ctx, e.left, e.right) and not _parameters_across_edges(ctx, e.left, e.right)
 
 
 def difference_along_edges(ctx: Analysis, expr: ast.expr) -> bool:
-    """`pos[i] - pos[j]` over the edges `i, j` of a graph (see `_across_an_edge_list`)."""
+    """`pos[i] - pos[j]` over the edges `i, j` of a graph (see `_across_an_edge_list`), also
+    `source - target` of parameters bound so at every call in the module (EGNN's
+    `self.edge_model(x[row], x[col], ...)`)."""
     e = strip_wrappers(ctx, ctx.resolve(expr))
-    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _across_an_edge_list(ctx, e.left, e.right)
+    if isinstance(e, ast.Name) and ctx.value_of(e) is None:
+        e = strip_wrappers(ctx, ctx.last_value(e) or e)
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and (
+        _across_an_edge_list(ctx, e.left, e.right) or _parameters_across_edges(ctx, e.left, e.right))
+
+
+def _parameters_across_edges(ctx: Analysis, left: ast.expr, right: ast.expr) -> bool:
+    fn = ctx.scope.node
+    if not (isinstance(left, ast.Name) and isinstance(right, ast.Name)
+            and ctx.parameter_scope(left) is ctx.scope and ctx.parameter_scope(right) is ctx.scope):
+        return False
+    calls = ctx.autodiff.calls_in_module(fn)
+    saved = ctx.scope
+    try:
+        for call, caller in calls:
+            bound = [ctx.autodiff.bound_argument(fn, call, p.id) for p in (left, right)]
+            ctx.scope = ctx.scope_of.get(id(caller), ctx.module_scope) if caller is not None else ctx.module_scope
+            if bound[0] is None or bound[1] is None or not _across_an_edge_list(ctx, bound[0], bound[1]):
+                return False
+    finally:
+        ctx.scope = saved
+    return bool(calls)
 
 
 _SELECTIONS = frozenset({"gather", "index_select", "take"})

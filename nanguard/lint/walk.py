@@ -27,6 +27,7 @@ from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_ke
 
 # Comparisons spelled as calls (TensorFlow's function forms, torch.gt): tested against 0 they
 # are a zero check like `n > 0`.
+_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
 _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
                                "gt", "ge", "lt", "le", "eq", "ne", "isclose"})
 # Reductions whose comparison with 0 tests their one argument: `np.sum(gt_mask) == 0` tests gt_mask.
@@ -108,6 +109,12 @@ class Walk:
                                     key = name_key(part)
                                     if key is not None:
                                         scope.tested_comparisons.add(key)
+                                continue
+                            if isinstance(subject, ast.Call) and subject.args and \
+                                    getattr(subject.func, "attr", getattr(subject.func, "id", "")) in _NAN_TESTS:
+                                key = name_key(subject.args[0])  # `np.isnan(scores).all()` tests `~np.isnan(scores)`
+                                if key is not None:
+                                    scope.tested_comparisons.add(key)
                                 continue
                             key = name_key(subject) if subject is not None else None
                             if key is not None:

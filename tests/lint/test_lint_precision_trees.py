@@ -513,6 +513,38 @@ HERMITE_START = """\
         return np.arccos(t)
 """
 
+TOXICITY_SCORES = """\
+    def evaluate(toxicity_scores, num_toxic):
+        toxicity_scores = np.array(toxicity_scores)
+        toxicity_scores[toxicity_scores < 0] = np.nan
+        if np.isnan(toxicity_scores).all():
+            raise ValueError("All predictions are not valid")
+        length = np.count_nonzero(~np.isnan(toxicity_scores))
+        return round(num_toxic / length, 4)
+"""
+
+EGNN_LAYERS = """\
+    class GCL_basic(nn.Module):
+        def forward(self, x, edge_index, edge_attr=None):
+            row, col = edge_index
+            return self.edge_model(x[row], x[col], edge_attr)
+
+    class GCL_rf(GCL_basic):
+        def edge_model(self, source, target, edge_attr):
+            x_diff = source - target
+            radial = torch.sqrt(torch.sum(x_diff ** 2, dim=1)).unsqueeze(1)
+            return self.phi(torch.cat([radial, edge_attr], dim=1))
+
+    class E_GCL(nn.Module):
+        def coord2radial(self, edge_index, coord):
+            row, col = edge_index
+            coord_diff = coord[row] - coord[col]
+            radial = torch.sum(coord_diff ** 2, 1).unsqueeze(1)
+            norm = torch.sqrt(radial) + 1
+            coord_diff = coord_diff / norm
+            return radial, coord_diff
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1775,6 +1807,8 @@ NEGATIVES = [
     ("NG401", BOND_ANGLE),
     # SciPy's Hermite nodes: a value over the square root of a number is not a cosine.
     ("NG303", HERMITE_START),
+    # OpenCompass' toxicity: every score NaN raises first, so some score counts.
+    ("NG401", TOXICITY_SCORES),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2682,6 +2716,10 @@ POSITIVES = [
     ("NG303", BOND_ANGLE),
     # ... and so is one over the root of a sum of squares.
     ("NG303", HERMITE_START.replace("mu = np.sqrt(2.0 * n + 1.0)", "mu = np.sqrt(np.sum(x_initial * x_initial))")),
+    # ... without the test, every score invalid is 0 counted.
+    ("NG401", TOXICITY_SCORES.replace("np.isnan(toxicity_scores).all()", "toxicity_scores.size == 0")),
+    # ... a method the class calls with two other tensors measures identical points too.
+    ("NG302", EGNN_LAYERS.replace("self.edge_model(x[row], x[col], edge_attr)", "self.edge_model(x, edge_attr, edge_attr)")),
 ]
 
 
@@ -2777,6 +2815,10 @@ POSSIBLE_ONLY = [
         def make_bond_length(bond1, bond2, gamma):
             return np.sqrt(bond1.length**2 + bond2.length**2 - 2 * bond1.length * bond2.length * np.cos(gamma))
     """),
+    # e3_diffusion's EGNN layers: distances along the edges a base class gathers
+    # (`self.edge_model(x[row], x[col], ...)`), and a difference rebound after its use; 0 only
+    # on an edge from a node to itself, as DIG's.
+    ("NG302", EGNN_LAYERS),
 ]
 
 

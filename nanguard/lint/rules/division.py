@@ -218,9 +218,14 @@ def _checked_expression(ctx: Analysis, d: ast.expr) -> bool:
 def _compared_under_any_all(ctx: Analysis, mask: ast.expr) -> bool:
     """Is the mask a comparison of a name that the function also tests whole, with `any`/`all`
     (`if torch.all(targets == ignore): ... else: loss / (targets != ignore).sum()`)?"""
-    if not isinstance(mask, ast.Compare):
+    if isinstance(mask, ast.UnaryOp) and isinstance(mask.op, (ast.Invert, ast.Not)):
+        mask = mask.operand  # `~np.isnan(x)`, tested by `np.isnan(x).all()`
+    if isinstance(mask, ast.Call) and mask.args and callee_name(mask.func) in ("isnan", "isinf", "isfinite"):
+        keys = {name_key(mask.args[0])} - {None}
+    elif isinstance(mask, ast.Compare):
+        keys = {name_key(part) for part in [mask.left, *mask.comparators]} - {None}
+    else:
         return False
-    keys = {name_key(part) for part in [mask.left, *mask.comparators]} - {None}
     s = ctx.scope
     while s is not None:
         if keys & s.tested_comparisons:
