@@ -545,6 +545,15 @@ EGNN_LAYERS = """\
             return radial, coord_diff
 """
 
+REWARD_CRITERION = """\
+    def reward_loss(input, seq, reward):
+        input = input.gather(2, seq.unsqueeze(2)).squeeze(2).reshape(-1)
+        mask = (seq > 0).to(input)
+        mask = torch.cat([mask.new(mask.size(0), 1).fill_(1), mask[:, :-1]], 1).reshape(-1)
+        output = -input * reward.reshape(-1) * mask
+        return torch.sum(output) / torch.sum(mask)
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1809,6 +1818,9 @@ NEGATIVES = [
     ("NG303", HERMITE_START),
     # OpenCompass' toxicity: every score NaN raises first, so some score counts.
     ("NG401", TOXICITY_SCORES),
+    # self-critical.pytorch's criteria: a column of ones (the first token) leads every row.
+    ("NG401", REWARD_CRITERION),
+    ("NG401", REWARD_CRITERION.replace("mask.new(mask.size(0), 1).fill_(1)", "mask.new_full((mask.size(0), 1), 1)")),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2720,6 +2732,8 @@ POSITIVES = [
     ("NG401", TOXICITY_SCORES.replace("np.isnan(toxicity_scores).all()", "toxicity_scores.size == 0")),
     # ... a method the class calls with two other tensors measures identical points too.
     ("NG302", EGNN_LAYERS.replace("self.edge_model(x[row], x[col], edge_attr)", "self.edge_model(x, edge_attr, edge_attr)")),
+    # ... a column of zeros leaves a row of padding empty.
+    ("NG401", REWARD_CRITERION.replace("fill_(1)", "fill_(0)")),
 ]
 
 
