@@ -88,6 +88,25 @@ def _unpacked_every_time(scope: Scope | None, key: str, values: list[ast.expr | 
     return sources if values and len(sources) == len(values) else []
 
 
+# Parameters that hold a batch of input data (`pyg_batch.pos`, `data.edge_attr`, `batch.x`).
+_DATA_OBJECTS = frozenset({"data", "batch", "pyg_batch", "graph", "sample"})
+
+
+def _input_data(ctx: Analysis, node: ast.Attribute) -> bool:
+    """An attribute of a batch passed in as a parameter: input data, outside autograd unless
+    the module asks for a gradient with respect to its inputs (`pos.requires_grad_()`,
+    `torch.autograd.grad(energy, pos)`: a force field)."""
+    base = node.value
+    if not (isinstance(base, ast.Name) and base.id in _DATA_OBJECTS and ctx.parameter_scope(base) is not None):
+        return False
+    if "asks_input_gradients" not in ctx.memo:
+        ctx.memo["asks_input_gradients"] = any(
+            (isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_", "grad"))
+            or (isinstance(n, ast.keyword) and n.arg == "requires_grad")
+            for n in ast.walk(ctx.tree))
+    return not ctx.memo["asks_input_gradients"]
+
+
 _NUMBER_CASTS = frozenset({"float", "int", "bool", "round"})
 
 
@@ -194,6 +213,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
                           ast.List, ast.Starred)):
             stack.extend(ast.iter_child_nodes(n))
             continue
+        if isinstance(n, ast.Attribute) and _input_data(ctx, n):
+            continue  # `pyg_batch.pos`: a batch's data, not differentiated unless the module asks
         key = name_key(n)
         if key is not None and key.rsplit(".", 1)[-1].lower() in _STEP_COUNTERS:
             continue  # `step`, `self.global_step`, optax's `count`: an integer counter

@@ -554,6 +554,15 @@ REWARD_CRITERION = """\
         return torch.sum(output) / torch.sum(mask)
 """
 
+BATCH_POSITIONS = """\
+    class MXMNet(nn.Module):
+        def forward(self, pyg_batch):
+            pos = pyg_batch.pos
+            j_l, i_l = remove_self_loops(pyg_batch.edge_index)[0]
+            dist_l = (pos[i_l] - pos[j_l]).pow(2).sum(dim=-1).sqrt()
+            return self.rbf(dist_l)
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1821,6 +1830,8 @@ NEGATIVES = [
     # self-critical.pytorch's criteria: a column of ones (the first token) leads every row.
     ("NG401", REWARD_CRITERION),
     ("NG401", REWARD_CRITERION.replace("mask.new(mask.size(0), 1).fill_(1)", "mask.new_full((mask.size(0), 1), 1)")),
+    # deepchem's MXMNet: distances between a batch's input positions, which carry no gradient.
+    ("NG302", BATCH_POSITIONS),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2734,6 +2745,8 @@ POSITIVES = [
     ("NG302", EGNN_LAYERS.replace("self.edge_model(x[row], x[col], edge_attr)", "self.edge_model(x, edge_attr, edge_attr)")),
     # ... a column of zeros leaves a row of padding empty.
     ("NG401", REWARD_CRITERION.replace("fill_(1)", "fill_(0)")),
+    # ... unless the module differentiates with respect to them (forces from an energy).
+    ("NG302", BATCH_POSITIONS.replace("pos = pyg_batch.pos", "pos = pyg_batch.pos.requires_grad_()")),
 ]
 
 
