@@ -109,8 +109,9 @@ def scalar_annotation(ann: ast.expr | None) -> bool:
 
 # Metrics computed from counts or thresholded predictions, and PSNR (a loss built on it is named
 # one: `PSNRLoss`, `psnr_loss`): nothing differentiates them (unlike IoU, Dice, SSIM or an RMSE,
-# which are also losses, and so are not listed).
-_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc", "psnr"})
+# which are also losses, and so are not listed). A function named for several `metrics`
+# (`compute_depth_metrics`) reports them; a `metric` alone may be a metric-learning distance.
+_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc", "psnr", "metrics"})
 _NUMERIC_FORMAT = frozenset({"mixed", "half", "full", "single", "double", "fp16", "bf16", "fp32", "amp"})
 
 

@@ -563,6 +563,14 @@ BATCH_POSITIONS = """\
             return self.rbf(dist_l)
 """
 
+DEPTH_METRICS = """\
+    def compute_depth_metrics(gt, pred):
+        diff = gt - pred
+        rmse = torch.sqrt(torch.mean(diff ** 2))
+        rmse_log = torch.sqrt(torch.mean((torch.log(gt) - torch.log(pred)) ** 2))
+        return rmse, rmse_log
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1832,6 +1840,8 @@ NEGATIVES = [
     ("NG401", REWARD_CRITERION.replace("mask.new(mask.size(0), 1).fill_(1)", "mask.new_full((mask.size(0), 1), 1)")),
     # deepchem's MXMNet: distances between a batch's input positions, which carry no gradient.
     ("NG302", BATCH_POSITIONS),
+    # packnet-sfm's evaluation: a function named for its metrics reports them, nothing differentiates it.
+    ("NG302", DEPTH_METRICS),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2747,6 +2757,8 @@ POSITIVES = [
     ("NG401", REWARD_CRITERION.replace("fill_(1)", "fill_(0)")),
     # ... unless the module differentiates with respect to them (forces from an energy).
     ("NG302", BATCH_POSITIONS.replace("pos = pyg_batch.pos", "pos = pyg_batch.pos.requires_grad_()")),
+    # ... the same RMSE named as a loss is differentiated.
+    ("NG302", DEPTH_METRICS.replace("compute_depth_metrics", "compute_depth_loss")),
 ]
 
 
