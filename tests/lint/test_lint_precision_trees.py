@@ -571,6 +571,104 @@ DEPTH_METRICS = """\
         return rmse, rmse_log
 """
 
+VIT_MASKED_ATTENTION = """\
+    class Residual(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x, **kwargs):
+            return self.fn(x, **kwargs) + x
+
+
+    class Attention(nn.Module):
+        def __init__(self, dim, heads=8):
+            super().__init__()
+            self.heads = heads
+            self.scale = dim ** -0.5
+            self.to_qkv = nn.Linear(dim, dim * 3, bias=False)
+
+        def forward(self, x, mask=None):
+            q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+            dots = torch.einsum('bid,bjd->bij', q, k) * self.scale
+            if mask is not None:
+                mask = F.pad(mask.flatten(1), (1, 0), value=True)
+                mask = mask[:, None, :] * mask[:, :, None]
+                dots.masked_fill_(~mask, float('-inf'))
+            attn = dots.softmax(dim=-1)
+            return torch.einsum('bij,bjd->bid', attn, v)
+
+
+    class Transformer(nn.Module):
+        def __init__(self, dim, depth):
+            super().__init__()
+            self.layers = nn.ModuleList([])
+            for _ in range(depth):
+                self.layers.append(nn.ModuleList([Residual(Attention(dim)), Residual(nn.Linear(dim, dim))]))
+
+        def forward(self, x, mask=None):
+            for attn, ff in self.layers:
+                x = attn(x, mask=mask)
+                x = ff(x)
+            return x
+
+
+    class SeqTransformer(nn.Module):
+        def __init__(self, dim, depth):
+            super().__init__()
+            self.transformer = Transformer(dim, depth)
+
+        def forward(self, x):
+            return self.transformer(x)
+"""
+INFORMER_ATTENTION = """\
+    class TriangularCausalMask:
+        def __init__(self, B, L, device="cpu"):
+            mask_shape = [B, 1, L, L]
+            with torch.no_grad():
+                self._mask = torch.triu(torch.ones(mask_shape, dtype=torch.bool), diagonal=1).to(device)
+
+        @property
+        def mask(self):
+            return self._mask
+
+
+    class FullAttention(nn.Module):
+        def __init__(self, mask_flag=True, scale=None):
+            super().__init__()
+            self.scale = scale
+            self.mask_flag = mask_flag
+
+        def forward(self, queries, keys, values, attn_mask):
+            B, L, H, E = queries.shape
+            scale = self.scale or 1. / np.sqrt(E)
+            scores = torch.einsum("blhe,bshe->bhls", queries, keys)
+            if self.mask_flag:
+                if attn_mask is None:
+                    attn_mask = TriangularCausalMask(B, L, device=queries.device)
+                scores.masked_fill_(attn_mask.mask, -np.inf)
+            A = torch.softmax(scale * scores, dim=-1)
+            return torch.einsum("bhls,bshd->blhd", A, values)
+
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, attention):
+            super().__init__()
+            self.attention = attention
+
+        def forward(self, x, attn_mask=None):
+            return self.attention(x, x, x, attn_mask=attn_mask)
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = EncoderLayer(FullAttention(True))
+
+        def forward(self, x):
+            return self.layer(x)
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1842,6 +1940,12 @@ NEGATIVES = [
     ("NG302", BATCH_POSITIONS),
     # packnet-sfm's evaluation: a function named for its metrics reports them, nothing differentiates it.
     ("NG302", DEPTH_METRICS),
+    # TS-TCC's copy of vit-pytorch's attention: the mask is built only from one given, and no
+    # call of the module gives one (`for attn, ff in self.layers`, layers appended in `__init__`).
+    ("NG701", VIT_MASKED_ATTENTION),
+    # Informer-style attention: None stands for a causal mask, and the module passes None (the
+    # attention built by the caller, `EncoderLayer(FullAttention(True))`).
+    ("NG701", INFORMER_ATTENTION),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2759,6 +2863,11 @@ POSITIVES = [
     ("NG302", BATCH_POSITIONS.replace("pos = pyg_batch.pos", "pos = pyg_batch.pos.requires_grad_()")),
     # ... the same RMSE named as a loss is differentiated.
     ("NG302", DEPTH_METRICS.replace("compute_depth_metrics", "compute_depth_loss")),
+    # ... a mask passed in by the model's caller may leave a row empty.
+    ("NG701", VIT_MASKED_ATTENTION.replace("    def forward(self, x):\n            return self.transformer(x)",
+                                           "    def forward(self, x, mask):\n            return self.transformer(x, mask=mask)")),
+    ("NG701", INFORMER_ATTENTION.replace("    def forward(self, x):\n            return self.layer(x)",
+                                         "    def forward(self, x, pad_mask):\n            return self.layer(x, attn_mask=pad_mask)")),
 ]
 
 

@@ -19,6 +19,7 @@ import ast
 from collections.abc import Callable
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import conditions_at
 from nanguard.lint.scope import Scope
 from nanguard.lint.syntax import bounded_walk, callee_name, parameter_default
 
@@ -42,6 +43,15 @@ def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: K
         return bool(made) and all(keeps(ctx, v, owner, depth - 1) for v in made)
     if all(v is None for v in values) and _image_padding(owner, name.id):
         return True
+    made = [v for v in values if v is not None and not _reshaped(v, name.id)]
+    if values.count(None) == 1 and made and isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if none_is_no_mask and all(_under_none_test(ctx, owner.node, v, name.id, ast.IsNot) for v in made):
+            # `if mask is not None: mask = F.pad(...)`: built only from a mask given; none is
+            return _passed_for(ctx, owner, name.id, _given_nothing, depth, True)
+        if all(_under_none_test(ctx, owner.node, v, name.id, ast.Is) for v in made) \
+                and all(keeps(ctx, v, owner, depth - 1) for v in made):
+            # `if attn_mask is None: attn_mask = TriangularCausalMask(B, L)`: None stands for that mask
+            return _passed_for(ctx, owner, name.id, keeps, depth, True)
     # a parameter, perhaps reshaped in place (`attn_mask = attn_mask.bool()`): what callers pass
     if values.count(None) != 1 or not all(v is None or _reshaped(v, name.id) for v in values) \
             or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -91,12 +101,19 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
     owner_name = enclosing.node.name if method else func.name  # type: ignore[union-attr,attr-defined]
     passed: list[tuple[ast.expr, Scope]] = []
     omitted = False
+    required = params[:len(params) - len(func.args.defaults)]  # type: ignore[attr-defined]
     for call, scope, _nograd in ctx.calls:
         if not _calls(ctx, call, scope, owner_name, method):
             continue
+        if len(call.args) < len(required) and not any(isinstance(a, ast.Starred) for a in call.args) \
+                and not {k.arg for k in call.keywords} >= set(required[len(call.args):]):
+            continue  # too few arguments for this function: a call of a module that wraps it
         arg = next((k.value for k in call.keywords if k.arg == param), None)
         if arg is None and len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
             arg = call.args[index]
+        if none_is_no_mask and isinstance(arg, ast.Constant) and arg.value is None:
+            omitted = True  # `attn_mask=None` passed explicitly
+            continue
         if arg is None:
             if none_is_no_mask and _defaults_to_none(func, param):
                 omitted = True  # the default: no mask, and the fill is skipped for None
@@ -107,6 +124,19 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
         return False
     return all(every_value_keeps_rows(ctx, a, s, keeps, depth - 1, none_is_no_mask) if isinstance(a, ast.Name)
                else keeps(ctx, a, s, depth - 1) for a, s in passed)
+
+
+def _under_none_test(ctx: Analysis, root: ast.AST, value: ast.expr, name: str, op: type) -> bool:
+    """Is the assignment of `value` inside `if name is None:` (`op` Is) or `if name is not None:`
+    (`op` IsNot), in the body of that `if`?"""
+    return any(holds and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
+               and len(test.ops) == 1 and isinstance(test.ops[0], op) and isinstance(test.comparators[0], ast.Constant)
+               and test.comparators[0].value is None
+               for test, holds in conditions_at(ctx, root, value.lineno))  # type: ignore[attr-defined]
+
+
+def _given_nothing(ctx: Analysis, expr: ast.expr, scope: Scope, depth: int) -> bool:
+    return False  # any mask actually given may be empty in a row
 
 
 def _defaults_to_none(func: ast.AST, param: str) -> bool:
@@ -130,13 +160,36 @@ def _instance_of(ctx: Analysis, expr: ast.expr, scope: Scope, cls: str, depth: i
     if isinstance(expr, ast.Subscript):
         return _instance_of(ctx, expr.value, scope, cls, depth - 1)
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        return any(_builds(v, cls) for v in _assigned_in_class(ctx, scope, expr.attr))
+        values = _assigned_in_class(ctx, scope, expr.attr)
+        return any(_builds(v, cls) or (isinstance(v, ast.Name) and _injected(ctx, scope, v.id, cls)) for v in values)
     if isinstance(expr, ast.Name):
         _owner, values = ctx.lookup(expr.id, scope)
         if any(v is not None and (_builds(v, cls) or _instance_of(ctx, v, scope, cls, depth - 1)) for v in values):
             return True
         return any(_instance_of(ctx, iterated, scope, cls, depth - 1)
                    for iterated in _loops_of(ctx, scope).get(expr.id, ()))
+    return False
+
+
+def _injected(ctx: Analysis, scope: Scope, param: str, cls: str) -> bool:
+    """`self.attention = attention` in `__init__`, and the module builds the class with a `cls(...)`
+    for that parameter (`EncoderLayer(AttentionLayer(FullAttention(...)))`)."""
+    s: Scope | None = scope
+    while s is not None and not isinstance(s.node, ast.ClassDef):
+        s = s.parent
+    init = next((f for f in s.node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None) \
+        if s is not None else None
+    if init is None:
+        return False
+    params = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
+    for call, _scope, _nograd in ctx.calls:
+        if callee_name(call.func) != s.node.name:  # type: ignore[union-attr]
+            continue
+        bound = next((k.value for k in call.keywords if k.arg == param), None)
+        if bound is None and param in params and params.index(param) < len(call.args):
+            bound = call.args[params.index(param)]
+        if bound is not None and _builds(bound, cls):
+            return True
     return False
 
 
@@ -148,12 +201,12 @@ def _loops_of(ctx: Analysis, scope: Scope) -> dict[str, list[ast.expr]]:
         found = table[id(scope.node)] = {}
         for n in bounded_walk(scope.node, 4000):
             if isinstance(n, (ast.For, ast.AsyncFor)):
-                target = n.target.elts[1] if isinstance(n.target, ast.Tuple) and len(n.target.elts) == 2 \
-                    else n.target
-                if isinstance(target, ast.Name):
-                    iterated = _loop_source(n.target, n.iter, target.id)
-                    if iterated is not None:
-                        found.setdefault(target.id, []).append(iterated)
+                targets = n.target.elts if isinstance(n.target, ast.Tuple) else [n.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        iterated = _loop_source(n.target, n.iter, target.id)
+                        if iterated is not None:
+                            found.setdefault(target.id, []).append(iterated)
     return found
 
 
@@ -165,6 +218,9 @@ def _loop_source(target: ast.expr, iterated: ast.expr, name: str) -> ast.expr | 
             and target.elts[1].id == name and isinstance(iterated, ast.Call) \
             and callee_name(iterated.func) == "enumerate" and iterated.args:
         return iterated.args[0]
+    if isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in target.elts) \
+            and not (isinstance(iterated, ast.Call) and callee_name(iterated.func) in ("enumerate", "zip")):
+        return iterated  # `for attn, ff in self.layers`: one of the modules each entry holds
     return None
 
 
@@ -185,6 +241,11 @@ def _assigned_in_class(ctx: Analysis, scope: Scope, attr: str) -> list[ast.expr]
                 for t in node.targets:
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                         found.setdefault(t.attr, []).append(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("append", "extend") and node.args:
+                owner = node.func.value  # `self.layers.append(nn.ModuleList([Attention(dim), ...]))`
+                if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self":
+                    found.setdefault(owner.attr, []).append(node.args[0])
     return found.get(attr, [])
 
 
