@@ -669,6 +669,38 @@ INFORMER_ATTENTION = """\
             return self.layer(x)
 """
 
+DECODER_BLOCKS = """\
+    class Attention(nn.Module):
+        def forward(self, x, mask):
+            scores = x @ x.transpose(-2, -1)
+            scores = scores.masked_fill(mask, float("-inf"))
+            return scores.softmax(dim=-1) @ x
+
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = Attention()
+
+        def forward_with_attention(self, x, mask):
+            return self.attn(x, mask)
+
+
+    class Decoder(nn.Module):
+        def __init__(self, depth):
+            super().__init__()
+            layers = []
+            for _ in range(depth):
+                layers.append(Block())
+            self.layers = nn.ModuleList(layers)
+
+        def forward(self, x):
+            mask = torch.triu(torch.ones(x.shape[1], x.shape[1]), diagonal=1).bool()
+            for layer in self.layers:
+                x = layer.forward_with_attention(x, mask)
+            return x
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1946,6 +1978,9 @@ NEGATIVES = [
     # Informer-style attention: None stands for a causal mask, and the module passes None (the
     # attention built by the caller, `EncoderLayer(FullAttention(True))`).
     ("NG701", INFORMER_ATTENTION),
+    # A decoder whose blocks are called through a named method (`layer.forward_with_attention(x,
+    # mask)`, the blocks appended to a list in `__init__`), with the causal mask it builds.
+    ("NG701", DECODER_BLOCKS),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2868,6 +2903,9 @@ POSITIVES = [
                                            "    def forward(self, x, mask):\n            return self.transformer(x, mask=mask)")),
     ("NG701", INFORMER_ATTENTION.replace("    def forward(self, x):\n            return self.layer(x)",
                                          "    def forward(self, x, pad_mask):\n            return self.layer(x, attn_mask=pad_mask)")),
+    # ... a mask the decoder's caller passes may leave a row empty.
+    ("NG701", DECODER_BLOCKS.replace("def forward(self, x):\n            mask = torch.triu(torch.ones(x.shape[1], x.shape[1]), diagonal=1).bool()",
+                                     "def forward(self, x, mask):")),
 ]
 
 

@@ -94,7 +94,7 @@ def _ones_cleared_in_loops(ctx: Analysis, name: str, scope: Scope) -> bool:
     return True
 
 
-def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 3) -> bool:
+def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 5) -> bool:
     """Does `mask` (a fill's condition or index) leave an entry in every row: causal, top-k,
     identity or one-hot? Also when the name it is made from holds such a mask in every value it
     is given, or every call in the module passes one for it (`passed_masks`)."""

@@ -9,8 +9,9 @@ once (`mask = torch.triu(...)`, then `block(x, mask)` for each block of
 `nn.ModuleList([TransformerBlock(cfg) ...])`, whose `forward` calls `self.att(x, mask)`): every
 call the module makes passes a causal mask. A call that leaves it at its default None passes no
 mask when the fill runs only `if mask is not None:` (EVA-CLIP's ViT never gives its blocks one).
-A parameter no call of this module fills (a library layer's `attention_mask`) is the caller's,
-and stays a finding.
+A method other than `forward` is followed through its calls on instances
+(`layer.forward_with_attention(x, y, mask)`). A parameter no call of this module fills (a
+library layer's `attention_mask`) is the caller's, and stays a finding.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
     method = enclosing is not None and isinstance(enclosing.node, ast.ClassDef)
     if method:
         params = params[1:]
-        if func.name not in ("forward", "__call__"):  # type: ignore[attr-defined]
-            return False  # other methods are called through names this does not follow
     if param not in params:
         return False
     index = params.index(param)
@@ -103,7 +102,7 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
     omitted = False
     required = params[:len(params) - len(func.args.defaults)]  # type: ignore[attr-defined]
     for call, scope, _nograd in ctx.calls:
-        if not _calls(ctx, call, scope, owner_name, method):
+        if not _calls(ctx, call, scope, owner_name, func.name if method else None):  # type: ignore[attr-defined]
             continue
         if len(call.args) < len(required) and not any(isinstance(a, ast.Starred) for a in call.args) \
                 and not {k.arg for k in call.keywords} >= set(required[len(call.args):]):
@@ -144,12 +143,15 @@ def _defaults_to_none(func: ast.AST, param: str) -> bool:
     return isinstance(default, ast.Constant) and default.value is None
 
 
-def _calls(ctx: Analysis, call: ast.Call, scope: Scope, owner: str, method: bool) -> bool:
-    """Is `call` a call of the function `owner`, or (a method) of an instance of the class `owner`?"""
+def _calls(ctx: Analysis, call: ast.Call, scope: Scope, owner: str, method: str | None) -> bool:
+    """Is `call` a call of the function `owner`, or of the method `method` of an instance of the
+    class `owner` (`att(x)` for `forward`, `layer.forward_with_attention(x)` for another)?"""
     func = call.func
-    if not method:
+    if method is None:
         return isinstance(func, ast.Name) and func.id == owner
-    return _instance_of(ctx, func, scope, owner, 3)
+    if method in ("forward", "__call__"):
+        return _instance_of(ctx, func, scope, owner, 3)
+    return isinstance(func, ast.Attribute) and func.attr == method and _instance_of(ctx, func.value, scope, owner, 3)
 
 
 def _instance_of(ctx: Analysis, expr: ast.expr, scope: Scope, cls: str, depth: int) -> bool:
@@ -246,7 +248,11 @@ def _assigned_in_class(ctx: Analysis, scope: Scope, attr: str) -> list[ast.expr]
                 owner = node.func.value  # `self.layers.append(nn.ModuleList([Attention(dim), ...]))`
                 if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self":
                     found.setdefault(owner.attr, []).append(node.args[0])
-    return found.get(attr, [])
+                elif isinstance(owner, ast.Name):  # `layers.append(TransformerLayer(...))`, then `nn.ModuleList(layers)`
+                    found.setdefault("local:" + owner.id, []).append(node.args[0])
+    values = found.get(attr, [])
+    return values + [a for v in values for n in bounded_walk(v, 20) if isinstance(n, ast.Name)
+                     for a in found.get("local:" + n.id, [])]
 
 
 def _builds(value: ast.expr, cls: str) -> bool:
