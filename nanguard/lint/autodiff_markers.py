@@ -111,7 +111,9 @@ def scalar_annotation(ann: ast.expr | None) -> bool:
 # one: `PSNRLoss`, `psnr_loss`): nothing differentiates them (unlike IoU, Dice, SSIM or an RMSE,
 # which are also losses, and so are not listed). A function named for several `metrics`
 # (`compute_depth_metrics`) reports them; a `metric` alone may be a metric-learning distance.
-_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc", "psnr", "metrics"})
+# So does a function named for evaluation (`evaluate`, `eval_pose`, `validation_step`).
+_METRIC_WORDS = frozenset({"accuracy", "precision", "recall", "f1", "fscore", "auc", "auroc", "psnr", "metrics",
+                           "eval", "evaluate", "evaluation", "validate", "validation"})
 _NUMERIC_FORMAT = frozenset({"mixed", "half", "full", "single", "double", "fp16", "bf16", "fp32", "amp"})
 
 
