@@ -701,6 +701,18 @@ DECODER_BLOCKS = """\
             return x
 """
 
+GAUSSIAN_KERNEL = """\
+    def gaussian_kernel(ksize, std=None):
+        radius = ksize // 2
+        if std is None:
+            std = np.sqrt(-(radius**2) / (2 * np.log(0.05)))
+        x, y = np.meshgrid(np.linspace(-radius, radius, ksize), np.linspace(-radius, radius, ksize))
+        xy = np.stack([x, y], axis=2)
+        gk = np.exp(-(xy**2).sum(-1) / (2 * std**2))
+        gk /= gk.sum()
+        return gk
+"""
+
 NEGATIVES = [
     # Transformers4Rec: counts taken where they are not 0.
     ("NG401", NONZERO_COUNTS),
@@ -1984,6 +1996,8 @@ NEGATIVES = [
     # A function named for evaluation reports, nothing differentiates it.
     ("NG302", DEPTH_METRICS.replace("compute_depth_metrics", "evaluate_depth")),
     ("NG302", DEPTH_METRICS.replace("compute_depth_metrics", "validation_step")),
+    # audio2photoreal's Gaussian kernel over a linspace grid, its width a number when not given.
+    ("NG901", GAUSSIAN_KERNEL),
 ]
 
 # DIG's SphereNet: the distance along each edge of a graph, 0 only on an edge from an atom to
@@ -2909,6 +2923,8 @@ POSITIVES = [
     # ... a mask the decoder's caller passes may leave a row empty.
     ("NG701", DECODER_BLOCKS.replace("def forward(self, x):\n            mask = torch.triu(torch.ones(x.shape[1], x.shape[1]), diagonal=1).bool()",
                                      "def forward(self, x, mask):")),
+    # ... a width the caller must pass may be data (a tiny std underflows every entry).
+    ("NG901", GAUSSIAN_KERNEL.replace("def gaussian_kernel(ksize, std=None):", "def gaussian_kernel(ksize, std):")),
 ]
 
 

@@ -12,7 +12,7 @@ from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.signs import nonpositive_by_construction
 from nanguard.lint.rules.base import checks
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import bounded_walk, const_value, last_identifier
+from nanguard.lint.syntax import bounded_walk, const_value, last_identifier, parameter_default
 
 NAIVE_SOFTMAX = Rule(
     code="NG901",
@@ -99,7 +99,9 @@ def _kind(ctx: Analysis, expr: ast.expr, depth: int) -> str:
             value = _unpacked(ctx, expr.id)
         if value is not None:
             return _kind(ctx, value, depth - 1)
-        return "number" if expr.id in _python_numbers(ctx) else "param"
+        if expr.id in _python_numbers(ctx) or _number_when_none(ctx, expr.id, depth):
+            return "number"
+        return "param"
     if isinstance(expr, (ast.List, ast.Tuple)):
         return _combine([_kind(ctx, e, depth - 1) for e in expr.elts])
     if isinstance(expr, ast.Starred):
@@ -128,6 +130,18 @@ def _kind(ctx: Analysis, expr: ast.expr, depth: int) -> str:
         return "data"
     kind = _kind(ctx, operand, depth - 1)
     return "data" if kind == "param" else kind  # an op's tensor operand taken from a parameter: data
+
+
+def _number_when_none(ctx: Analysis, name: str, depth: int) -> bool:
+    """`std=None`, then `if std is None: std = np.sqrt(-(radius ** 2) / (2 * np.log(0.05)))`: a
+    parameter defaulting to None whose every other value is a number."""
+    scope, values = ctx.lookup(name)
+    others = [v for v in values if v is not None]
+    if scope is None or not others or len(others) != len(values) - 1:
+        return False
+    default = parameter_default(scope.node, name)
+    return isinstance(default, ast.Constant) and default.value is None \
+        and all(_kind(ctx, v, depth - 1) == "number" for v in others)
 
 
 def _unpacked(ctx: Analysis, name: str) -> ast.expr | None:
