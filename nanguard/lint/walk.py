@@ -25,9 +25,10 @@ from nanguard.lint.names import QUALNAME_TO_OP, ImportMap, OpCall
 from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_key
 
 
+# NaN and inf tests: `isnan(x).all()` tested whole says something of `~isnan(x)`, as a comparison does.
+_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
 # Comparisons spelled as calls (TensorFlow's function forms, torch.gt): tested against 0 they
 # are a zero check like `n > 0`.
-_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
 _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
                                "gt", "ge", "lt", "le", "eq", "ne", "isclose"})
 # Reductions whose comparison with 0 tests their one argument: `np.sum(gt_mask) == 0` tests gt_mask.
