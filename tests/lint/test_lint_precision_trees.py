@@ -2916,6 +2916,8 @@ POSITIVES = [
     # ... the same RMSE named as a loss is differentiated.
     ("NG302", DEPTH_METRICS.replace("compute_depth_metrics", "compute_depth_loss")),
     # ... a mask passed in by the model's caller may leave a row empty.
+    # ... options unpacked into the call (not a wrapper's own `**kwargs`) may hold a mask.
+    ("NG701", VIT_MASKED_ATTENTION.replace("x = attn(x, mask=mask)", "x = attn(x, **self.attn_options)")),
     ("NG701", VIT_MASKED_ATTENTION.replace("    def forward(self, x):\n            return self.transformer(x)",
                                            "    def forward(self, x, mask):\n            return self.transformer(x, mask=mask)")),
     ("NG701", INFORMER_ATTENTION.replace("    def forward(self, x):\n            return self.layer(x)",

@@ -113,6 +113,10 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
         if none_is_no_mask and isinstance(arg, ast.Constant) and arg.value is None:
             omitted = True  # `attn_mask=None` passed explicitly
             continue
+        if arg is None and any(k.arg is None for k in call.keywords):
+            if all(k.arg is not None or _forwarded(scope, k.value) for k in call.keywords):
+                continue  # a wrapper's `self.fn(x, **kwargs)`: its own callers' arguments, read there
+            return False  # `f(x, **options)`: the mask may be in there
         if arg is None:
             if none_is_no_mask and _defaults_to_none(func, param):
                 omitted = True  # the default: no mask, and the fill is skipped for None
@@ -132,6 +136,13 @@ def _under_none_test(ctx: Analysis, root: ast.AST, value: ast.expr, name: str, o
                and len(test.ops) == 1 and isinstance(test.ops[0], op) and isinstance(test.comparators[0], ast.Constant)
                and test.comparators[0].value is None
                for test, holds in conditions_at(ctx, root, value.lineno))  # type: ignore[attr-defined]
+
+
+def _forwarded(scope: Scope, value: ast.expr) -> bool:
+    """Is `value` the `**kwargs` parameter of the function `scope` is (passed on unchanged)?"""
+    kwarg = getattr(getattr(scope.node, "args", None), "kwarg", None)
+    return kwarg is not None and isinstance(value, ast.Name) and value.id == kwarg.arg \
+        and value.id not in scope.mutations and scope.bindings.get(value.id, [None]) == [None]
 
 
 def _given_nothing(ctx: Analysis, expr: ast.expr, scope: Scope, depth: int) -> bool:
