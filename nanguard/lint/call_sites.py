@@ -122,7 +122,12 @@ class CallSites:
         """The names of `fn`'s class and of its bases defined in this module (a base's
         `forward` calls the subclass's `self.edge_model(...)`); empty for a function."""
         cls = self._class_of(fn)
-        classes = {n.name: n for n in ast.walk(self.ctx.tree) if isinstance(n, ast.ClassDef)} if cls else {}
+        if cls is None:
+            return set()
+        classes = self.ctx.memo.get("classes_by_name")
+        if classes is None:
+            classes = self.ctx.memo["classes_by_name"] = {
+                n.name: n for n in ast.walk(self.ctx.tree) if isinstance(n, ast.ClassDef)}
         family: set[str] = set()
         while cls is not None and cls.name not in family:
             family.add(cls.name)

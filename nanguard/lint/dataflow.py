@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import _bounded_walk, callee_name
+from nanguard.lint.syntax import NAN_TESTS, _bounded_walk, callee_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
@@ -157,7 +157,6 @@ def incremented_before(ctx: Analysis, name: ast.expr, line: int) -> bool:
     return any(isinstance(n.op, ast.Add) and since < n.lineno < line for n in scope.augmented.get(key, ()))
 
 
-_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "is_inf", "is_finite"})
 _LEAVES = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 
 
@@ -180,7 +179,7 @@ def nan_handled_next(ctx: Analysis, node: ast.AST) -> bool:
                 return True  # the NaN reaches the name (through any arithmetic) and is cleaned there
             if stmt.value is not node or not isinstance(after, ast.If):
                 return False
-            tested = any(isinstance(c, ast.Call) and callee_name(c.func) in _NAN_TESTS
+            tested = any(isinstance(c, ast.Call) and callee_name(c.func) in NAN_TESTS
                          and any(name_key(a) == key for a in [*c.args, getattr(c.func, "value", None)] if a is not None)
                          for c in ast.walk(after.test))
             return tested and isinstance(after.body[-1], _LEAVES)
@@ -248,6 +247,6 @@ def repaired_after_a_nan_test(ctx: Analysis, node: ast.AST) -> bool:
     _, values = ctx.lookup(key)
     rewritten = key in ctx.scope.mutations or any(v is not None and v.lineno > line for v in values)
     return rewritten and any(
-        isinstance(c, ast.Call) and c.lineno > line and callee_name(c.func) in _NAN_TESTS
+        isinstance(c, ast.Call) and c.lineno > line and callee_name(c.func) in NAN_TESTS
         and any(name_key(a) == key for a in [*c.args, getattr(c.func, "value", None)] if a is not None)
         for c in _bounded_walk(ctx.scope.node, 4000))

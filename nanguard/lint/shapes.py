@@ -56,12 +56,9 @@ def squared_vectors(ctx: Analysis, expr: ast.expr) -> list[ast.expr]:
 def difference_of_points(ctx: Analysis, expr: ast.expr) -> bool:
     """`a - b` (through a name holding one): exactly the zero vector where a == b, which
     identical points, a pair of a sample with itself or a converged prediction give."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
-    if isinstance(e, ast.Name) and ctx.value_of(e) is None:
-        last = ctx.last_value(e)  # `coord_diff = coord[row] - coord[col]`, rebound after this use
-        if last is None:
-            return _named_difference(e.id)  # a parameter `dx`, `delta`, `pos_diff`
-        e = strip_wrappers(ctx, last)
+    e = _held_difference(ctx, expr)
+    if isinstance(e, ast.Name):
+        return ctx.value_of(e) is None and _named_difference(e.id)  # a parameter `dx`, `delta`, `pos_diff`
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) \
         and const_value(e.left) is None and const_value(e.right) is None \
         and not _across_an_edge_list(ctx, e.left, e.right) and not _parameters_across_edges(ctx, e.left, e.right)
@@ -71,11 +68,21 @@ def difference_along_edges(ctx: Analysis, expr: ast.expr) -> bool:
     """`pos[i] - pos[j]` over the edges `i, j` of a graph (see `_across_an_edge_list`), also
     `source - target` of parameters bound so at every call in the module (EGNN's
     `self.edge_model(x[row], x[col], ...)`)."""
-    e = strip_wrappers(ctx, ctx.resolve(expr))
-    if isinstance(e, ast.Name) and ctx.value_of(e) is None:
-        e = strip_wrappers(ctx, ctx.last_value(e) or e)
+    e = _held_difference(ctx, expr)
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and (
         _across_an_edge_list(ctx, e.left, e.right) or _parameters_across_edges(ctx, e.left, e.right))
+
+
+def _held_difference(ctx: Analysis, expr: ast.expr) -> ast.expr:
+    """What `expr` holds through wrappers and names: a name assigned once, or the last value of one
+    rebound after this use (`coord_diff = coord[row] - coord[col]`, later `coord_diff / norm`); a
+    name with no value before (a parameter) as it is."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    if isinstance(e, ast.Name) and ctx.value_of(e) is None:
+        last = ctx.last_value(e)
+        if last is not None:
+            return strip_wrappers(ctx, last)
+    return e
 
 
 def _parameters_across_edges(ctx: Analysis, left: ast.expr, right: ast.expr) -> bool:

@@ -66,6 +66,10 @@ def last_identifier(expr: ast.AST) -> str | None:
     return None
 
 
+# Calls that test for NaN or inf (torch, NumPy, JAX, TensorFlow spellings): bool results.
+NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf", "is_nan", "is_inf", "is_finite"})
+
+
 def callee_name(func: ast.AST) -> str:
     """The last identifier of a called expression (`torch.cumsum` -> 'cumsum'), or ''."""
     return last_identifier(func) or ""

@@ -23,10 +23,9 @@ from collections.abc import Callable
 
 from nanguard.lint.names import QUALNAME_TO_OP, ImportMap, OpCall
 from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_key
+from nanguard.lint.syntax import NAN_TESTS
 
 
-# NaN and inf tests: `isnan(x).all()` tested whole says something of `~isnan(x)`, as a comparison does.
-_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
 # Comparisons spelled as calls (TensorFlow's function forms, torch.gt): tested against 0 they
 # are a zero check like `n > 0`.
 _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
@@ -112,7 +111,7 @@ class Walk:
                                         scope.tested_comparisons.add(key)
                                 continue
                             if isinstance(subject, ast.Call) and subject.args and \
-                                    getattr(subject.func, "attr", getattr(subject.func, "id", "")) in _NAN_TESTS:
+                                    getattr(subject.func, "attr", getattr(subject.func, "id", "")) in NAN_TESTS:
                                 key = name_key(subject.args[0])  # `np.isnan(scores).all()` tests `~np.isnan(scores)`
                                 if key is not None:
                                     scope.tested_comparisons.add(key)

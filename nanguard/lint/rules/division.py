@@ -24,7 +24,7 @@ from nanguard.lint.rules.division_guards import (
 )
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op, python_number
-from nanguard.lint.syntax import callee_name, const_value, describe, mult_factors
+from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors
 
 DIV_BY_COUNT = Rule(
     code="NG401",
@@ -220,7 +220,7 @@ def _compared_under_any_all(ctx: Analysis, mask: ast.expr) -> bool:
     (`if torch.all(targets == ignore): ... else: loss / (targets != ignore).sum()`)?"""
     if isinstance(mask, ast.UnaryOp) and isinstance(mask.op, (ast.Invert, ast.Not)):
         mask = mask.operand  # `~np.isnan(x)`, tested by `np.isnan(x).all()`
-    if isinstance(mask, ast.Call) and mask.args and callee_name(mask.func) in ("isnan", "isinf", "isfinite"):
+    if isinstance(mask, ast.Call) and mask.args and callee_name(mask.func) in NAN_TESTS:
         keys = {name_key(mask.args[0])} - {None}
     elif isinstance(mask, ast.Compare):
         keys = {name_key(part) for part in [mask.left, *mask.comparators]} - {None}

@@ -15,10 +15,9 @@ import re
 
 from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.blocks import conditions_at
 from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import positions_from_zero, source_of
-from nanguard.lint.rules.passed_masks import every_value_keeps_rows
+from nanguard.lint.rules.passed_masks import every_value_keeps_rows, under_none_test
 from nanguard.lint.scope import Scope
 from nanguard.lint.syntax import bounded_walk, callee_name, const_value
 
@@ -114,11 +113,7 @@ def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 5) -> boo
 def _filled_only_if_given(ctx: Analysis, base: ast.Name, mask: ast.expr) -> bool:
     """Is the fill under `if base is not None:` (so a None mask fills nothing)?"""
     root = ctx.scope.node
-    return hasattr(root, "body") and any(
-        holds and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == base.id
-        and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-        for test, holds in conditions_at(ctx, root, mask.lineno))
+    return hasattr(root, "body") and under_none_test(ctx, root, mask, base.id, ast.IsNot)
 
 
 def _no_mask(ctx: Analysis, expr: ast.expr, scope: Scope, depth: int) -> bool:

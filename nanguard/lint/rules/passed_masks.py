@@ -46,10 +46,10 @@ def every_value_keeps_rows(ctx: Analysis, name: ast.Name, scope: Scope, keeps: K
         return True
     made = [v for v in values if v is not None and not _reshaped(v, name.id)]
     if values.count(None) == 1 and made and isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        if none_is_no_mask and all(_under_none_test(ctx, owner.node, v, name.id, ast.IsNot) for v in made):
+        if none_is_no_mask and all(under_none_test(ctx, owner.node, v, name.id, ast.IsNot) for v in made):
             # `if mask is not None: mask = F.pad(...)`: built only from a mask given; none is
             return _passed_for(ctx, owner, name.id, _given_nothing, depth, True)
-        if all(_under_none_test(ctx, owner.node, v, name.id, ast.Is) for v in made) \
+        if all(under_none_test(ctx, owner.node, v, name.id, ast.Is) for v in made) \
                 and all(keeps(ctx, v, owner, depth - 1) for v in made):
             # `if attn_mask is None: attn_mask = TriangularCausalMask(B, L)`: None stands for that mask
             return _passed_for(ctx, owner, name.id, keeps, depth, True)
@@ -129,9 +129,9 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
                else keeps(ctx, a, s, depth - 1) for a, s in passed)
 
 
-def _under_none_test(ctx: Analysis, root: ast.AST, value: ast.expr, name: str, op: type) -> bool:
-    """Is the assignment of `value` inside `if name is None:` (`op` Is) or `if name is not None:`
-    (`op` IsNot), in the body of that `if`?"""
+def under_none_test(ctx: Analysis, root: ast.AST, value: ast.expr, name: str, op: type) -> bool:
+    """Is `value` (an assignment's value, a fill's mask) inside `if name is None:` (`op` Is) or
+    `if name is not None:` (`op` IsNot), in the body of that `if`?"""
     return any(holds and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
                and len(test.ops) == 1 and isinstance(test.ops[0], op) and isinstance(test.comparators[0], ast.Constant)
                and test.comparators[0].value is None
