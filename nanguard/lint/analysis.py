@@ -14,6 +14,7 @@ from nanguard.core.hazards import HAZARDS, lint_message
 from nanguard.lint import dataflow, fix_safety, grad_reach, module_kind, uses
 from nanguard.lint.autodiff import Autodiff
 from nanguard.lint.autodiff_markers import names_a_metric
+from nanguard.lint.fallbacks import defined_as_a_fallback
 from nanguard.lint.model import GRADIENT, POSSIBLE, Rule
 from nanguard.lint.names import JAX, KERAS, METHOD, NUMPY, TF, OpCall, function_op, instance_op
 from nanguard.lint.scope import (
@@ -165,7 +166,8 @@ class Analysis(Walk):
             return None
         _, values = self.lookup(key)
         line = expr.lineno  # type: ignore[attr-defined]
-        prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]
+        # ended before this line: not the value `expr` is part of (`m = z.masked_fill(\n ~m, ...)`)
+        prior = [v for v in values if v is not None and (v.end_lineno or v.lineno) < line]  # type: ignore[attr-defined]
         return prior[-1] if prior else None
 
     def resolve(self, expr: ast.expr, scope: Scope | None = None) -> ast.expr:
@@ -241,6 +243,8 @@ class Analysis(Walk):
             confidence = POSSIBLE  # a test file's formula runs on the test's own inputs only (README)
         elif (hazard or rule.hazard) == GRADIENT and module_kind.rarely_differentiated(self):
             confidence = POSSIBLE  # a metric, an RL environment, an optimizer: rarely differentiated (README)
+        elif defined_as_a_fallback(self):
+            confidence = POSSIBLE  # `else: def sinc(x)` where torch has no sinc: old versions only (README)
         if confidence == POSSIBLE and rule.code not in self.possible:
             return
         framework = self.framework_at(node)

@@ -199,3 +199,24 @@ def index_names(ctx: Analysis, scope: Scope) -> frozenset[str]:
                         names.add(part.id)
         ctx.memo[key] = frozenset(names)
     return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+_SHOWING_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "set_postfix", "set_description", "write"})
+
+
+def shown_in_place(ctx: Analysis, node: ast.AST) -> bool:
+    """Is `node` written where it is only shown: inside an f-string or `str.format`, or an argument
+    of `print`/a logger (`print(f"ratio: {masked.sum() / valid.count_nonzero():.4f}")`)? A NaN
+    there is printed, and nothing computes with it."""
+    memo_key = f"shown:{id(ctx.scope.node)}"
+    shown = ctx.memo.get(memo_key)
+    if shown is None:
+        shown = set()
+        for n in bounded_walk(ctx.scope.node, 8000):
+            if isinstance(n, ast.JoinedStr):
+                shown.update(id(m) for m in bounded_walk(n, 200))
+            elif isinstance(n, ast.Call) and ctx.op(n) is None and callee_name(n.func) in _SHOWING_CALLS | {"format"}:
+                for part in [*n.args, *(k.value for k in n.keywords)]:
+                    shown.update(id(m) for m in bounded_walk(part, 200))
+        ctx.memo[memo_key] = shown
+    return id(node) in shown

@@ -25,6 +25,7 @@ from nanguard.lint.rules.division_guards import (
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import has_tensor_op, python_number
 from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors
+from nanguard.lint.uses import shown_in_place
 
 DIV_BY_COUNT = Rule(
     code="NG401",
@@ -50,7 +51,8 @@ in a where branch (that is NG501's double-where). Not reported either where the 
 count cannot be 0 or the division cannot give NaN: both sides Python numbers (`a.item() /
 mask.sum().item()` raises ZeroDivisionError), a count of the entries equal to their row's
 maximum (at least the maximum), a dataset split (`data.test_mask`, a loop over 'train_mask',
-'val_mask', ...), `1. / num_tokens` (a reciprocal, not a mean).
+'val_mask', ...), `1. / num_tokens` (a reciprocal, not a mean), a ratio written inside an
+f-string or a `print`/logger call (`print(f"{masked.sum() / valid.sum():.4f}")`: only shown).
 
 A mask can be all False: the findings are certain, except for a parameter known as a count
 only by its name (`def loss_boxes(loss, num_boxes)`), which is whatever the caller passes
@@ -357,8 +359,8 @@ def check_division(ctx: Analysis, target) -> None:
         return
     node, num, den = found
     if id(node) in ctx.in_where or id(node) in ctx.sanitised or ctx.result_fixed_up(node) \
-            or _passed_to_a_nan_cleaner(ctx, node):
-        return
+            or _passed_to_a_nan_cleaner(ctx, node) or shown_in_place(ctx, node):
+        return  # `print(f"{a / n:.4f}")`: a NaN there is only printed
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node) \
             or only_compared(ctx, node) or at_least_a_checked_part(ctx, num, den):

@@ -115,8 +115,8 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
     oc = ctx.op(e)
     if oc is not None:
         if oc.op == "clamp" and oc.input is not None:
-            lo = oc.operand(1, "min", "clip_value_min")
-            hi = oc.operand(2, "max", "clip_value_max")
+            lo = oc.operand(1, "min", "clip_value_min", "a_min")  # NumPy spells them `a_min`, `a_max`
+            hi = oc.operand(2, "max", "clip_value_max", "a_max")
             if _strictly_inside(ctx, lo, False) and _strictly_inside(ctx, hi, True):
                 return "guarded"
             inner = _cosine_state(ctx, oc.input, depth - 1) if depth > 0 else None

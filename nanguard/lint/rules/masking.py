@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.dataflow import repaired_after_a_nan_test
@@ -41,8 +42,9 @@ Not reported when the code keeps a fully masked row out: the mask keeps a row wi
 left (`keep = keep | ~keep.any(-1, keepdim=True)`), or a where on whether the row has an
 entry selects the result (`torch.where(keep.any(-1, keepdim=True), attn, 0)` after a
 masked_fill or where fill, which pass no gradient to the filled entries).
-Nor for `-inf` written to a range of the row or a position named by an attribute
-(`logits[k, :eot] = -inf`, `logits[:, self.tokenizer.no_timestamps] = -inf`, the logit
+Nor for `-inf` written to a range of the row or a position named by an attribute or an id
+(`logits[k, :eot] = -inf`, `logits[:, self.tokenizer.no_timestamps] = -inf`,
+`logits[:, mask_token_id] = -inf`, the logit
 processors of a decoder: the rest of the row survives) or through a mask made all True with chosen entries
 cleared (`m = torch.ones(V, dtype=torch.bool); m[allowed] = False`: the allowed survive).
 A padding mask can mask a whole row (an empty sequence, a query with no valid key): the
@@ -86,6 +88,8 @@ def _fill(ctx: Analysis, node: ast.AST) -> ast.AST | None:
 
 
 _TRUE_FACTORIES = frozenset({"ones", "ones_like"})
+# A name for one position of the row: `mask_token_id`, `eos_idx`, `pad_index` (not `ids`, a list).
+_ONE_ID = re.compile(r"(^|_)(id|idx|index)$", re.IGNORECASE)
 
 
 def _keeps_a_known_part(ctx: Analysis, index: ast.AST | None) -> bool:
@@ -102,6 +106,8 @@ def _keeps_a_known_part(ctx: Analysis, index: ast.AST | None) -> bool:
         return True
     if isinstance(last, ast.Attribute) and not is_mask_like(ctx, last):
         return True  # `logits[:, self.tokenizer.no_timestamps] = -inf`: one position, by its id
+    if isinstance(last, ast.Name) and _ONE_ID.search(last.id):  # `mask_token_id` is an id, not a mask
+        return True  # `logits[:, mask_token_id] = -inf`: one token, the rest of the row survives
     if isinstance(last, ast.BinOp) and isinstance(last.op, ast.Add) \
             and (isinstance(last.left, ast.List) or isinstance(last.right, ast.List)):
         last = last.left if isinstance(last.left, ast.List) else last.right  # `encode(" ") + [eos]`
