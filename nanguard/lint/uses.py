@@ -80,6 +80,8 @@ class _Uses:
                 for m in bounded_walk(n, 4000):
                     if isinstance(m, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                         self.loop_of[id(m)] = n  # pre-order: the innermost loop is seen last
+            elif isinstance(n, ast.Subscript) and _indices_of(ctx, n):
+                self.sunk.update(id(m) for m in bounded_walk(n.value, 200))  # `d.topk(k)[1]`: integers
             elif isinstance(n, ast.Attribute) and n.attr in _METADATA and isinstance(n.ctx, ast.Load):
                 self.sunk.update(id(m) for m in bounded_walk(n.value, 200))  # `x.shape`: no value of x is read
             elif isinstance(n, ast.Call):
@@ -101,6 +103,25 @@ class _Uses:
         the loop around the assignment (the next iteration reads it too)."""
         inside = {id(m) for m in bounded_walk(loop, 4000)} if loop is not None else set()
         return [n for n in self.loads.get(key, ()) if n.lineno > line or id(n) in inside]
+
+
+def _indices_of(ctx: Analysis, node: ast.Subscript) -> bool:
+    """`d.topk(k, largest=False)[1]`, `torch.max(s, -1)[1]`: the indices of a (values, indices)
+    result, integers whatever the values were. Not `np.sort(x)[1]` (an array's second entry) or
+    `torch.max(a, b)[1]` (an elementwise maximum's second row)."""
+    call = node.value
+    if not (isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant) and node.slice.value == 1
+            and isinstance(call, ast.Call) and callee_name(call.func) in _VALUES_AND_INDICES):
+        return False
+    qualname = ctx.imports.qualname(call.func)
+    method = qualname is None and isinstance(call.func, ast.Attribute)
+    if not method and not (qualname or "").startswith(("torch.", "tensorflow.", "jax.lax.")):
+        return False
+    if callee_name(call.func) not in ("min", "max"):
+        return True
+    dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")]
+    dims += call.args[:1] if method else call.args[1:2]
+    return any(isinstance(d, ast.Constant) and isinstance(d.value, int) for d in dims)
 
 
 def _target_names(node: ast.AST) -> tuple[str, ...]:

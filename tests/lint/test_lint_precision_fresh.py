@@ -117,3 +117,28 @@ def test_a_ratio_written_only_into_a_message_is_not_a_finding(line):
 def test_the_same_ratio_computed_with_stays_a_finding():
     line = "return (masked_values_train == mask_value).sum() / (masked_values_train != pad_value).sum()"
     assert "NG401" in _codes(PRINTED_RATIO.format(line=line))
+
+
+# chroma's symmetry sampler: chain distances only pick the nearest chains (`topk(...)[1]`).
+NEAREST_CHAINS = """\
+    def subsample(X, knbr, seed_idx):
+        com = X.mean(-2)
+        dis = (com.unsqueeze(-2) - com.unsqueeze(-3)).pow(2).sum(-1).sqrt()
+        return dis[0, seed_idx].topk(knbr + 1, largest=False)[{part}]
+"""
+
+
+def test_distances_that_only_pick_indices_take_no_gradient():
+    assert "NG302" not in _codes(NEAREST_CHAINS.format(part=1), "all")
+    assert "NG302" in _codes(NEAREST_CHAINS.format(part=0))  # the distances themselves
+
+
+@pytest.mark.parametrize("pick", ["torch.max(a, b)[1]", "np.sort(dis.detach().numpy())[1] + dis[0, 0]"])
+def test_a_second_row_is_not_an_index(pick):
+    body = """\
+    def f(com, b):
+        dis = (com.unsqueeze(-2) - com.unsqueeze(-3)).pow(2).sum(-1).sqrt()
+        a = dis
+        return PICK
+    """.replace("PICK", pick)
+    assert "NG302" in _codes(body)
