@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from nanguard.lint.autodiff_markers import (
     CUSTOM_DERIVATIVE, DATASET_SUFFIX, FUNCS, FUNCTION_BASES, FUNCTION_METHODS, GRADIENT_RULE_PARAMS,
+    GRADIENT_RULE_VARARGS,
     OPTIMIZER_HOOKS, RULE_CALLS, SOLVER_STEPS, callee, decorator_name, gradient_transformation_update,
     last_identifier, mark_escape, names_a_metric, names_passed,
 )
@@ -227,7 +228,8 @@ class Autodiff(CallSites):
             if any(b.endswith(DATASET_SUFFIX) for b in bases):
                 return 2
         args = fn.args  # type: ignore[attr-defined]
-        if {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} & GRADIENT_RULE_PARAMS:
+        if {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} & GRADIENT_RULE_PARAMS \
+                or (args.vararg is not None and args.vararg.arg in GRADIENT_RULE_VARARGS):
             return 2  # a backward hook or gradient rule: it computes gradients, nothing differentiates it
         return 0
 

@@ -32,6 +32,8 @@ SOLVER_STEPS = frozenset({"update", "run", "init_state", "_update", "_run"})
 DATASET_SUFFIX = "Dataset"
 # Parameters of a backward hook or gradient rule (`hook(module, grad_input, grad_output)`).
 GRADIENT_RULE_PARAMS = frozenset({"grad_output", "grad_outputs"})
+# The variadic parameter of TF-style gradient functions (`def _grad(op, *grads)`, shap's op handlers).
+GRADIENT_RULE_VARARGS = frozenset({"grads", "grad_outputs", "out_grads"})
 # Python number annotations: such a parameter holds no tensor, so no gradient.
 SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
 

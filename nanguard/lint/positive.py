@@ -96,7 +96,7 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             e = strip_wrappers(ctx, inner.input)
             continue
         break
-    if has_positive_offset(e) or _below_a_clamp_ceiling(ctx, e):
+    if has_positive_offset(e) or _offset_by_a_named_number(ctx, e) or _below_a_clamp_ceiling(ctx, e):
         return True
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) \
             and _floored(ctx, e.left) and _floored(ctx, e.right):
@@ -129,6 +129,21 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             for v in values:
                 if v is not None and v is not expr and guarded_positive(ctx, v, depth - 1):
                     return True
+    return False
+
+
+def _offset_by_a_named_number(ctx: Analysis, e: ast.expr) -> bool:
+    """`pi + MIN_DENOM` with `MIN_DENOM = 0.0001` at module level (MinAtar's actor-critic): a name
+    bound once to a positive number is an offset as the number is, on the same terms."""
+    terms = additive_terms(e)
+    if len(terms) < 2:
+        return False
+    subtracted = any(sign < 0 and local_constant(ctx, term) is None for sign, term in terms)
+    for sign, term in terms:
+        if sign > 0 and isinstance(term, ast.Name):
+            value = local_constant(ctx, term)
+            if value is not None and value > 0 and not (subtracted and value > 1e-2):
+                return True
     return False
 
 

@@ -142,3 +142,31 @@ def test_a_second_row_is_not_an_index(pick):
         return PICK
     """.replace("PICK", pick)
     assert "NG302" in _codes(body)
+
+
+# MinAtar's actor-critic: the entropy's log is offset by a module-level constant.
+def test_an_offset_named_at_module_level_guards_the_log():
+    body = """\
+    MIN_DENOM = {value}
+
+    def entropy(network, state):
+        pi, v = network(state)
+        return -torch.sum(torch.log(pi + MIN_DENOM) * pi)
+    """
+    assert "NG201" not in _codes(body.format(value="0.0001"), "all")
+    assert "NG201" in _codes(body.format(value="-0.0001"))
+    assert "NG201" in _codes(body.replace("pi + MIN_DENOM", "pi * MIN_DENOM").format(value="0.0001"))
+
+
+# shap's DeepExplainer handlers (`def gather(explainer, op, *grads)`): they compute gradients.
+def test_a_tf_style_gradient_function_is_not_differentiated():
+    body = """\
+    def gather(explainer, op, {params}):
+        xin1, rin1 = tf.split(tf.cast(op.inputs[1], tf.float32), 2)
+        xout, rout = tf.split(op.outputs[0], 2)
+        delta = tf.tile(xin1 - rin1, [2, 1])
+        out_sum = tf.reduce_sum(grads[0] * tf.tile(xout - rout, [2, 1]), [1])
+        return [None, tf.where(tf.abs(delta) < 1e-6, tf.zeros_like(delta), out_sum / delta), None]
+    """
+    assert "NG501" not in _codes(body.format(params="*grads"), "all")
+    assert "NG501" in _codes(body.format(params="grads"))  # a list argument: any function
