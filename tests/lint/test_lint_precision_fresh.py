@@ -170,3 +170,20 @@ def test_a_tf_style_gradient_function_is_not_differentiated():
     """
     assert "NG501" not in _codes(body.format(params="*grads"), "all")
     assert "NG501" in _codes(body.format(params="grads"))  # a list argument: any function
+
+
+# ViT-Adapter's UniPerceiver: the N image tokens are always kept; only the queries are masked.
+ONES_LED_KEYS = """\
+    def attend(q, k, q_mask, B, N, Nq):
+        mask = torch.cat([torch.ones([B, N], dtype=q_mask.dtype), q_mask], dim=1)
+        mask = mask.reshape(B, 1, 1, N + Nq)
+        attn = (q @ k.transpose(-2, -1)).masked_fill({cond}, float("-inf"))
+        return attn.softmax(dim=-1)
+"""
+
+
+def test_keys_led_by_a_block_of_ones_keep_every_row():
+    assert "NG701" not in _codes(ONES_LED_KEYS.format(cond="mask == 0"), "all")
+    assert "NG701" not in _codes(ONES_LED_KEYS.format(cond="~mask.bool()"), "all")
+    assert "NG701" in _codes(ONES_LED_KEYS.format(cond="mask == 1"))  # fills the ones
+    assert "NG701" in _codes(ONES_LED_KEYS.replace("torch.ones([B, N]", "torch.zeros([B, N]").format(cond="mask == 0"))

@@ -27,7 +27,7 @@ def counts_at_least_one(ctx: Analysis, mask: ast.expr, split_only: bool = False)
     if split_only:
         return _split_mask(ctx, mask)
     return counts_row_maxima(ctx, mask) or _split_mask(ctx, mask) or matches_itself(ctx, mask) \
-        or _holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask) \
+        or holds_a_ones_block(ctx, mask) or _sparsemax_support(ctx, mask) or _support_of_a_distribution(ctx, mask) \
         or _legal_actions(ctx, mask) or _positions_up_to_a_count(ctx, mask) or _one_of_its_values(ctx, mask) \
         or _stored_steps(ctx, mask) or _identity(ctx, mask)
 
@@ -175,7 +175,7 @@ def _identity(ctx: Analysis, mask: ast.expr) -> bool:
     return isinstance(m, ast.Call) and callee_name(m.func) in ("eye", "identity")
 
 
-def _holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
+def holds_a_ones_block(ctx: Analysis, mask: ast.expr) -> bool:
     """`torch.cat([cls_mask, vmasks, torch.ones((b, 1))], dim=1)`: every row keeps the block of
     ones concatenated into it (a [CLS]/[SEP] position), so the count is at least 1."""
     m = source_of(ctx, mask)  # `mask = torch.cat([...], 1).reshape(-1)`, rebound from `mask = seq > 0`

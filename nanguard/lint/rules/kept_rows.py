@@ -17,6 +17,7 @@ from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import positions_from_zero, source_of
+from nanguard.lint.rules.division_counts import holds_a_ones_block
 from nanguard.lint.rules.passed_masks import every_value_keeps_rows, under_none_test
 from nanguard.lint.scope import Scope
 from nanguard.lint.syntax import bounded_walk, callee_name, const_value
@@ -99,7 +100,7 @@ def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 5) -> boo
     is given, or every call in the module passes one for it (`passed_masks`)."""
     if mask is None or _drops_first_columns(mask):
         return False
-    if _keeps_as_written(ctx, mask):
+    if _keeps_as_written(ctx, mask) or _fills_outside_a_ones_block(ctx, mask):
         return True
     # `~attn_mask[:, None]` fills where the mask is False: a value passed for it is read the other
     # way round, so only calls that leave it at None (no mask at all) count
@@ -108,6 +109,23 @@ def keeps_every_row(ctx: Analysis, mask: ast.expr | None, depth: int = 5) -> boo
     return base is not None and depth > 0 and ctx.value_of(base) is None \
         and every_value_keeps_rows(ctx, base, ctx.scope, _no_mask if inverted else _keeps_in, depth,
                                    _filled_only_if_given(ctx, base, mask))
+
+
+def _fills_outside_a_ones_block(ctx: Analysis, cond: ast.expr) -> bool:
+    """`masked_fill(mask == 0, -inf)` (or `~mask`, `logical_not(mask)`) where `mask = cat([ones(B,
+    N), q_mask], 1)` (ViT-Adapter's UniPerceiver): the fill spares the block of ones in every row."""
+    kept = None
+    if isinstance(cond, ast.Compare) and len(cond.ops) == 1 and isinstance(cond.ops[0], ast.Eq) \
+            and const_value(cond.comparators[0]) == 0:
+        kept = cond.left
+    elif isinstance(cond, ast.UnaryOp) and isinstance(cond.op, (ast.Invert, ast.Not)):
+        kept = cond.operand
+    elif isinstance(cond, ast.Call) and callee_name(cond.func) == "logical_not" and len(cond.args) == 1:
+        kept = cond.args[0]
+    while isinstance(kept, ast.Call) and isinstance(kept.func, ast.Attribute) and kept.func.attr == "bool" \
+            and not kept.args:
+        kept = kept.func.value  # `~mask.bool()`
+    return kept is not None and holds_a_ones_block(ctx, kept)
 
 
 def _filled_only_if_given(ctx: Analysis, base: ast.Name, mask: ast.expr) -> bool:
