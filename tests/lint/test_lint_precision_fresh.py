@@ -187,3 +187,20 @@ def test_keys_led_by_a_block_of_ones_keep_every_row():
     assert "NG701" not in _codes(ONES_LED_KEYS.format(cond="~mask.bool()"), "all")
     assert "NG701" in _codes(ONES_LED_KEYS.format(cond="mask == 1"))  # fills the ones
     assert "NG701" in _codes(ONES_LED_KEYS.replace("torch.ones([B, N]", "torch.zeros([B, N]").format(cond="mask == 0"))
+
+
+# ArcFace's sine (wespeaker, insightface copies): a cosine of normalised vectors rounds past ±1.
+ARC_SINE = """\
+    def forward(x, weight):
+        cosine = {cosine}
+        sine = torch.sqrt(1.0 - torch.pow(cosine, 2))
+        return cosine * 0.87 - sine * 0.48
+"""
+
+
+def test_the_sine_of_a_cosine_of_unit_vectors_is_certain():
+    assert "NG304" in _codes(ARC_SINE.format(cosine="F.linear(F.normalize(x), F.normalize(weight))"))
+    assert "NG304" in _codes(ARC_SINE.format(cosine="F.cosine_similarity(x, weight)"))
+    # a value that is only called a cosine: possible, as before
+    assert "NG304" not in _codes(ARC_SINE.format(cosine="torch.tanh(x @ weight)"))
+    assert "NG304" in _codes(ARC_SINE.format(cosine="torch.tanh(x @ weight)"), "all")

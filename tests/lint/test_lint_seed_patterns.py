@@ -170,6 +170,11 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
     ],
     ("NG304", "norm(a - b) ** 0.5"): ["def f(a, b):\n    return torch.norm(a - b, dim=-1) ** 0.5  # <-"],
     ("NG304", "mask.sum(-1) ** -0.5"): ["def f(x, mask):\n    return x * mask.sum(-1) ** -0.5  # <-"],
+    ("NG304", "sqrt(1 - cosine_similarity(a, b)**2)"): [
+        "def f(a, b):\n    return torch.sqrt(1 - F.cosine_similarity(a, b) ** 2)  # <-",
+        "def f(x, w):\n    cosine = F.linear(F.normalize(x), F.normalize(w))\n"
+        "    return torch.sqrt(1.0 - torch.pow(cosine, 2))  # <-",
+    ],
     ("NG304", "abs(x) ** 0.5"): ["def f(x):\n    return torch.abs(x) ** 0.5  # <-"],
     ("NG304", "x.var(dim) ** 0.5"): ["def f(x):\n    return x.var(dim=-1) ** 0.5  # <-"],
     ("NG401", "x / mask.sum()"): ["def f(x, mask):\n    return (x * mask).sum() / mask.sum()  # <-"],

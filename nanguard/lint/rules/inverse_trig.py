@@ -84,7 +84,7 @@ def _a_norm(ctx: Analysis, call: ast.Call) -> bool:
         for n in bounded_walk(oc.input, 40))
 
 
-def _true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
+def true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
     """A cosine computed from vectors (cosine_similarity, a product of normalised vectors, a dot
     product over norms): parallel vectors round it past ±1, whatever the names say."""
     value = ctx.value_of(expr) or (ctx.last_value(expr) if name_key(expr) is not None else None)
@@ -196,7 +196,7 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
         state = "raw"  # `cos = (trace - 1) / 2`: a cosine by its name, whatever computed it
     name = "acos" if oc.op == "acos" else "asin"
     if state == "raw":
-        confidence = CERTAIN if _true_cosine(ctx, oc.input) or _named_cosine(oc.input) else POSSIBLE
+        confidence = CERTAIN if true_cosine(ctx, oc.input) or _named_cosine(oc.input) else POSSIBLE
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,
                    subject=oc.input, confidence=confidence)
     elif state == "clamped":

@@ -12,6 +12,7 @@ from nanguard.lint.naming import is_count_name, is_mask_like
 from nanguard.lint.patterns import strip_wrappers, tensor_literal
 from nanguard.lint.positive import clamp_lower, guarded_positive
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.inverse_trig import true_cosine
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import (
     difference_along_edges,
@@ -66,7 +67,8 @@ ROOT_OF_ZERO = Rule(
     summary="`x ** p` with 0 < p < 1, or p < 0, on a value that can be exactly 0",
     hazard=GRADIENT,
     confidence=POSSIBLE,
-    certain_when="a root of a TensorFlow/Keras relu, of a mask's count or of a distance",
+    certain_when="a root of a TensorFlow/Keras relu, of a mask's count, of a distance, or of 1 − cos² "
+                 "for a cosine of unit vectors (ArcFace's sine)",
     hazards=("fractional_power_zero", "sqrt_zero", "negative_power_zero"),
     explanation="""\
 Values that are exactly 0 on purpose are common: abs() and relu() outputs, variances of
@@ -222,9 +224,20 @@ def check_root(ctx: Analysis, target) -> None:
     # identical points: those inputs are certain to be accepted; a 0 of abs, a variance or a
     # named count depends on the data.
     certain = reason.startswith(("`relu`", "a count of a mask")) or (
-        reason.startswith("a norm") and _norm_of_difference(ctx, base))
+        reason.startswith("a norm") and _norm_of_difference(ctx, base)) or (
+        reason.startswith("`1 - c²`") and _of_a_true_cosine(ctx, inner if inner is not None else base))
     confidence = CERTAIN if certain else POSSIBLE
     ctx.report(ROOT_OF_ZERO, node, f"`{what}` of {reason}", key, hazard=hazard, subject=base, confidence=confidence)
+
+
+def _of_a_true_cosine(ctx: Analysis, expr: ast.expr) -> bool:
+    """`1 - cos²` of a cosine of vectors (`F.linear(F.normalize(x), F.normalize(w))`, ArcFace's
+    sine): parallel vectors round the cosine to ±1, and past it."""
+    e = strip_wrappers(ctx, ctx.resolve(expr))
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub)):
+        return False
+    c = square_base(ctx, strip_wrappers(ctx, e.right))
+    return c is not None and true_cosine(ctx, c)
 
 
 def _norm_of_difference(ctx: Analysis, expr: ast.expr) -> bool:
