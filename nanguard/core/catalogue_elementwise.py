@@ -200,6 +200,23 @@ ENTRIES: List[Hazard] = [
                "tf": "2 * (math.log(2) - x - tf.nn.softplus(-2 * x))",
                "jax": "2 * (math.log(2) - x - jax.nn.softplus(-2 * x))"},
          lint=("NG103",)),
+    make("log_one_minus_exp", "log of 1 − exp", ("log", "log1p", "exp"),
+         value="−inf once exp(x) rounds to 1 (a log-probability x within ~6e-8 of 0 in float32), NaN for x > 0",
+         gradient="inf where 1 − exp(x) cancels to 0",
+         why="exp(x) of a log-probability near 0 rounds to exactly 1 (|x| below ~6e-8 in float32: a "
+             "probability that rounds to 1), so 1 − exp(x) cancels to 0 and its log is −inf although the "
+             "true value, about log(−x), is finite (ORPO's log-odds, log(1 − p) computed from log p)",
+         fix="torch.log(-torch.expm1(x)) for x near 0 (expm1 does not cancel); log1mexp(x) = "
+             "where(x > −log 2, log(−expm1(x)), log1p(−exp(x))) is accurate for every x < 0",
+         fix_in={
+             "tf": "tf.math.log(-tf.math.expm1(x)) for x near 0 (expm1 does not cancel); log1mexp(x) = "
+                   "where(x > −log 2, log(−expm1(x)), log1p(−exp(x))) is accurate for every x < 0",
+             "jax": "jnp.log(-jnp.expm1(x)) for x near 0 (expm1 does not cancel); log1mexp(x) = "
+                    "where(x > −log 2, log(−expm1(x)), log1p(−exp(x))) is accurate for every x < 0",
+         },
+         safe={"torch": "torch.log(-torch.expm1(x))", "tf": "tf.math.log(-tf.math.expm1(x))",
+               "jax": "jnp.log(-jnp.expm1(x))"},
+         lint=("NG103",)),
     make("log_one_minus_sigmoid", "log of 1 − sigmoid", ("log", "log1p", "sigmoid"),
          value="−inf for x above ~17 (float32)", gradient="inf where 1 − sigmoid(x) cancels to 0",
          why="1 − sigmoid(x) cancels to exactly 0 once sigmoid(x) rounds to 1 (x above ~17 in float32), so "

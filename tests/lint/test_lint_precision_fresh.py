@@ -204,3 +204,63 @@ def test_the_sine_of_a_cosine_of_unit_vectors_is_certain():
     # a value that is only called a cosine: possible, as before
     assert "NG304" not in _codes(ARC_SINE.format(cosine="torch.tanh(x @ weight)"))
     assert "NG304" in _codes(ARC_SINE.format(cosine="torch.tanh(x @ weight)"), "all")
+
+
+# ORPO's odds ratio (LLaMA-Factory, xtuner, axolotl, TRL): log(1 - p) from a log-probability.
+ORPO = """\
+    def odds_ratio_loss(chosen_logps, rejected_logps):
+        log_odds = (chosen_logps - rejected_logps) - (
+            {log}(chosen_logps) - {log}(rejected_logps))
+        return -F.logsigmoid(log_odds).mean()
+"""
+
+
+@pytest.mark.parametrize("log", ["torch.log1p(-torch.exp", "LOG1MEXP"])
+def test_log_one_minus_exp_of_log_probabilities_is_certain(log):
+    body = ORPO.replace("{log}(chosen_logps)", log.replace("LOG1MEXP", "torch.log(1 - torch.exp") + "(chosen_logps))")
+    body = body.replace("{log}(rejected_logps)", "torch.log(1 - torch.exp(rejected_logps))")
+    assert [c for c in _codes(body) if c == "NG103"] == ["NG103", "NG103"]
+
+
+def test_log_one_minus_exp_through_a_method_named_for_log_probabilities():
+    body = """\
+    class Trainer:
+        def orpo_loss(self, model, inputs):
+            pos_prob = self.orpo_compute_logps(model, inputs["chosen"])
+            neg_prob = self.orpo_compute_logps(model, inputs["rejected"])
+            log_odds = (pos_prob - neg_prob) - (torch.log(1 - torch.exp(pos_prob)) - torch.log(1 - torch.exp(neg_prob)))
+            return -torch.log(torch.sigmoid(log_odds))
+    """
+    assert _codes(body).count("NG103") == 2
+
+
+def test_log_one_minus_exp_of_an_unknown_value_is_possible():
+    body = """\
+    def marginal_lambda(log_mean_coeff):
+        log_std = 0.5 * torch.log(1. - torch.exp(2. * log_mean_coeff))
+        return log_mean_coeff - log_std
+    """
+    assert "NG103" in _codes(body, "all")
+    assert "NG103" not in _codes(body)
+
+
+@pytest.mark.parametrize("body", [
+    # tensorflow-probability's log1mexp: each formula where it is accurate
+    """\
+    def log1mexp(x):
+        x = tf.math.abs(x)
+        return tf.where(x < np.log(2), tf.math.log(-tf.math.expm1(-x)), tf.math.log1p(-tf.math.exp(-x)))
+    """,
+    # mammoth's log1mexp: the entries below log(1/2) only
+    """\
+    def log1mexp(x):
+        t = x < math.log(0.5)
+        y = torch.zeros_like(x)
+        y[t] = torch.log1p(-x[t].exp())
+        return y
+    """,
+    "def f(chosen_logps):\n    return torch.log(-torch.expm1(chosen_logps))\n",
+    "def f(chosen_logps):\n    return torch.log(1 - torch.exp(chosen_logps) + 1e-6)\n",
+])
+def test_log_one_minus_exp_where_it_is_accurate_is_not_a_finding(body):
+    assert "NG103" not in _codes(body, "all")

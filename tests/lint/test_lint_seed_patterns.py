@@ -118,6 +118,14 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
     ("NG103", "log1p(-sigmoid(x))"): ["def f(x):\n    return torch.log1p(-torch.sigmoid(x))  # <-"],
     ("NG103", "log(1 - tanh(x)**2)"): [
         "def f(u):\n    a = torch.tanh(u)\n    return torch.log(1 - a.pow(2)).sum(-1)  # <-"],
+    ("NG103", "log1p(-exp(logps))"): [
+        "def f(chosen_logps, rejected_logps):\n"
+        "    return torch.log1p(-torch.exp(chosen_logps)) - rejected_logps  # <-",
+    ],
+    ("NG103", "log(1 - exp(x))"): [
+        "def marginal_lambda(log_alpha):\n"
+        "    return log_alpha - 0.5 * torch.log(1. - torch.exp(2. * log_alpha))  # <-",
+    ],
     ("NG104", "log1p(exp(x))"): ["def f(x):\n    return torch.log1p(torch.exp(x))  # <-"],
     ("NG104", "log(1 + exp(x))"): ["def f(x):\n    return torch.log(1 + torch.exp(x))  # <-"],
     ("NG104", "x.exp().log1p()"): ["def f(x):\n    return x.exp().log1p()  # <-"],

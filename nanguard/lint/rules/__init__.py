@@ -16,6 +16,7 @@ from nanguard.lint.rules import (
     exp_log,
     exp_overflow,
     inverse_trig,
+    log_one_minus_exp,
     masking,
     roots,
     softmax,
@@ -37,7 +38,8 @@ as a finding rather than a crash so that one bad file never hides the rest of a 
 Select or ignore it like any other code (`--ignore NG001`).""",
 )
 
-_FAMILIES = [exp_log, exp_overflow, xent, roots, inverse_trig, division, where, clipping, masking, stats, softmax]
+_FAMILIES = [exp_log, log_one_minus_exp, exp_overflow, xent, roots, inverse_trig, division, where, clipping, masking,
+             stats, softmax]
 
 RULES: dict[str, Rule] = {SYNTAX_ERROR.code: SYNTAX_ERROR}
 for _module in _FAMILIES:

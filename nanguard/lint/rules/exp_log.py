@@ -66,10 +66,10 @@ rewrite in test code or inside a function that implements the replacement.""",
 LOG_ONE_MINUS_SIGMOID = Rule(
     code="NG103",
     name="log-of-one-minus-sigmoid",
-    summary="`log(1 - sigmoid(x))`, `log1p(-sigmoid(x))`, `log(1 - tanh(x)**2)`",
+    summary="`log(1 - sigmoid(x))`, `log1p(-sigmoid(x))`, `log(1 - tanh(x)**2)`, `log(1 - exp(logp))`",
     hazard=VALUE,
     autofix=True,
-    hazards=("log_one_minus_sigmoid", "log_one_minus_tanh_squared"),
+    hazards=("log_one_minus_sigmoid", "log_one_minus_tanh_squared", "log_one_minus_exp"),
     explanation="""\
 This is the negative half of a hand-written binary cross-entropy; the whole loss
 y*log(p) + (1-y)*log(1-p) is F.binary_cross_entropy_with_logits(x, y)
@@ -82,7 +82,9 @@ Autofix: `log(1 - sigmoid(x))` and `log1p(-sigmoid(x))` -> `F.logsigmoid(-x)`.
 
 The same cancellation with tanh: `log(1 - tanh(u)**2)` (a squashed Gaussian policy's
 log-probability, SAC) is −inf once |u| > ~9; `2 * (log(2) - u - F.softplus(-2 * u))` is the
-same value, finite (reported, not rewritten).""",
+same value, finite (reported, not rewritten). And with exp: `log(1 - exp(logp))` or
+`log1p(-exp(logp))` (log(1 − p) from a log-probability, ORPO's odds ratio) is −inf once p rounds
+to 1; `torch.log(-torch.expm1(logp))` does not cancel (reported, not rewritten).""",
 )
 
 SOFTPLUS = Rule(
