@@ -264,3 +264,21 @@ def test_log_one_minus_exp_of_an_unknown_value_is_possible():
 ])
 def test_log_one_minus_exp_where_it_is_accurate_is_not_a_finding(body):
     assert "NG103" not in _codes(body, "all")
+
+
+# mergekit's slerp (copied into EasyEdit's WISE): nearly colinear vectors return a lerp first.
+SLERP = """\
+    def slerp(t, v0, v1, DOT_THRESHOLD=0.9995):
+        v0 = v0 / np.linalg.norm(v0)
+        v1 = v1 / np.linalg.norm(v1)
+        dot = np.sum(v0 * v1)
+        if np.abs(dot) > DOT_THRESHOLD:
+            {exit}
+        theta_0 = np.arccos(dot)
+        return np.sin(theta_0 * t) / np.sin(theta_0)
+"""
+
+
+def test_an_acos_after_an_early_exit_on_the_cosine_is_bounded():
+    assert "NG303" not in _codes(SLERP.format(exit="return (1 - t) * v0 + t * v1"), "all")
+    assert "NG303" in _codes(SLERP.format(exit="print('nearly colinear')"))  # falls through

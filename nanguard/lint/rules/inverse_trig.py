@@ -6,6 +6,7 @@ import ast
 import re
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import dominates
 from nanguard.lint.model import CERTAIN, GRADIENT, POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import local_constant, strip_wrappers
@@ -167,19 +168,30 @@ def _named_cosine(expr: ast.expr) -> bool:
 
 
 def _compared_by_enclosing_if(ctx: Analysis, node: ast.AST, expr: ast.expr) -> bool:
-    """Is `node` inside an `if`/`else` whose test compares the name `expr` (or its abs)?"""
+    """Is `node` inside an `if`/`else` whose test compares the name `expr` (or its abs), or after
+    an `if` that does and leaves (`if abs(dot) > 0.9995: return lerp(...)`, mergekit's slerp)?"""
     key = name_key(expr)
     line = getattr(node, "lineno", None)
     if key is None or line is None:
         return False
     for stmt in bounded_walk(ctx.scope.node, 4000):
-        if not isinstance(stmt, ast.If) or not (stmt.lineno < line <= (stmt.end_lineno or 0)):
+        if not isinstance(stmt, ast.If) or not _compares(stmt.test, key):
             continue
-        for cmp in bounded_walk(stmt.test, 40):
-            if isinstance(cmp, ast.Compare) and any(name_key(n) == key for o in [cmp.left, *cmp.comparators]
-                                                    for n in bounded_walk(o, 20)):
-                return True
+        if stmt.lineno < line <= (stmt.end_lineno or 0):
+            return True
+        if (stmt.end_lineno or line) < line and isinstance(stmt.body[-1], _EXITS) \
+                and dominates(ctx, ctx.scope.node, stmt.lineno, line):
+            return True
     return False
+
+
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _compares(test: ast.expr, key: str) -> bool:
+    return any(isinstance(cmp, ast.Compare) and any(name_key(n) == key for o in [cmp.left, *cmp.comparators]
+                                                    for n in bounded_walk(o, 20))
+               for cmp in bounded_walk(test, 40))
 
 
 @checks("NG303")
