@@ -282,3 +282,32 @@ SLERP = """\
 def test_an_acos_after_an_early_exit_on_the_cosine_is_bounded():
     assert "NG303" not in _codes(SLERP.format(exit="return (1 - t) * v0 + t * v1"), "all")
     assert "NG303" in _codes(SLERP.format(exit="print('nearly colinear')"))  # falls through
+
+
+# A Dice loss without its smoothing term (the corpus's dice_loss_no_smooth, pytorch#1249).
+DICE = """\
+    def dice_loss(logits, target):
+        p = torch.sigmoid(logits)
+        intersection = (p * target).sum(dim=(1, 2, 3))
+        return 1 - 2.0 * intersection / (p.sum(dim=(1, 2, 3)) + target.sum(dim=(1, 2, 3)){smooth})
+"""
+
+
+def test_a_dice_ratio_without_smoothing_is_certain():
+    assert "NG401" in _codes(DICE.format(smooth=""))
+    assert "NG401" not in _codes(DICE.format(smooth=" + 1.0"), "all")
+    # numpy metric on two binary masks: empty prediction and empty ground truth
+    body = """\
+    def dice_coef(pred, gt):
+        pred = pred > 0.5
+        return 2 * np.sum(pred * gt) / (np.sum(pred) + np.sum(gt))
+    """
+    assert "NG401" in _codes(body)
+
+
+def test_a_sum_of_two_sums_that_is_not_a_dice_ratio_is_not_reported():
+    body = """\
+    def ratio(a, b, c):
+        return c.mean() / (a.abs().sum() + b.abs().sum())
+    """
+    assert "NG401" not in _codes(body, "all")

@@ -185,6 +185,9 @@ EXAMPLES: dict[tuple[str, str], list[str]] = {
     ],
     ("NG304", "abs(x) ** 0.5"): ["def f(x):\n    return torch.abs(x) ** 0.5  # <-"],
     ("NG304", "x.var(dim) ** 0.5"): ["def f(x):\n    return x.var(dim=-1) ** 0.5  # <-"],
+    ("NG401", "2 * (p * t).sum() / (p.sum() + t.sum())"): [
+        "def f(logits, t):\n    p = torch.sigmoid(logits)\n    return 2 * (p * t).sum() / (p.sum() + t.sum())  # <-",
+    ],
     ("NG401", "x / mask.sum()"): ["def f(x, mask):\n    return (x * mask).sum() / mask.sum()  # <-"],
     ("NG401", "s / lengths"): [
         "def f(x, seqs):\n    lengths = torch.tensor([len(q) for q in seqs])\n    s = x.sum(1)\n"

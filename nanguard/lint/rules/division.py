@@ -16,6 +16,7 @@ from nanguard.lint.dataflow import (
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.positive import guarded_positive
 from nanguard.lint.rules.base import checks
+from nanguard.lint.rules.dice import dice_denominator
 from nanguard.lint.rules.division_counts import (
     counts_at_least_one, counts_from_one, stored_only_where_selected, whole_one_hot,
 )
@@ -43,7 +44,9 @@ The NaN then spreads through every later layer and step (the seed story
 ->  ratio = nanguard.div(a, counts, fill=0.0)
 
 Reported when the denominator is a sum/count of a mask-like tensor (a comparison, `~m`, a
-name containing "mask"/"valid"), `len()` of a masked selection, or a count-like name
+name containing "mask"/"valid"), the totals of a prediction and a target that a Dice ratio
+divides by (`2 * (p * t).sum() / (p.sum() + t.sum())`, no smoothing term), `len()` of a masked
+selection, or a count-like name
 (`lengths`, `seq_lens`, `counts`, `num_valid`, `deg`) dividing a sum. Not reported when the
 denominator is guarded: `clamp(min=1)`, `max(n, 1)`, `+ eps`, a `where`, an in-place fix
 (`n[n == 0] = 1`), a test of it against 0 in the same function, or when the division sits
@@ -311,6 +314,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \
                 and _is_sum(ctx, numerator) and _masked_selection(ctx, c.args[0]) and not counts_at_least_one(ctx, c.args[0], split_only=True):
             return "is the size of a masked selection, 0 when nothing is selected", None
+    if dice_denominator(ctx, numerator, d):
+        return "totals a prediction and a target (a Dice denominator), 0 when both are empty", None
     for c in (d, ctx.value_of(d) if name_key(d) is not None else None):
         if isinstance(c, (ast.Name, ast.Attribute)) and (c.id if isinstance(c, ast.Name) else c.attr).isupper():
             return None  # `N_PART_LABELS`, `num_frames = cfg.DATA.NUM_FRAMES`: a constant by convention
