@@ -45,8 +45,10 @@ masked_fill or where fill, which pass no gradient to the filled entries).
 Nor for `-inf` written to a range of the row or a position named by an attribute or an id
 (`logits[k, :eot] = -inf`, `logits[:, self.tokenizer.no_timestamps] = -inf`,
 `logits[:, mask_token_id] = -inf`, the logit
-processors of a decoder: the rest of the row survives) or through a mask made all True with chosen entries
-cleared (`m = torch.ones(V, dtype=torch.bool); m[allowed] = False`: the allowed survive).
+processors of a decoder: the rest of the row survives), through a mask made all True with chosen entries
+cleared (`m = torch.ones(V, dtype=torch.bool); m[allowed] = False`: the allowed survive), or
+where the fill spares a block of ones concatenated into the keys (`masked_fill(cat([ones(B, N),
+q_mask], 1) == 0, -inf)`: the N kept keys survive).
 A padding mask can mask a whole row (an empty sequence, a query with no valid key): the
 findings are certain.""",
 )
