@@ -1,4 +1,4 @@
-"""A Dice or Jaccard denominator without smoothing: `2 * (p * t).sum() / (p.sum() + t.sum())` (NG401).
+"""A Dice denominator without smoothing: `2 * (p * t).sum() / (p.sum() + t.sum())` (NG401).
 
 The denominator totals a prediction map and a target mask. Both are empty for an image with no
 foreground that the model also predicts empty (a thresholded mask, or probabilities that
