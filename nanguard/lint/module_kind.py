@@ -68,10 +68,16 @@ _STEPS = frozenset({"step", "step_env", "_step"})
 _ACTIONS = frozenset({"action", "actions"})
 
 
+# IsaacGym's vectorised task API (VecTask: IsaacGymEnvs' tasks, legged_gym's robots): the physics
+# step is split around the simulator, `pre_physics_step(actions)` and `post_physics_step()`.
+_PHYSICS_STEPS = frozenset({"pre_physics_step", "post_physics_step"})
+
+
 def defines_an_environment(tree: ast.Module) -> bool:
     """Does the module define a reinforcement-learning environment, a class with `reset` and a
-    `step(..., action)` (gym's API, EvoJAX's tasks, JaxMARL's `step_env(key, state, actions)`)?
-    Its module is then read like one under `envs/`."""
+    `step(..., action)` (gym's API, EvoJAX's tasks, JaxMARL's `step_env(key, state, actions)`), or
+    IsaacGym's `pre_physics_step`/`post_physics_step` pair? Its module is then read like one under
+    `envs/`."""
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
@@ -79,6 +85,8 @@ def defines_an_environment(tree: ast.Module) -> bool:
         if "reset" in methods and any(
                 name in _STEPS and {a.arg for a in m.args.args + m.args.kwonlyargs} & _ACTIONS
                 for name, m in methods.items()):
+            return True
+        if _PHYSICS_STEPS <= methods.keys():
             return True
     return False
 

@@ -34,6 +34,28 @@ _COMPARISON_CALLS = frozenset({"greater", "greater_equal", "less", "less_equal",
 _COUNTING_CALLS = frozenset({"sum", "count_nonzero", "reduce_sum"})
 
 
+def _record_whole_test(scope: Scope, subjects: tuple) -> None:
+    """Note what an `any`/`all` tests as a whole: the names of a comparison (`torch.all(targets ==
+    ignore_index)` tests the mask `targets != ignore_index`), the tensor a NaN test reads
+    (`np.isnan(scores).all()` tests `~np.isnan(scores)`), or a name itself (`mask.any()`)."""
+    for subject in subjects:
+        if isinstance(subject, ast.Compare):
+            for part in [subject.left, *subject.comparators]:
+                key = name_key(part)
+                if key is not None:
+                    scope.tested_comparisons.add(key)
+            continue
+        if isinstance(subject, ast.Call) and subject.args and \
+                getattr(subject.func, "attr", getattr(subject.func, "id", "")) in NAN_TESTS:
+            key = name_key(subject.args[0])
+            if key is not None:
+                scope.tested_comparisons.add(key)
+            continue
+        key = name_key(subject) if subject is not None else None
+        if key is not None:
+            scope.zero_checked.add(key)
+
+
 def _zero_threshold(value: object) -> bool:
     """Does comparing a count with `value` tell 0 apart: 0 itself, or a threshold in (0, 1]
     (`if torch.sum(mask) < 0.5: continue`, `if n >= 1:`), which no count between 0 and 1 has."""
@@ -102,23 +124,7 @@ class Walk:
                             scope.mutations.setdefault(key, []).append(node)
                     elif attr == "any" or attr == "all" or attr == "reduce_any" or attr == "reduce_all":
                         # `m.any()`, and the function forms `torch.any(m)`, `keras.ops.any(m)`
-                        for subject in (func.value, node.args[0] if node.args else None):
-                            # `torch.all(targets == ignore_index)` tests the mask `targets != ignore_index`
-                            if isinstance(subject, ast.Compare):
-                                for part in [subject.left, *subject.comparators]:
-                                    key = name_key(part)
-                                    if key is not None:
-                                        scope.tested_comparisons.add(key)
-                                continue
-                            if isinstance(subject, ast.Call) and subject.args and \
-                                    getattr(subject.func, "attr", getattr(subject.func, "id", "")) in NAN_TESTS:
-                                key = name_key(subject.args[0])  # `np.isnan(scores).all()` tests `~np.isnan(scores)`
-                                if key is not None:
-                                    scope.tested_comparisons.add(key)
-                                continue
-                            key = name_key(subject) if subject is not None else None
-                            if key is not None:
-                                scope.zero_checked.add(key)
+                        _record_whole_test(scope, (func.value, node.args[0] if node.args else None))
                     elif attr in _COMPARISON_CALLS and len(node.args) == 2:
                         # `tf.Assert(tf.reduce_all(tf.greater(num_matches, 0)), ...)`, `torch.gt(n, 0)`
                         left, right = node.args
@@ -126,6 +132,9 @@ class Walk:
                             if isinstance(other, ast.Constant) and other.value in ZERO \
                                     and not isinstance(other.value, bool):
                                 self._note_checked(subject, scope)
+                elif func.__class__ is ast.Name and (func.id == "any" or func.id == "all") and len(node.args) == 1 \
+                        and func.id not in self.imports.aliases:
+                    _record_whole_test(scope, (node.args[0],))  # the builtin: `if any(mask_): ...`
             elif kind is BinOp:
                 op = node.op.__class__
                 if op is Div:

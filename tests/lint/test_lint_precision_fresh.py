@@ -311,3 +311,37 @@ def test_a_sum_of_two_sums_that_is_not_a_dice_ratio_is_not_reported():
         return c.mean() / (a.abs().sum() + b.abs().sum())
     """
     assert "NG401" not in _codes(body, "all")
+
+
+# IsaacGymEnvs' evaluation statistics: the builtin `any` tests the mask before its count divides.
+def test_the_builtin_any_checks_a_mask_as_its_method_does():
+    body = """\
+    def stats(success_time):
+        mask_ = success_time > 0
+        if {test}:
+            return ((success_time * mask_).sum(dim=0) / mask_.sum(dim=0)).item()
+        return 0.0
+    """
+    for test in ("any(mask_)", "mask_.any()", "torch.any(mask_)"):
+        assert "NG401" not in _codes(body.format(test=test), "all"), test
+    assert "NG401" in _codes(body.format(test="any(success_time)"))  # another tensor
+
+
+# IsaacGymEnvs' tasks: rewards computed around the simulator's step, which an agent samples.
+ISAAC_TASK = """\
+    class AllegroHand(VecTask):
+        def pre_physics_step(self, actions):
+            self.actions = actions.clone()
+
+        def {post}(self):
+            self.compute_reward(self.actions)
+
+    def compute_hand_reward(successes, cons_successes, finished_cons_successes, num_resets):
+        return torch.where(num_resets > 0, finished_cons_successes / num_resets, cons_successes)
+"""
+
+
+def test_gradient_findings_in_an_isaacgym_task_are_possible():
+    assert "NG501" in _codes(ISAAC_TASK.format(post="post_physics_step"), "all")
+    assert "NG501" not in _codes(ISAAC_TASK.format(post="post_physics_step"))
+    assert "NG501" in _codes(ISAAC_TASK.format(post="after_step"))  # not the VecTask pair
