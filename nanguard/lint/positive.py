@@ -11,6 +11,7 @@ risk. The wrappers these look through are in `nanguard.lint.patterns`.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from nanguard.lint import project
 from nanguard.lint.analysis import Analysis
@@ -27,16 +28,18 @@ from nanguard.lint.syntax import (
 )
 
 
-def has_positive_offset(expr: ast.expr) -> bool:
-    """`x + 1e-8`, `eps + x`, `x - (-1e-6)`: an additive positive constant keeps x away from 0."""
+def has_positive_offset(expr: ast.expr, number: Callable[[ast.expr], float | None] = const_value) -> bool:
+    """`x + 1e-8`, `eps + x`, `x - (-1e-6)`: an additive positive constant keeps x away from 0.
+    `number` says which terms are constants: literals by default; `guarded_positive` also reads
+    names bound once to a number (`pi + MIN_DENOM`, `MIN_DENOM = 0.0001` at module level)."""
     terms = additive_terms(expr)
     if len(terms) < 2:
         return False
     # `1 - p` is 0 at p = 1: a constant that a value is subtracted from guards nothing, unless it
     # is an eps added on purpose (`a + b - 2ab + 1e-8`).
-    subtracted = any(sign < 0 and const_value(term) is None and not is_eps_like(term) for sign, term in terms)
+    subtracted = any(sign < 0 and number(term) is None and not is_eps_like(term) for sign, term in terms)
     for sign, term in terms:
-        v = const_value(term)
+        v = number(term)
         if v is not None and sign * v > 0 and not (subtracted and v > 1e-2):
             return True
         if sign > 0 and is_eps_like(term):
@@ -96,7 +99,8 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             e = strip_wrappers(ctx, inner.input)
             continue
         break
-    if has_positive_offset(e) or _offset_by_a_named_number(ctx, e) or _below_a_clamp_ceiling(ctx, e):
+    if has_positive_offset(e, lambda term: local_constant(ctx, term) if isinstance(term, ast.Name)
+                           else const_value(term)) or _below_a_clamp_ceiling(ctx, e):
         return True
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Mult)) \
             and _floored(ctx, e.left) and _floored(ctx, e.right):
@@ -129,21 +133,6 @@ def guarded_positive(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
             for v in values:
                 if v is not None and v is not expr and guarded_positive(ctx, v, depth - 1):
                     return True
-    return False
-
-
-def _offset_by_a_named_number(ctx: Analysis, e: ast.expr) -> bool:
-    """`pi + MIN_DENOM` with `MIN_DENOM = 0.0001` at module level (MinAtar's actor-critic): a name
-    bound once to a positive number is an offset as the number is, on the same terms."""
-    terms = additive_terms(e)
-    if len(terms) < 2:
-        return False
-    subtracted = any(sign < 0 and local_constant(ctx, term) is None for sign, term in terms)
-    for sign, term in terms:
-        if sign > 0 and isinstance(term, ast.Name):
-            value = local_constant(ctx, term)
-            if value is not None and value > 0 and not (subtracted and value > 1e-2):
-                return True
     return False
 
 

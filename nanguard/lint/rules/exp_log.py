@@ -126,7 +126,7 @@ jnp.sum (-> tf.reduce_logsumexp, keras.ops.logsumexp, jax.nn.logsumexp).""",
 RULES = [LOG_SOFTMAX, LOG_SIGMOID, LOG_ONE_MINUS_SIGMOID, SOFTPLUS, LOGSUMEXP]
 
 
-def _op_through_name(ctx: Analysis, expr: ast.expr | None):
+def op_through_name(ctx: Analysis, expr: ast.expr | None):
     """(op call, value) for `expr` itself, or for the single value a name holds."""
     if expr is None:
         return None, None
@@ -206,7 +206,7 @@ def _one_plus_exp(ctx: Analysis, expr: ast.expr) -> OpCall | None:
     (cs, c), (os_, o) = consts[0], others[0]
     if cs * const_value(c) != 1 or os_ < 0:  # type: ignore[operator]
         return None
-    exp, _ = _op_through_name(ctx, o)
+    exp, _ = op_through_name(ctx, o)
     return exp if exp is not None and exp.op == "exp" else None
 
 
@@ -217,7 +217,7 @@ def _one_minus_tanh_squared(ctx: Analysis, expr: ast.expr) -> OpCall | None:
     base = square_base(ctx, strip_wrappers(ctx, expr.right))
     if base is None:
         return None
-    t, _ = _op_through_name(ctx, strip_wrappers(ctx, base))
+    t, _ = op_through_name(ctx, strip_wrappers(ctx, base))
     return t if t is not None and t.op == "tanh" else None
 
 
@@ -227,13 +227,20 @@ def _sigmoid_argument_bounded(ctx: Analysis, sig: OpCall, limit: float) -> bool:
     return bound is not None and bound <= limit
 
 
+def one_minus(ctx: Analysis, expr: ast.expr, op: str):
+    """(`op` call, the value of the name looked through or None) for `1 - op(x)` (`1 - sigmoid(x)`,
+    `1 - exp(logp)`, `1 - p` with `p = op(x)`), else (None, None)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1:
+        inner, value = op_through_name(ctx, expr.right)
+        if inner is not None and inner.op == op:
+            return inner, value
+    return None, None
+
+
 def _one_minus_sigmoid(ctx: Analysis, expr: ast.expr):
     """(sigmoid call, direct?) for `1 - sigmoid(x)`."""
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and const_value(tensor_literal(expr.left)) == 1:
-        sig, value = _op_through_name(ctx, expr.right)
-        if sig is not None and sig.op == "sigmoid":
-            return sig, value is None
-    return None, False
+    sig, value = one_minus(ctx, expr, "sigmoid")
+    return sig, sig is not None and value is None
 
 
 def _scaled_max_subtraction(ctx: Analysis, expr: ast.expr | None) -> bool:
@@ -301,7 +308,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         return
     if oc.op != "log":
         return
-    inner, value = _op_through_name(ctx, arg)
+    inner, value = op_through_name(ctx, arg)
     direct = value is None
     where = via(ctx, arg, value)
     if inner is None or inner.op not in ("softmax", "sigmoid"):
@@ -309,7 +316,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
         if picked is not arg and _picked_at_a_mode_or_a_sample(ctx, arg, picked):
             return  # `probs[rows, multinomial(probs, 1)]`, `softmax(x)[x.argmax()]`: never an exact 0
         if picked is not arg:
-            found, picked_value = _op_through_name(ctx, picked)
+            found, picked_value = op_through_name(ctx, picked)
             if found is not None and found.op in ("softmax", "sigmoid"):
                 inner, direct = found, False
                 where = f" of entries picked from `{describe(picked, 30)}`" + via(ctx, picked, picked_value)
@@ -326,7 +333,7 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
             ctx.report(LOG_SIGMOID, oc.node, "`log(sigmoid(x))`" + where, "log_sigmoid", fix)
             return
         if inner.op in ("sum", "mean") and inner.input is not None:
-            exp, exp_value = _op_through_name(ctx, inner.input)
+            exp, exp_value = op_through_name(ctx, inner.input)
             if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
                     and not _guarded_by_where(ctx, oc.node, exp) and not _known_empty(ctx, exp.input, oc.node):
                 fix = None
@@ -366,14 +373,14 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
 
 def _check_log1p(ctx: Analysis, oc: OpCall, arg: ast.expr) -> None:
     if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
-        sig, value = _op_through_name(ctx, arg.operand)
+        sig, value = op_through_name(ctx, arg.operand)
         if sig is not None and sig.op == "sigmoid":
             fix = (lambda src, o=oc, s=sig: fixes.log_sigmoid_fix(src, ctx.spell, o, s, True)) \
                 if value is None else None
             ctx.report(LOG_ONE_MINUS_SIGMOID, oc.node, "`log1p(-sigmoid(x))`" + via(ctx, arg.operand, value),
                        "log_one_minus_sigmoid", fix)
         return
-    exp, value = _op_through_name(ctx, arg)
+    exp, value = op_through_name(ctx, arg)
     if exp is not None and exp.op == "exp" and _exp_can_overflow(ctx, exp) \
             and not _guarded_by_where(ctx, oc.node, exp):
         ctx.report(SOFTPLUS, oc.node, "`log1p(exp(x))`" + via(ctx, arg, value), "softplus",

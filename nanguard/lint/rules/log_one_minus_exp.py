@@ -13,10 +13,10 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import local_constant, strip_wrappers, tensor_literal
+from nanguard.lint.patterns import local_constant, strip_wrappers
 from nanguard.lint.rules.base import checks, via
-from nanguard.lint.rules.exp_log import LOG_ONE_MINUS_SIGMOID
-from nanguard.lint.syntax import additive_terms, bounded_walk, callee_name, const_value
+from nanguard.lint.rules.exp_log import LOG_ONE_MINUS_SIGMOID, one_minus, op_through_name
+from nanguard.lint.syntax import bounded_walk, callee_name
 
 _LOG_PROB_OPS = frozenset({"log_softmax", "logsigmoid", "log_sigmoid"})
 
@@ -56,27 +56,6 @@ def _selected_below_zero(ctx: Analysis, x: ast.expr) -> bool:
     return ast.dump(cond.left) == ast.dump(x.value) and bound is not None and bound < 0
 
 
-def _exp_of(ctx: Analysis, expr: ast.expr) -> OpCall | None:
-    """The exp call `expr` is, through wrappers and a name holding it (`p = logp.exp()`)."""
-    e = strip_wrappers(ctx, expr)
-    oc = ctx.op(e)
-    if oc is None:
-        value = ctx.value_of(e)
-        oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
-    return oc if oc is not None and oc.op == "exp" and oc.input is not None else None
-
-
-def _one_minus_exp(ctx: Analysis, expr: ast.expr) -> OpCall | None:
-    """`1 - exp(x)` exactly (no eps added), or a name holding it: the exp call."""
-    terms = additive_terms(strip_wrappers(ctx, expr))
-    if len(terms) != 2:
-        return None
-    (s1, one), (s2, rest) = terms
-    if s1 > 0 and s2 < 0 and const_value(tensor_literal(one)) == 1:
-        return _exp_of(ctx, rest)
-    return None
-
-
 @checks("NG103")
 def check_log_one_minus_exp(ctx: Analysis, oc: OpCall) -> None:
     arg = oc.input
@@ -84,13 +63,14 @@ def check_log_one_minus_exp(ctx: Analysis, oc: OpCall) -> None:
         return  # `where(x < log(2), log(-expm1(-x)), log1p(-exp(-x)))` (log1mexp): the branch picked away from 0
     if oc.op == "log1p":
         if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
-            _report(ctx, oc, _exp_of(ctx, arg.operand), "`log1p(-exp(x))`")
+            exp, _ = op_through_name(ctx, strip_wrappers(ctx, arg.operand))
+            _report(ctx, oc, exp if exp is not None and exp.op == "exp" else None, "`log1p(-exp(x))`")
         return
     if oc.op != "log":
         return
     value = ctx.value_of(arg)
     for expr in (arg, value):
-        exp = _one_minus_exp(ctx, expr) if expr is not None else None
+        exp, _ = one_minus(ctx, strip_wrappers(ctx, expr), "exp") if expr is not None else (None, None)
         if exp is not None:
             _report(ctx, oc, exp, "`log(1 - exp(x))`" + via(ctx, arg, value if expr is value else None))
             return
