@@ -53,6 +53,9 @@ _NO_GRAD_FACTORIES = frozenset({
 })
 _NO_GRAD_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
 _PYTHON_NUMBER_METHODS = frozenset({"size", "dim", "numel", "nelement", "item"})
+# Ops that only lay a tensor out again: their other arguments are sizes or dimensions.
+_LAYOUT_OPS = frozenset({"reshape", "view", "repeat", "expand", "tile", "broadcast_to", "permute",
+                         "transpose", "unsqueeze", "squeeze", "flatten", "contiguous", "expand_dims"})
 
 
 def module_attribute(ctx: Analysis, node: ast.Attribute) -> bool:
@@ -201,6 +204,13 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
                 continue  # `k.size(-1)`, `x.numel()`, `loss.item()`: Python numbers, outside autograd
             if receiver is not None and name_key(receiver) in ctx.imports.aliases:
                 receiver = None  # `torch.sum(...)`: a module, not a tensor
+            if name in _LAYOUT_OPS:
+                # `g.reshape(1, size_x, 1, 1).repeat([b, 1, size_y, 1])`: only the tensor carries a
+                # gradient; the sizes (`size_x` from a config's shape) do not
+                laid_out = receiver if receiver is not None else (n.args[0] if n.args else None)
+                if laid_out is not None:
+                    stack.append(laid_out)
+                continue
             stack.extend(n.args)
             stack.extend(k.value for k in n.keywords)
             if receiver is not None:

@@ -68,8 +68,9 @@ class Scope:
         self.augmented: dict[str, list[ast.AugAssign]] = {}
         # name -> calls it was unpacked from (`v, _ = torch.topk(logits, k)`).
         self.unpacked: dict[str, list[ast.expr]] = {}
-        # name -> for each tuple assignment binding it, whether the value was a `.shape`.
-        self.tuple_bound: dict[str, list[bool]] = {}
+        # name -> for each tuple assignment binding it, the tensor whose `.shape` it unpacks
+        # (`n, c = x.shape`: x), or None for any other value.
+        self.tuple_bound: dict[str, list[ast.expr | None]] = {}
         # name -> how many times it is the target of `for name in range(...)` (a Python int).
         self.range_bound: dict[str, int] = {}
 

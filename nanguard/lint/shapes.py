@@ -286,4 +286,4 @@ def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
     if scope is None or any(v is not None for v in values):
         return False
     kinds = scope.tuple_bound.get(name, [])
-    return bool(kinds) and all(kinds) and len(kinds) == len(values)
+    return bool(kinds) and all(k is not None for k in kinds) and len(kinds) == len(values)

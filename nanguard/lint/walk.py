@@ -164,11 +164,11 @@ class Walk:
                         and target.value.id == "self":
                     self.self_assigned.setdefault(target.attr, []).append(value)  # `self.sm = nn.Softmax(1)`
                 if target.__class__ is ast.Tuple:
-                    from_shape = value.__class__ is ast.Attribute and value.attr == "shape"
+                    shape_of = value.value if value.__class__ is ast.Attribute and value.attr == "shape" else None
                     for elt in target.elts:
                         key = name_key(elt)
                         if key is not None:
-                            scope.tuple_bound.setdefault(key, []).append(from_shape)
+                            scope.tuple_bound.setdefault(key, []).append(shape_of)
                             if value.__class__ is ast.Call:
                                 scope.unpacked.setdefault(key, []).append(value)
             if len(node.targets) == 1:  # type: ignore[attr-defined]

@@ -1,0 +1,74 @@
+"""Totals over a whole batch of the frames of its sequences (NG401: possible, not certain).
+
+`loss.sum() / x_mask.sum()` in a TTS model divides by the number of frames in the whole batch:
+0 only when every sequence of the batch is empty, which no data loader of such a model yields
+(an empty utterance fails earlier, in the encoder). A per-row count (`x_mask.sum(-1)`: one
+empty or fully padded row is enough) stays certain, and so does a total of a mask that marks
+labels or loss terms (`(labels != -100).sum()`, `loss_mask.sum()`, a plain `mask.sum()`): a
+batch whose labels are all ignored (a prompt truncated before its answer) is ordinary data.
+
+A mask counts as a sequence's frames when its name says so (`x_mask`, `y_mask`, `mel_mask`,
+`text_mask`, `dur_mask`, `src_mask`, `frame_mask`...) or when it is built from lengths in view
+(`sequence_mask(lengths)`, `get_mask_from_lengths(x, lens)`, `~make_pad_mask(lens)`); a total
+of lengths (`input_lens.sum()`) is the same number.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from nanguard.lint.analysis import Analysis
+from nanguard.lint.names import OpCall
+from nanguard.lint.patterns import strip_wrappers
+from nanguard.lint.scope import name_key
+from nanguard.lint.syntax import callee_name, last_identifier
+
+# The frames or tokens of an input sequence, as speech, TTS and translation code names them.
+_FRAME_MASK = re.compile(
+    r"^(x|y|z|mel|mels|spec|text|txt|dur|durs|frame|frames|feat|feats|audio|speech|wav|src|"
+    r"phone|phones|phn|phoneme|enc|dec|seq|input)_?masks?$", re.IGNORECASE)
+# Helpers that turn lengths into a mask of the valid frames (or, `make_pad_mask`, of the padding).
+_FROM_LENGTHS = re.compile(
+    r"^(get_)?(sequence|seq|len|lens|length|lengths)_?(to_)?mask$|^(get_)?mask_from_(len|lens|length|lengths)$|"
+    r"^make_(non_)?pad_mask$", re.IGNORECASE)
+_LENGTHS = re.compile(r"(^|_)(len|lens|length|lengths)$", re.IGNORECASE)
+
+
+def _whole_total(oc: OpCall) -> bool:
+    """`m.sum()`, `torch.sum(m)`, `np.sum(m)`, `tf.reduce_sum(m)`: no dimension, one number."""
+    return oc.op == "sum" and oc.operand(1, "dim", "axis") is None
+
+
+def _frames(ctx: Analysis, mask: ast.expr, depth: int = 2) -> bool:
+    e = strip_wrappers(ctx, mask)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Invert, ast.Not)):
+        e = strip_wrappers(ctx, e.operand)  # `~make_pad_mask(lens)`
+    if isinstance(e, ast.Call) and _FROM_LENGTHS.search(callee_name(e.func)):
+        return True
+    ident = last_identifier(e)
+    if ident is not None and _FRAME_MASK.search(ident):
+        return True
+    if depth > 0 and name_key(e) is not None:
+        value = ctx.value_of(e)
+        return value is not None and _frames(ctx, value, depth - 1)
+    return False
+
+
+def total_of_frames(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
+    """Is `oc` a whole-batch total of a mask of the batch's frames (see the module docstring)?"""
+    return _whole_total(oc) and _frames(ctx, mask)
+
+
+def total_of_lengths(ctx: Analysis, expr: ast.expr) -> bool:
+    """`num_frames = inputs["input_lens"].sum()`: the frames of the whole batch, counted by lengths."""
+    value = ctx.value_of(expr) if name_key(expr) is not None else expr
+    oc = ctx.op(strip_wrappers(ctx, value)) if value is not None else None
+    if oc is None or not _whole_total(oc) or oc.input is None:
+        return False
+    lengths = strip_wrappers(ctx, oc.input)
+    if isinstance(lengths, ast.Subscript) and isinstance(lengths.slice, ast.Constant) \
+            and isinstance(lengths.slice.value, str):
+        return bool(_LENGTHS.search(lengths.slice.value))  # `batch["input_lens"]`
+    ident = last_identifier(lengths)
+    return ident is not None and bool(_LENGTHS.search(ident))
