@@ -117,3 +117,27 @@ def test_a_distance_between_constant_grids_has_no_gradient():
     # a grid the model learns does carry a gradient
     learned = TRANSOLVER_GRID.format(make="self.grid_x")
     assert "NG302" in _codes(learned)
+
+
+# Protenix's clash filter: a loop over a structure's distinct chain ids, whose name held one
+# atom's chain id before the loop.
+PROTENIX_CHAINS = """\
+    def clash_ratios(atoms, clash_mask, query_result):
+        for atom_idx, clashes in enumerate(query_result):
+            chain_id = atoms.chain_id[atom_idx]
+        chain_ids = {chains}
+        ratios = []
+        for i, chain_id in enumerate(chain_ids):
+            chain_mask = atoms.chain_id == chain_id
+            atom_num = np.sum(chain_mask)
+            clash_num = np.sum(clash_mask[chain_mask])
+            ratios.append(clash_num / atom_num)
+        return ratios
+"""
+
+
+def test_a_loop_over_the_distinct_values_counts_each_at_least_once():
+    assert "NG401" not in _codes(PROTENIX_CHAINS.format(chains="np.unique(atoms.chain_id)"))
+    # ids from elsewhere may match no atom
+    assert "NG401" in _codes(PROTENIX_CHAINS.format(chains="np.unique(other.chain_id)"))
+    assert "NG401" in _codes(PROTENIX_CHAINS.format(chains="requested_chain_ids"))

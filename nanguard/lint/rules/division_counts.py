@@ -77,7 +77,10 @@ def _stored_steps(ctx: Analysis, mask: ast.expr) -> bool:
 def _unique_of(ctx: Analysis, expr: ast.expr) -> ast.expr | None:
     """The tensor whose distinct values `expr` holds (`torch.unique(ids)`, `ids.unique()`,
     `np.unique(ids)`, a name holding one, an element of one in a loop), else None."""
-    src = source_of(ctx, expr)
+    name = strip_wrappers(ctx, expr)
+    # `for i, chain_id in enumerate(np.unique(ids))` where `chain_id` held something else before the loop
+    loop = _enclosing_loop_over(ctx, name) if isinstance(name, ast.Name) else None
+    src = source_of(ctx, loop if loop is not None else expr)
     if isinstance(src, ast.Name) and ctx.value_of(src) is None:
         loop = _loop_over(ctx, src.id)  # `for batch_id in batch.unique():`
         if loop is None:
@@ -287,11 +290,44 @@ def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
         loops: dict[str, ast.expr] = {}
         for node in bounded_walk(ctx.scope.node, 4000):
             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                for t in ast.walk(node.target):
+                target, iterable = node.target, node.iter
+                if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(iterable, ast.Call) \
+                        and isinstance(iterable.func, ast.Name) and iterable.func.id == "enumerate" \
+                        and len(iterable.args) == 1 and isinstance(target.elts[1], ast.Name):
+                    # `for i, chain_id in enumerate(chain_ids)`: the element comes from the argument
+                    loops.setdefault(target.elts[1].id, iterable.args[0])
+                for t in ast.walk(target):
                     if isinstance(t, ast.Name):
-                        loops.setdefault(t.id, node.iter)
+                        loops.setdefault(t.id, iterable)
         ctx.memo[memo_key] = loops
     return ctx.memo[memo_key].get(key)  # type: ignore[no-any-return]
+
+
+def _element_iterable(loop: ast.For | ast.AsyncFor, key: str) -> ast.expr | None:
+    target, iterable = loop.target, loop.iter
+    if isinstance(target, ast.Name) and target.id == key:
+        return iterable
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name) \
+            and target.elts[1].id == key and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+            and iterable.func.id == "enumerate" and len(iterable.args) == 1:
+        return iterable.args[0]
+    return None
+
+
+def _enclosing_loop_over(ctx: Analysis, name: ast.Name) -> ast.expr | None:
+    """The iterable of the innermost `for` around `name` that binds it, when the loop's body does
+    not assign it again before `name` (the name held something else before the loop)."""
+    best: tuple[int, ast.expr] | None = None
+    for node in bounded_walk(ctx.scope.node, 4000):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and node.lineno < name.lineno <= (node.end_lineno or 0):
+            iterable = _element_iterable(node, name.id)
+            if iterable is not None and (best is None or node.lineno > best[0]):
+                reassigned = any(isinstance(n, ast.Assign) and n.lineno < name.lineno
+                                 and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)
+                                 for stmt in node.body for n in ast.walk(stmt))
+                if not reassigned:
+                    best = (node.lineno, iterable)
+    return best[1] if best is not None else None
 
 
 def whole_one_hot(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
