@@ -287,3 +287,29 @@ def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
         return False
     kinds = scope.tuple_bound.get(name, [])
     return bool(kinds) and all(k is not None for k in kinds) and len(kinds) == len(values)
+
+# Calls that carry the numbers of a shape through unchanged (`torch.Tensor(list(x.shape))`).
+_SHAPE_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32", "list", "tuple",
+                             "Tensor", "FloatTensor"})
+
+
+def shape_owner(expr: ast.expr) -> ast.expr | None:
+    """The tensor of `x.shape`, `x.shape[1:]`, `list(x.shape)`, `torch.Tensor(list(x.shape))`."""
+    while isinstance(expr, ast.Call) and len(expr.args) == 1 \
+            and callee_name(expr.func) in _SHAPE_WRAPPERS:
+        expr = expr.args[0]
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+        expr = expr.value
+    return expr.value if isinstance(expr, ast.Attribute) and expr.attr == "shape" else None
+
+
+def unpacked_shape_of(ctx: Analysis, name: str) -> ast.expr | None:
+    """The one tensor whose shape every binding of `name` unpacks (`n, c = x.shape`), else None."""
+    scope, values = ctx.lookup(name)
+    if scope is None or not values or any(v is not None for v in values):
+        return None
+    owners = scope.tuple_bound.get(name, [])
+    if len(owners) != len(values) or any(o is None for o in owners):
+        return None
+    spelled = {ast.dump(o) for o in owners if o is not None}
+    return owners[0] if len(spelled) == 1 else None

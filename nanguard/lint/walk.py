@@ -303,8 +303,10 @@ class Walk:
 
     def _note_checked(self, o: ast.expr, scope: Scope) -> None:
         """Record that `o`, a count, is compared with 0 (or a threshold that tells 0 apart)."""
-        if isinstance(o, ast.Call) and o.args:
-            scope.checked_exprs.add(ast.dump(o))  # `if torch.sum(m.view(-1), dim=0) == 0:`
+        if isinstance(o, ast.Call) and (o.args or isinstance(o.func, ast.Attribute)
+                                        and not isinstance(o.func.value, ast.Name)):
+            # `if torch.sum(m.view(-1), dim=0) == 0:`, `if (gt_ids == i).sum() == 0:`
+            scope.checked_exprs.add(ast.dump(o))
             func = o.func
             if isinstance(func, ast.Attribute) and func.attr in _COUNTING_CALLS and len(o.args) == 1 \
                     and not o.keywords and self.imports.qualname(func) is not None:

@@ -141,3 +141,55 @@ def test_a_loop_over_the_distinct_values_counts_each_at_least_once():
     # ids from elsewhere may match no atom
     assert "NG401" in _codes(PROTENIX_CHAINS.format(chains="np.unique(other.chain_id)"))
     assert "NG401" in _codes(PROTENIX_CHAINS.format(chains="requested_chain_ids"))
+
+
+# OpenScene's metric: a count spelled out, tested against 0 a line before the division.
+def test_a_count_spelled_out_and_tested_first_is_checked():
+    body = """\
+        def evaluate(gt_ids, confusion, n_classes):
+            accs = {}
+            for i in range(n_classes):
+                if (gt_ids == i).sum() == 0:
+                    continue
+                accs[i] = confusion[i, i] / (gt_ids == i).sum()
+            return accs
+    """
+    assert "NG401" not in _codes(body)
+    assert "NG401" in _codes(body.replace("(gt_ids == i).sum() == 0", "(gt_ids == i + 1).sum() == 0"))
+
+
+# SoftGroup's point-wise evaluation: the union of a class over the classes present, and counts
+# over everything collected from the evaluation's batches.
+SOFTGROUP_MIOU = """\
+    def evaluate_semantic_miou(pred_list, gt_list):
+        gt = np.concatenate(gt_list, axis=0)
+        pred = np.concatenate(pred_list, axis=0)
+        ious = []
+        for c in {classes}:
+            inter = ((gt == c) & (pred == c)).sum()
+            union = ((gt == c) | (pred == c)).sum()
+            ious.append(inter / union)
+        return ious
+"""
+
+
+def test_a_union_with_a_class_present_counts_at_least_one():
+    assert "NG401" not in _codes(SOFTGROUP_MIOU.format(classes="np.unique(gt)"))
+    assert "NG401" in _codes(SOFTGROUP_MIOU.format(classes="range(20)"))
+
+
+SOFTGROUP_ACC = """\
+    def evaluate_semantic_acc(pred_list, gt_list, ignore_label=-100):
+        gt = {gt}
+        pred = np.concatenate(pred_list, axis=0)
+        correct = (gt[gt != ignore_label] == pred[gt != ignore_label]).sum()
+        whole = (gt != ignore_label).sum()
+        return correct / whole
+"""
+
+
+def test_a_total_over_every_collected_batch_is_possible():
+    body = SOFTGROUP_ACC.format(gt="np.concatenate(gt_list, axis=0)")
+    assert "NG401" not in _codes(body)
+    assert "NG401" in _codes(body, "all")
+    assert "NG401" in _codes(SOFTGROUP_ACC.format(gt="gt_list[0]"))  # one batch's labels

@@ -23,9 +23,9 @@ from nanguard.lint.rules.division_counts import (
 from nanguard.lint.rules.division_guards import (
     at_least_a_checked_part, count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
 )
-from nanguard.lint.rules.sequence_totals import total_of_frames, total_of_lengths
+from nanguard.lint.rules.sequence_totals import total_of_frames, total_of_lengths, total_over_collected
 from nanguard.lint.scope import name_key
-from nanguard.lint.shapes import has_tensor_op, python_number
+from nanguard.lint.shapes import has_tensor_op, python_number, shape_owner, unpacked_shape_of
 from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors
 from nanguard.lint.uses import shown_in_place
 
@@ -184,37 +184,15 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
     if isinstance(expr, ast.Call) and callee_name(expr.func) in _NUMBER_WRAPPERS and expr.args:
         return _sizes_only(ctx, expr.args[0], depth, whole)  # `jnp.array(inputs.size, jnp.float32)`
     if isinstance(expr, ast.Call) and callee_name(expr.func) == "prod" and len(expr.args) == 1:
-        shaped = _shape_owner(expr.args[0])  # `np.prod(x.shape[1:])`, `torch.prod(torch.Tensor(list(x.shape)))`
+        shaped = shape_owner(expr.args[0])  # `np.prod(x.shape[1:])`, `torch.prod(torch.Tensor(list(x.shape)))`
         return shaped is not None and (whole(ctx, shaped) or _whole_batch(ctx, shaped))
     if depth > 0 and isinstance(expr, ast.Name):
         value = ctx.value_of(expr)
         if value is None:
-            shaped = _unpacked_shape_of(ctx, expr.id)  # `len_rir, num_channels = rir.shape`
+            shaped = unpacked_shape_of(ctx, expr.id)  # `len_rir, num_channels = rir.shape`
             return shaped is not None and whole(ctx, shaped)
         return _sizes_only(ctx, value, depth - 1, whole)
     return False
-
-
-def _shape_owner(expr: ast.expr) -> ast.expr | None:
-    """The tensor of `x.shape`, `x.shape[1:]`, `list(x.shape)`, `torch.Tensor(list(x.shape))`."""
-    while isinstance(expr, ast.Call) and len(expr.args) == 1 \
-            and callee_name(expr.func) in _NUMBER_WRAPPERS | {"list", "tuple", "Tensor", "FloatTensor"}:
-        expr = expr.args[0]
-    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
-        expr = expr.value
-    return expr.value if isinstance(expr, ast.Attribute) and expr.attr == "shape" else None
-
-
-def _unpacked_shape_of(ctx: Analysis, name: str) -> ast.expr | None:
-    """The one tensor whose shape every binding of `name` unpacks (`n, c = x.shape`), else None."""
-    scope, values = ctx.lookup(name)
-    if scope is None or not values or any(v is not None for v in values):
-        return None
-    owners = scope.tuple_bound.get(name, [])
-    if len(owners) != len(values) or any(o is None for o in owners):
-        return None
-    spelled = {ast.dump(o) for o in owners if o is not None}
-    return owners[0] if len(spelled) == 1 else None
 
 
 # Objects that hold settings: `args.num_frames` is what the command line or config says.
@@ -234,8 +212,9 @@ def _held_by_an_owner(expr: ast.expr) -> bool:
 def _checked_expression(ctx: Analysis, d: ast.expr) -> bool:
     """Is the divisor, spelled out, compared with 0 in this function, itself or as the value of a
     name that is (`sum_masks = torch.sum(m, 0)`, `if sum_masks == 0: return`, `... / torch.sum(m, 0)`)?"""
-    if not isinstance(d, ast.Call) or not d.args:
-        return False
+    if not isinstance(d, ast.Call) or not (d.args or isinstance(d.func, ast.Attribute)
+                                           and not isinstance(d.func.value, ast.Name)):
+        return False  # `m.sum()` alone may be a different `m` by then; `(gt_ids == i).sum()` is spelled out
     spelled = ast.dump(d)
     s = ctx.scope
     while s is not None:
@@ -340,6 +319,9 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
             if (is_mask_like(ctx, mask) or oc.op == "count_nonzero") and not counts_at_least_one(ctx, mask):
                 if total_of_frames(ctx, oc, mask):  # `/ x_mask.sum()`: every sequence empty (module docstring)
                     return "totals the frames of the whole batch, 0 only when every sequence is empty", POSSIBLE
+                if total_over_collected(ctx, oc, mask):  # `(np.concatenate(gt_list) != ignore).sum()`
+                    return "totals a mask over every batch collected, 0 only for a dataset with nothing selected", \
+                        POSSIBLE
                 return "counts a mask and is 0 when nothing is selected", None  # count_nonzero(y): 0 for zeros
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \

@@ -98,6 +98,8 @@ def _one_of_its_values(ctx: Analysis, mask: ast.expr) -> bool:
     distinct value of `ids` occurs in it, so each count is at least 1 (Pointcept's per-batch
     masks, habitat's samples per environment)."""
     m = strip_wrappers(ctx, held_at(ctx, strip_wrappers(ctx, mask)))
+    if isinstance(m, ast.BinOp) and isinstance(m.op, ast.BitOr):  # `(gt == c) | (pred == c)`: a union
+        return _one_of_its_values(ctx, m.left) or _one_of_its_values(ctx, m.right)
     if not (isinstance(m, ast.Compare) and len(m.ops) == 1 and isinstance(m.ops[0], ast.Eq)):
         return False
     left, right = m.left, m.comparators[0]

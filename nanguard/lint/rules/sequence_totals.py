@@ -11,6 +11,10 @@ A mask counts as a sequence's frames when its name says so (`x_mask`, `y_mask`, 
 `text_mask`, `dur_mask`, `src_mask`, `frame_mask`...) or when it is built from lengths in view
 (`sequence_mask(lengths)`, `get_mask_from_lengths(x, lens)`, `~make_pad_mask(lens)`); a total
 of lengths (`input_lens.sum()`) is the same number.
+
+The same holds one level up, for a total over what an evaluation collected from every batch
+(`gt = np.concatenate(gt_list)`, then `(gt != ignore).sum()`: SoftGroup's accuracy): 0 only for
+a dataset without one valid label.
 """
 
 from __future__ import annotations
@@ -55,9 +59,40 @@ def _frames(ctx: Analysis, mask: ast.expr, depth: int = 2) -> bool:
     return False
 
 
+_JOINS = frozenset({"concatenate", "cat", "concat", "vstack", "hstack"})
+
+
+def _collected(ctx: Analysis, expr: ast.expr) -> bool:
+    """`np.concatenate(gt_list, axis=0)`, `torch.cat(outputs)`: one array joined from a list of
+    batches (a name or a comprehension, not a tuple of two tensors), directly or through a name."""
+    e = strip_wrappers(ctx, expr)
+    if name_key(e) is not None:
+        value = ctx.value_of(e)
+        e = strip_wrappers(ctx, value) if value is not None else e
+    return isinstance(e, ast.Call) and callee_name(e.func) in _JOINS and len(e.args) >= 1 \
+        and isinstance(e.args[0], (ast.Name, ast.ListComp, ast.GeneratorExp))
+
+
+def _over_collected(ctx: Analysis, mask: ast.expr, depth: int = 2) -> bool:
+    e = strip_wrappers(ctx, mask)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Invert, ast.Not)):
+        e = strip_wrappers(ctx, e.operand)
+    if isinstance(e, ast.Compare):
+        return any(_collected(ctx, part) for part in [e.left, *e.comparators])
+    if depth > 0 and name_key(e) is not None:
+        value = ctx.value_of(e)
+        return value is not None and _over_collected(ctx, value, depth - 1)
+    return False
+
+
 def total_of_frames(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
     """Is `oc` a whole-batch total of a mask of the batch's frames (see the module docstring)?"""
     return _whole_total(oc) and _frames(ctx, mask)
+
+
+def total_over_collected(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
+    """Is `oc` a total of a mask over what an evaluation collected from every batch?"""
+    return _whole_total(oc) and _over_collected(ctx, mask)
 
 
 def total_of_lengths(ctx: Analysis, expr: ast.expr) -> bool:
