@@ -193,3 +193,28 @@ def test_a_total_over_every_collected_batch_is_possible():
     assert "NG401" not in _codes(body)
     assert "NG401" in _codes(body, "all")
     assert "NG401" in _codes(SOFTGROUP_ACC.format(gt="gt_list[0]"))  # one batch's labels
+
+
+# BLINK's entity linker: log-probabilities of mentions, only compared with a threshold or sorted.
+BLINK_MENTIONS = """\
+    def prune(mention_logits, threshold, k):
+        top_logits, pos = mention_logits.topk(k, sorted=True)
+        {use}
+"""
+
+
+@pytest.mark.parametrize("use", [
+    "return torch.sigmoid(top_logits).log() > threshold",
+    "scores = torch.sigmoid(top_logits).log()\n        return pos[scores > threshold]",
+    "scores = torch.log(torch.softmax(top_logits, -1))\n        return scores.argsort(-1)",
+])
+def test_a_log_of_a_probability_only_compared_or_sorted_is_no_nan(use):
+    assert not {"NG101", "NG102"} & set(_codes(BLINK_MENTIONS.format(use=use)))
+
+
+@pytest.mark.parametrize("use", [
+    "return torch.sigmoid(top_logits).log()",  # the caller gets -inf
+    "scores = torch.sigmoid(top_logits).log()\n        return (scores * (pos > 0)).sum()",  # 0 * -inf
+])
+def test_a_log_of_a_probability_computed_with_stays(use):
+    assert {"NG101", "NG102"} & set(_codes(BLINK_MENTIONS.format(use=use)))

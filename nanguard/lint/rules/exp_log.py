@@ -321,6 +321,8 @@ def check_log(ctx: Analysis, oc: OpCall) -> None:
                 inner, direct = found, False
                 where = f" of entries picked from `{describe(picked, 30)}`" + via(ctx, picked, picked_value)
     if inner is not None:
+        if ctx.only_reported(oc.node):
+            return  # `sigmoid(x).log() > threshold`: a -inf only compared, sorted or shown is no NaN
         if inner.op == "softmax":
             fix = (lambda src, o=oc, i=inner: fixes.log_softmax_fix(src, o, i)) if direct else None
             ctx.report(LOG_SOFTMAX, oc.node, "`log(softmax(x))`" + where, "log_softmax", fix)
