@@ -218,3 +218,23 @@ def test_a_log_of_a_probability_only_compared_or_sorted_is_no_nan(use):
 ])
 def test_a_log_of_a_probability_computed_with_stays(use):
     assert {"NG101", "NG102"} & set(_codes(BLINK_MENTIONS.format(use=use)))
+
+
+# TabR's k-NN baseline: the number of neighbours runs over a range the configuration sets.
+KNN_TUNING = """\
+    def tune(C, neighbor_Y, classes):
+        for n_neighbors in {loop}:
+            preds = np.column_stack([(neighbor_Y[:, :n_neighbors] == c).sum(1) / n_neighbors for c in classes])
+        return preds
+"""
+
+
+@pytest.mark.parametrize("loop", ["tqdm(range(*C.k_range), desc='k')", "range(C.k_min, C.k_max)"])
+def test_a_count_over_a_configured_range_is_possible(loop):
+    body = KNN_TUNING.format(loop=loop)
+    assert "NG401" not in _codes(body)
+    assert "NG401" in _codes(body, "all")
+
+
+def test_a_count_over_a_range_from_zero_stays():
+    assert "NG401" in _codes(KNN_TUNING.format(loop="range(0, 10)"))

@@ -18,7 +18,7 @@ from nanguard.lint.positive import guarded_positive
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.dice import dice_denominator
 from nanguard.lint.rules.division_counts import (
-    counts_at_least_one, counts_from_one, stored_only_where_selected, whole_one_hot,
+    counted_in_a_configured_range, counts_at_least_one, counts_from_one, stored_only_where_selected, whole_one_hot,
 )
 from nanguard.lint.rules.division_guards import (
     at_least_a_checked_part, count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
@@ -342,6 +342,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         if _a_length_not_a_count(ctx, d):
             return None  # `coords_len = torch.sqrt(torch.sum(c ** 2, dim=1))`: a Euclidean length
         elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or _held_by_an_owner(d) \
+            or (isinstance(d, ast.Name) and counted_in_a_configured_range(ctx, d.id)) \
             or total_of_lengths(ctx, d)  # `num_frames = batch["input_lens"].sum()`: every sequence empty
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None

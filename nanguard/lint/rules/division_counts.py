@@ -272,6 +272,21 @@ def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
     return False
 
 
+def counted_in_a_configured_range(ctx: Analysis, key: str) -> bool:
+    """Is `key` only bound by `for key in range(*cfg.k_range)` (or bounds read off a settings
+    object): where the loop starts is the configuration's choice, as a parameter's value is."""
+    scope, values = ctx.lookup(key)
+    if scope is None or any(v is not None for v in values):
+        return False
+    loop = _loop_over(ctx, key, scope.node)  # the scope that binds it (the division may sit in a comprehension)
+    if isinstance(loop, ast.Call) and callee_name(loop.func) == "tqdm" and loop.args:
+        loop = loop.args[0]  # `tqdm(range(*C.k_range), desc=...)`: a progress bar around the range
+    if not (isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) and loop.func.id == "range" and loop.args):
+        return False
+    first = loop.args[0]
+    return isinstance(first, ast.Starred) or (len(loop.args) >= 2 and isinstance(first, ast.Attribute))
+
+
 def counts_from_one(ctx: Analysis, key: str) -> bool:
     """Is `key` only bound as the target of `for key in range(a, ...)` with a literal a >= 1?"""
     scope, values = ctx.lookup(key)
@@ -285,12 +300,13 @@ def counts_from_one(ctx: Analysis, key: str) -> bool:
     return start is not None and start >= 1 and (len(loop.args) < 3 or (const_value(loop.args[2]) or 0) > 0)
 
 
-def _loop_over(ctx: Analysis, key: str) -> ast.expr | None:
-    """The iterable of the first `for` in the current scope that binds `key`, if any."""
-    memo_key = f"loops:{id(ctx.scope.node)}"
+def _loop_over(ctx: Analysis, key: str, scope_node: ast.AST | None = None) -> ast.expr | None:
+    """The iterable of the first `for` in the current scope (or `scope_node`) that binds `key`, if any."""
+    scope_node = scope_node or ctx.scope.node
+    memo_key = f"loops:{id(scope_node)}"
     if memo_key not in ctx.memo:  # one walk per scope: target name -> iterable
         loops: dict[str, ast.expr] = {}
-        for node in bounded_walk(ctx.scope.node, 4000):
+        for node in bounded_walk(scope_node, 4000):
             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 target, iterable = node.target, node.iter
                 if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(iterable, ast.Call) \
