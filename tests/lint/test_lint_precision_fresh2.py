@@ -238,3 +238,25 @@ def test_a_count_over_a_configured_range_is_possible(loop):
 
 def test_a_count_over_a_range_from_zero_stays():
     assert "NG401" in _codes(KNN_TUNING.format(loop="range(0, 10)"))
+
+
+# jax-md's BKS pair potential: the discarded side of `dr < cutoff` only shrinks exp(-dr / decay).
+def test_an_exp_of_a_negated_ratio_cut_off_above_cannot_overflow():
+    body = """\
+        def bks(dr, q, cutoff, exp_decay):
+            energy = q / dr + torch.exp(-dr / exp_decay)
+            return torch.where(dr < cutoff, energy, 0.0)
+    """
+    assert "NG501" not in _codes(body)
+    # kept below the cutoff, discarded above: exp(dr / decay) overflows there
+    assert "NG501" in _codes(body.replace("torch.exp(-dr / exp_decay)", "torch.exp(dr / exp_decay)"))
+
+
+# GemNet/SpookyNet's exponential envelope: the divisor holds the variable, so its sign decides.
+def test_an_exp_whose_divisor_changes_sign_stays():
+    body = """\
+        def envelope(d_scaled):
+            env_val = torch.exp(-(d_scaled ** 2) / ((1 - d_scaled) * (1 + d_scaled)))
+            return torch.where(d_scaled < 1, env_val, torch.zeros_like(d_scaled))
+    """
+    assert "NG501" in _codes(body)

@@ -139,25 +139,38 @@ def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool
 
 def sign(expr: ast.expr) -> float:
     """-1 when `expr` is visibly a negation of its variables (`-x`, `-2 * x`, `x.neg()`,
-    `torch.neg(x)`), else +1."""
-    sign = 1.0
+    `torch.neg(x)`, `-dr / decay`, `-1.0 * p * (r - 1)`), else +1."""
+    direction = 1.0
     while True:
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
             if isinstance(expr.op, ast.USub):
-                sign = -sign
+                direction = -direction
             expr = expr.operand
         elif isinstance(expr, ast.Call) and callee_name(expr.func) in ("neg", "negative") and (
                 expr.args or isinstance(expr.func, ast.Attribute)):
-            sign = -sign
+            direction = -direction
             expr = expr.args[0] if expr.args else expr.func.value  # type: ignore[attr-defined]
         else:
             break
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
+        if isinstance(expr.op, ast.Div) and _names(expr.left) & _names(expr.right):
+            # `-(d ** 2) / ((1 - d) * (1 + d))`: the variable's sign in the divisor decides, not the
+            # numerator's negation (SpookyNet's envelope overflows as d -> 1 from above)
+            return direction * _constant_sign(expr)
         for side in (expr.left, expr.right):
             v = const_value(side)
-            if v is not None and v < 0:
-                sign = -sign
-    return sign
+            direction *= (-1.0 if v < 0 else 1.0) if v is not None else sign(side)  # `-dr / decay`
+    return direction
+
+
+def _constant_sign(expr: ast.BinOp) -> float:
+    """The sign of the negative numbers among the factors of a product or ratio."""
+    negative = [const_value(side) for side in (expr.left, expr.right)]
+    return -1.0 if sum(1 for v in negative if v is not None and v < 0) % 2 else 1.0
+
+
+def _names(expr: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
 
 
 def discards(cond: Condition, names: set[str], points: tuple[float, ...], kept_when_true: bool,
