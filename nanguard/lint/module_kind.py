@@ -46,15 +46,18 @@ _RARELY_DIFFERENTIATED = {
     # a detector's label assignment, which matches anchors or priors to ground truth to build the
     # training targets, without gradient (mmdet's `assigners/atss_assigner.py`, `..._assigner.py`)
     "assignment": ({"assigners"}, {"assigner.py", "assigners.py"}),
+    # samplers, which draw from a trained model step by step (physicsnemo's `diffusion/samplers/`,
+    # k-diffusion's `sampling.py`) or pick a dataset's indices; guidance can differentiate through one
+    "sampling": ({"samplers", "sampling"}, {"sampler.py", "samplers.py", "sampling.py"}),
 }
 
 # File names that end like one of the kind's files (`atss_assigner.py`) are of that kind too.
-_SUFFIXED = {"assignment": ("_assigner.py",)}
+_SUFFIXED = {"assignment": ("_assigner.py",), "sampling": ("_sampler.py",)}
 
 
 def rarely_differentiated_module(path: str) -> str | None:
     """Which kind of rarely differentiated module `path` is ('evaluation', 'data', 'environment',
-    'optimizer', 'assignment'), from its folders and its name; None for any other. A conda environment's
+    'optimizer', 'assignment', 'sampling'), from its folders and its name; None for any other. A conda environment's
     folder (`envs/<name>/lib/.../site-packages/`) is not an RL environment."""
     parts = path_parts(path)
     for kind, (folders, files) in _RARELY_DIFFERENTIATED.items():

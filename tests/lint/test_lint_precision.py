@@ -409,6 +409,15 @@ def test_gradient_findings_in_label_assignment_modules_are_possible(path):
     assert [f.code for f in lint_source(HEADER + REWARD_BODY, path=path, confidence="certain")] == ["NG401"]
 
 
+@pytest.mark.parametrize("path", ["physicsnemo/diffusion/samplers/edm_stochastic_heun.py", "k_diffusion/sampling.py",
+                                  "pkg/ddim_sampler.py"])
+def test_gradient_findings_in_sampler_modules_are_possible(path):
+    # A sampler draws from a trained model step by step: its gradient hazards are lowered (README).
+    [f] = lint_source(HEADER + COLLISION_BODY, path=path)
+    assert f.code == "NG302" and f.confidence == POSSIBLE
+    assert [f.code for f in lint_source(HEADER + REWARD_BODY, path=path, confidence="certain")] == ["NG401"]
+
+
 @pytest.mark.parametrize("path", ["pytracking/analysis/extract_results.py", "yolact/eval.py", "pkg/evaluation/iou.py",
                                   "ltr/data/processing.py", "monai/data/box_utils.py", "pkg/datasets/transforms.py"])
 def test_gradient_findings_in_evaluation_and_data_modules_are_possible(path):
@@ -421,7 +430,8 @@ def test_gradient_findings_in_evaluation_and_data_modules_are_possible(path):
 
 @pytest.mark.parametrize("path", ["lib/physics.py", "miniconda3/envs/py311/lib/python3.11/site-packages/pkg/dist.py",
                                   "pkg/environment_utils.py", "pkg/optimization.py", "pkg/assignment_loss.py",
-                                  "pkg/dataloader.py", "pkg/evaluator_head.py", "pkg/database/geometry.py"])
+                                  "pkg/dataloader.py", "pkg/evaluator_head.py", "pkg/database/geometry.py",
+                                  "pkg/sampling_loss.py", "flamingo/perceiver_resampler.py"])
 def test_a_conda_environment_or_a_similar_name_is_not_an_rl_environment(path):
     [f] = lint_source(HEADER + COLLISION_BODY, path=path, confidence="certain")
     assert (f.code, f.confidence) == ("NG302", CERTAIN)
