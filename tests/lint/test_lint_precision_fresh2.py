@@ -260,3 +260,27 @@ def test_an_exp_whose_divisor_changes_sign_stays():
             return torch.where(d_scaled < 1, env_val, torch.zeros_like(d_scaled))
     """
     assert "NG501" in _codes(body)
+
+
+# Open-Sora-Plan's diffusion loss over the latent patches an attention mask keeps.
+OPEN_SORA_LOSS = """\
+    def loss_step(model_pred, target, model_kwargs, b, c):
+        mask = model_kwargs.get({key}, None)
+        if torch.all(mask.bool()):
+            mask = None
+        if mask is not None:
+            mask = mask.unsqueeze(1).repeat(1, c, 1, 1, 1).float()
+            mask = mask.reshape(b, -1)
+        loss = F.mse_loss(model_pred.float(), target.float(), reduction="none").reshape(b, -1)
+        if mask is not None:
+            loss = (loss * mask).sum() / mask.sum()
+        return loss
+"""
+
+
+def test_a_whole_batch_total_of_an_attention_mask_is_possible():
+    body = OPEN_SORA_LOSS.format(key="'attention_mask'")
+    assert "NG401" not in _codes(body)
+    assert "NG401" in _codes(body, "all")
+    # a mask of labels or of the loss terms stays certain
+    assert "NG401" in _codes(OPEN_SORA_LOSS.format(key="'loss_mask'"))

@@ -7,8 +7,9 @@ empty or fully padded row is enough) stays certain, and so does a total of a mas
 labels or loss terms (`(labels != -100).sum()`, `loss_mask.sum()`, a plain `mask.sum()`): a
 batch whose labels are all ignored (a prompt truncated before its answer) is ordinary data.
 
-A mask counts as a sequence's frames when its name says so (`x_mask`, `y_mask`, `mel_mask`,
-`text_mask`, `dur_mask`, `src_mask`, `frame_mask`...) or when it is built from lengths in view
+A mask counts as a sequence's frames when its name or key says so (`x_mask`, `y_mask`, `mel_mask`,
+`text_mask`, `dur_mask`, `src_mask`, `frame_mask`, an `attention_mask` of the inputs' tokens or
+patches, `kwargs.get("attention_mask")`...) or when it is built from lengths in view
 (`sequence_mask(lengths)`, `get_mask_from_lengths(x, lens)`, `~make_pad_mask(lens)`); a total
 of lengths (`input_lens.sum()`) is the same number.
 
@@ -31,7 +32,7 @@ from nanguard.lint.syntax import callee_name, last_identifier
 # The frames or tokens of an input sequence, as speech, TTS and translation code names them.
 _FRAME_MASK = re.compile(
     r"^(x|y|z|mel|mels|spec|text|txt|dur|durs|frame|frames|feat|feats|audio|speech|wav|src|"
-    r"phone|phones|phn|phoneme|enc|dec|seq|input)_?masks?$", re.IGNORECASE)
+    r"phone|phones|phn|phoneme|enc|dec|seq|input|attention|attn)_?masks?$", re.IGNORECASE)
 # Helpers that turn lengths into a mask of the valid frames (or, `make_pad_mask`, of the padding).
 _FROM_LENGTHS = re.compile(
     r"^(get_)?(sequence|seq|len|lens|length|lengths)_?(to_)?mask$|^(get_)?mask_from_(len|lens|length|lengths)$|"
@@ -44,19 +45,42 @@ def _whole_total(oc: OpCall) -> bool:
     return oc.op == "sum" and oc.operand(1, "dim", "axis") is None
 
 
-def _frames(ctx: Analysis, mask: ast.expr, depth: int = 2) -> bool:
+def _keyed(e: ast.expr) -> str | None:
+    """The string key of `batch["x_mask"]` or `kwargs.get("attention_mask", None)`."""
+    key = None
+    if isinstance(e, ast.Subscript):
+        key = e.slice
+    elif isinstance(e, ast.Call) and callee_name(e.func) == "get" and e.args:
+        key = e.args[0]
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def _frames(ctx: Analysis, mask: ast.expr, depth: int = 4) -> bool:
     e = strip_wrappers(ctx, mask)
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Invert, ast.Not)):
         e = strip_wrappers(ctx, e.operand)  # `~make_pad_mask(lens)`
     if isinstance(e, ast.Call) and _FROM_LENGTHS.search(callee_name(e.func)):
         return True
-    ident = last_identifier(e)
+    ident = last_identifier(e) or _keyed(e)
     if ident is not None and _FRAME_MASK.search(ident):
         return True
     if depth > 0 and name_key(e) is not None:
-        value = ctx.value_of(e)
+        # the one value, or (`mask = mask.reshape(b, -1)` after `mask = kwargs.get("attention_mask")`)
+        # the last one before this use
+        value = ctx.value_of(e) or _last_tensor(ctx, e)
         return value is not None and _frames(ctx, value, depth - 1)
     return False
+
+
+def _last_tensor(ctx: Analysis, name: ast.expr) -> ast.expr | None:
+    """The last value given to `name` before its line, passing over `name = None` (a mask
+    dropped in a branch, `if torch.all(mask): mask = None`, holds no frames to count)."""
+    key = name_key(name)
+    _, values = ctx.lookup(key) if key is not None else (None, [])
+    line = name.lineno  # type: ignore[attr-defined]
+    prior = [v for v in values if v is not None and (v.end_lineno or v.lineno) < line  # type: ignore[attr-defined]
+             and not (isinstance(v, ast.Constant) and v.value is None)]
+    return prior[-1] if prior else None
 
 
 _JOINS = frozenset({"concatenate", "cat", "concat", "vstack", "hstack"})
