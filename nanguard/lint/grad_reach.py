@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from nanguard.lint.scope import _LABEL_NAME, Scope, is_detach_chain, name_key
-from nanguard.lint.syntax import const_value, parameter_default
+from nanguard.lint.syntax import bounded_walk, const_value, parameter_default
 
 if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
@@ -160,6 +160,23 @@ def detached(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
     return True
 
 
+def _buffers(ctx: Analysis) -> frozenset[str]:
+    """The names the enclosing class registers as buffers (`self.register_buffer("lats", t)`)."""
+    s = ctx.scope
+    while s is not None and not isinstance(s.node, ast.ClassDef):
+        s = s.parent
+    if s is None:
+        return frozenset()
+    memo_key = f"buffers:{id(s.node)}"
+    if memo_key not in ctx.memo:
+        ctx.memo[memo_key] = frozenset(
+            n.args[0].value for n in bounded_walk(s.node, 6000)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "register_buffer"
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" and n.args
+            and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str))
+    return ctx.memo[memo_key]  # type: ignore[no-any-return]
+
+
 def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
     """Can no gradient flow through `expr`? True when every leaf is outside autograd: a
     constant, a comparison (a bool tensor: `(x > 0).sum()` counts, it does not
@@ -235,6 +252,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
         s, values = ctx.lookup(key)
         if not values and key.startswith("self.") and _python_numbers(ctx.attribute_values(key)):
             continue  # `self.scale_std = float(scale_std)` in `__init__`: a hyperparameter
+        if key.startswith("self.") and key.count(".") == 1 and key[5:] in _buffers(ctx):
+            continue  # `self.register_buffer("lats", lats)`: a buffer never receives a gradient
         if s is not None and key in ctx.index_names(s):
             continue  # `table[k]`: an index is an integer (or a bool mask), never differentiated
         prior = [v for v in values if v is not None and v.lineno < line]  # type: ignore[attr-defined]

@@ -284,3 +284,26 @@ def test_a_whole_batch_total_of_an_attention_mask_is_possible():
     assert "NG401" in _codes(body, "all")
     # a mask of labels or of the loss terms stays certain
     assert "NG401" in _codes(OPEN_SORA_LOSS.format(key="'loss_mask'"))
+
+
+# physicsnemo's shallow-water solver: an initial condition on the latitudes, a registered buffer.
+SHALLOW_WATER = """\
+    class Solver(nn.Module):
+        def __init__(self, cost):
+            super().__init__()
+            lats = -torch.as_tensor(np.arcsin(cost))
+            {register}
+
+        def galewsky_initial_condition(self):
+            phi0 = torch.pi / 7.0
+            phi1 = 0.5 * torch.pi - phi0
+            lats = self.lats
+            u1 = torch.exp(1.0 / ((lats - phi0) * (lats - phi1)))
+            return torch.where(torch.logical_and(lats < phi1, lats > phi0), u1, torch.zeros_like(u1))
+"""
+
+
+def test_a_registered_buffer_receives_no_gradient():
+    assert "NG501" not in _codes(SHALLOW_WATER.format(register='self.register_buffer("lats", lats)'))
+    # a parameter does
+    assert "NG501" in _codes(SHALLOW_WATER.format(register="self.lats = nn.Parameter(lats)"))
