@@ -49,27 +49,27 @@ def test_a_row_count_or_a_total_of_labels_stays_certain(mask, total):
     assert "NG401" in _codes(WHOLE_BATCH.format(mask=mask, total=total))
 
 
-def test_a_mask_built_from_lengths_is_frames():
-    body = """\
-        def loss_fn(loss, audio_codes_lens):
-            loss_mask = get_mask_from_lengths(audio_codes_lens)
-            return (loss * loss_mask).sum() / loss_mask.sum()
-    """
-    assert "NG401" not in _codes(body)
-    assert "NG401" in _codes(body, "all")
-    assert "NG401" in _codes(body.replace("loss_mask.sum()", "loss_mask.sum(-1)"))
+# Frames counted from lengths: a mask built from them (magpietts), or their total (NeMo's duplex models).
+FROM_LENGTHS = """\
+    def loss_fn(loss, audio_codes_lens):
+        loss_mask = get_mask_from_lengths(audio_codes_lens)
+        return (loss * loss_mask).sum() / loss_mask.sum()
+"""
+TOTAL_OF_LENGTHS = """\
+    def training_step(self, batch, loss):
+        num_frames = batch["input_lens"].sum()
+        return loss.sum() / num_frames
+"""
 
 
-def test_a_total_of_lengths_is_possible():
-    body = """\
-        def training_step(self, batch, loss):
-            num_frames = batch["input_lens"].sum()
-            return loss.sum() / num_frames
-    """
+@pytest.mark.parametrize("body, per_row", [
+    (FROM_LENGTHS, ("loss_mask.sum()", "loss_mask.sum(-1)")),
+    (TOTAL_OF_LENGTHS, ('batch["input_lens"].sum()', 'batch["input_lens"]')),
+])
+def test_frames_counted_from_lengths_are_possible(body, per_row):
     assert "NG401" not in _codes(body)
     assert "NG401" in _codes(body, "all")
-    # the lengths themselves, per row: an empty sequence is enough
-    assert "NG401" in _codes(body.replace('batch["input_lens"].sum()', 'batch["input_lens"]'))
+    assert "NG401" in _codes(body.replace(*per_row))  # per row: one empty sequence is enough
 
 
 # physicsnemo's ERA5 validation: the element count of a tensor's feature dimensions.
