@@ -288,6 +288,7 @@ def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
     kinds = scope.tuple_bound.get(name, [])
     return bool(kinds) and all(k is not None for k in kinds) and len(kinds) == len(values)
 
+
 # Calls that carry the numbers of a shape through unchanged (`torch.Tensor(list(x.shape))`).
 _SHAPE_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32", "list", "tuple",
                              "Tensor", "FloatTensor"})
