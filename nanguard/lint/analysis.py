@@ -157,17 +157,19 @@ class Analysis(Walk):
                     return []
         return values
 
-    def last_value(self, expr: ast.AST) -> ast.expr | None:
+    def last_value(self, expr: ast.AST, skip_none: bool = False) -> ast.expr | None:
         """The value of the last plain assignment to a name before `expr`'s line, in its scope
         (`x = x - x_max` then `x.exp()`): what the name most likely holds there. Only guards use
-        it: it errs towards silence, never towards a finding."""
+        it: it errs towards silence, never towards a finding. With `skip_none`, `name = None` (a
+        value dropped in a branch: `if torch.all(mask): mask = None`) is passed over."""
         key = name_key(expr)
         if key is None:
             return None
         _, values = self.lookup(key)
         line = expr.lineno  # type: ignore[attr-defined]
         # ended before this line: not the value `expr` is part of (`m = z.masked_fill(\n ~m, ...)`)
-        prior = [v for v in values if v is not None and (v.end_lineno or v.lineno) < line]  # type: ignore[attr-defined]
+        prior = [v for v in values if v is not None and (v.end_lineno or v.lineno) < line  # type: ignore[attr-defined]
+                 and not (skip_none and isinstance(v, ast.Constant) and v.value is None)]
         return prior[-1] if prior else None
 
     def resolve(self, expr: ast.expr, scope: Scope | None = None) -> ast.expr:

@@ -289,9 +289,10 @@ def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:
     return bool(kinds) and all(k is not None for k in kinds) and len(kinds) == len(values)
 
 
-# Calls that carry the numbers of a shape through unchanged (`torch.Tensor(list(x.shape))`).
-_SHAPE_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32", "list", "tuple",
-                             "Tensor", "FloatTensor"})
+# Calls that turn a number into an array or another number type (`jnp.array(x.size, jnp.float32)`).
+NUMBER_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32"})
+# ... and those that carry the numbers of a shape through unchanged (`torch.Tensor(list(x.shape))`).
+_SHAPE_WRAPPERS = NUMBER_WRAPPERS | {"list", "tuple", "Tensor", "FloatTensor"}
 
 
 def shape_owner(expr: ast.expr) -> ast.expr | None:

@@ -70,6 +70,13 @@ def last_identifier(expr: ast.AST) -> str | None:
 NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf", "is_nan", "is_inf", "is_finite"})
 
 
+def spelled_out_call(node: ast.AST) -> bool:
+    """A call written in full where it is used: with arguments (`torch.sum(m, 0)`) or a method of
+    an expression (`(gt == i).sum()`), not `m.sum()` of a name that may hold another value by then."""
+    return isinstance(node, ast.Call) and (bool(node.args) or isinstance(node.func, ast.Attribute)
+                                           and not isinstance(node.func.value, ast.Name))
+
+
 def callee_name(func: ast.AST) -> str:
     """The last identifier of a called expression (`torch.cumsum` -> 'cumsum'), or ''."""
     return last_identifier(func) or ""

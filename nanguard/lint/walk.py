@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from nanguard.lint.names import QUALNAME_TO_OP, ImportMap, OpCall
 from nanguard.lint.scope import CHILD_FIELDS, SPECIAL, ZERO, Raw, Scope, name_key
-from nanguard.lint.syntax import NAN_TESTS
+from nanguard.lint.syntax import NAN_TESTS, spelled_out_call
 
 
 # Comparisons spelled as calls (TensorFlow's function forms, torch.gt): tested against 0 they
@@ -303,8 +303,7 @@ class Walk:
 
     def _note_checked(self, o: ast.expr, scope: Scope) -> None:
         """Record that `o`, a count, is compared with 0 (or a threshold that tells 0 apart)."""
-        if isinstance(o, ast.Call) and (o.args or isinstance(o.func, ast.Attribute)
-                                        and not isinstance(o.func.value, ast.Name)):
+        if isinstance(o, ast.Call) and spelled_out_call(o):
             # `if torch.sum(m.view(-1), dim=0) == 0:`, `if (gt_ids == i).sum() == 0:`
             scope.checked_exprs.add(ast.dump(o))
             func = o.func

@@ -25,8 +25,8 @@ from nanguard.lint.rules.division_guards import (
 )
 from nanguard.lint.rules.sequence_totals import total_of_frames, total_of_lengths, total_over_collected
 from nanguard.lint.scope import name_key
-from nanguard.lint.shapes import has_tensor_op, python_number, shape_owner, unpacked_shape_of
-from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors
+from nanguard.lint.shapes import NUMBER_WRAPPERS, has_tensor_op, python_number, shape_owner, unpacked_shape_of
+from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors, spelled_out_call
 from nanguard.lint.uses import shown_in_place
 
 DIV_BY_COUNT = Rule(
@@ -153,7 +153,6 @@ def _passed_to_a_nan_cleaner(ctx: Analysis, node: ast.AST) -> bool:
     return id(node) in cleaned
 
 
-_NUMBER_WRAPPERS = frozenset({"array", "asarray", "tensor", "as_tensor", "cast", "float", "float32"})
 
 
 def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
@@ -181,7 +180,7 @@ def _sizes_only(ctx: Analysis, expr: ast.expr, depth: int = 2,
         return whole(ctx, expr.value.args[0])  # `tf.shape(router_probs)[0]`
     if isinstance(expr, ast.Attribute) and expr.attr == "size":
         return whole(ctx, expr.value)  # NumPy's and JAX's `inputs.size`
-    if isinstance(expr, ast.Call) and callee_name(expr.func) in _NUMBER_WRAPPERS and expr.args:
+    if isinstance(expr, ast.Call) and callee_name(expr.func) in NUMBER_WRAPPERS and expr.args:
         return _sizes_only(ctx, expr.args[0], depth, whole)  # `jnp.array(inputs.size, jnp.float32)`
     if isinstance(expr, ast.Call) and callee_name(expr.func) == "prod" and len(expr.args) == 1:
         shaped = shape_owner(expr.args[0])  # `np.prod(x.shape[1:])`, `torch.prod(torch.Tensor(list(x.shape)))`
@@ -212,8 +211,7 @@ def _held_by_an_owner(expr: ast.expr) -> bool:
 def _checked_expression(ctx: Analysis, d: ast.expr) -> bool:
     """Is the divisor, spelled out, compared with 0 in this function, itself or as the value of a
     name that is (`sum_masks = torch.sum(m, 0)`, `if sum_masks == 0: return`, `... / torch.sum(m, 0)`)?"""
-    if not isinstance(d, ast.Call) or not (d.args or isinstance(d.func, ast.Attribute)
-                                           and not isinstance(d.func.value, ast.Name)):
+    if not isinstance(d, ast.Call) or not spelled_out_call(d):
         return False  # `m.sum()` alone may be a different `m` by then; `(gt_ids == i).sum()` is spelled out
     spelled = ast.dump(d)
     s = ctx.scope

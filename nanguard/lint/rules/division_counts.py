@@ -272,13 +272,19 @@ def _split_mask(ctx: Analysis, mask: ast.expr) -> bool:
     return False
 
 
+def _only_loop_bound(ctx: Analysis, key: str, owning_scope: bool = False) -> ast.expr | None:
+    """The iterable of the loop that binds `key`, when nothing else does (no plain assignment);
+    with `owning_scope`, looked for in the scope that binds it (the use may sit in a comprehension)."""
+    scope, values = ctx.lookup(key)
+    if scope is None or any(v is not None for v in values):
+        return None
+    return _loop_over(ctx, key, scope.node if owning_scope else None)
+
+
 def counted_in_a_configured_range(ctx: Analysis, key: str) -> bool:
     """Is `key` only bound by `for key in range(*cfg.k_range)` (or bounds read off a settings
     object): where the loop starts is the configuration's choice, as a parameter's value is."""
-    scope, values = ctx.lookup(key)
-    if scope is None or any(v is not None for v in values):
-        return False
-    loop = _loop_over(ctx, key, scope.node)  # the scope that binds it (the division may sit in a comprehension)
+    loop = _only_loop_bound(ctx, key, owning_scope=True)
     if isinstance(loop, ast.Call) and callee_name(loop.func) == "tqdm" and loop.args:
         loop = loop.args[0]  # `tqdm(range(*C.k_range), desc=...)`: a progress bar around the range
     if not (isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) and loop.func.id == "range" and loop.args):
@@ -289,10 +295,7 @@ def counted_in_a_configured_range(ctx: Analysis, key: str) -> bool:
 
 def counts_from_one(ctx: Analysis, key: str) -> bool:
     """Is `key` only bound as the target of `for key in range(a, ...)` with a literal a >= 1?"""
-    scope, values = ctx.lookup(key)
-    if scope is None or any(v is not None for v in values):
-        return False
-    loop = _loop_over(ctx, key)
+    loop = _only_loop_bound(ctx, key)
     if not (isinstance(loop, ast.Call) and isinstance(loop.func, ast.Name) and loop.func.id == "range"
             and len(loop.args) >= 2):
         return False
@@ -308,21 +311,17 @@ def _loop_over(ctx: Analysis, key: str, scope_node: ast.AST | None = None) -> as
         loops: dict[str, ast.expr] = {}
         for node in bounded_walk(scope_node, 4000):
             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                target, iterable = node.target, node.iter
-                if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(iterable, ast.Call) \
-                        and isinstance(iterable.func, ast.Name) and iterable.func.id == "enumerate" \
-                        and len(iterable.args) == 1 and isinstance(target.elts[1], ast.Name):
-                    # `for i, chain_id in enumerate(chain_ids)`: the element comes from the argument
-                    loops.setdefault(target.elts[1].id, iterable.args[0])
-                for t in ast.walk(target):
+                for t in ast.walk(node.target):
                     if isinstance(t, ast.Name):
-                        loops.setdefault(t.id, iterable)
+                        loops.setdefault(t.id, _element_iterable(node.target, node.iter, t.id) or node.iter)
         ctx.memo[memo_key] = loops
     return ctx.memo[memo_key].get(key)  # type: ignore[no-any-return]
 
 
-def _element_iterable(loop: ast.For | ast.AsyncFor, key: str) -> ast.expr | None:
-    target, iterable = loop.target, loop.iter
+def _element_iterable(target: ast.expr, iterable: ast.expr, key: str) -> ast.expr | None:
+    """What the loop variable `key` takes its values from: the iterable, or the argument of
+    `enumerate` for its second target (`for i, chain_id in enumerate(chain_ids)`); None when
+    `key` is not bound so."""
     if isinstance(target, ast.Name) and target.id == key:
         return iterable
     if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name) \
@@ -338,7 +337,7 @@ def _enclosing_loop_over(ctx: Analysis, name: ast.Name) -> ast.expr | None:
     best: tuple[int, ast.expr] | None = None
     for node in bounded_walk(ctx.scope.node, 4000):
         if isinstance(node, (ast.For, ast.AsyncFor)) and node.lineno < name.lineno <= (node.end_lineno or 0):
-            iterable = _element_iterable(node, name.id)
+            iterable = _element_iterable(node.target, node.iter, name.id)
             if iterable is not None and (best is None or node.lineno > best[0]):
                 reassigned = any(isinstance(n, ast.Assign) and n.lineno < name.lineno
                                  and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)

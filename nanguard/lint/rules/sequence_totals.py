@@ -67,20 +67,9 @@ def _frames(ctx: Analysis, mask: ast.expr, depth: int = 4) -> bool:
     if depth > 0 and name_key(e) is not None:
         # the one value, or (`mask = mask.reshape(b, -1)` after `mask = kwargs.get("attention_mask")`)
         # the last one before this use
-        value = ctx.value_of(e) or _last_tensor(ctx, e)
+        value = ctx.value_of(e) or ctx.last_value(e, skip_none=True)
         return value is not None and _frames(ctx, value, depth - 1)
     return False
-
-
-def _last_tensor(ctx: Analysis, name: ast.expr) -> ast.expr | None:
-    """The last value given to `name` before its line, passing over `name = None` (a mask
-    dropped in a branch, `if torch.all(mask): mask = None`, holds no frames to count)."""
-    key = name_key(name)
-    _, values = ctx.lookup(key) if key is not None else (None, [])
-    line = name.lineno  # type: ignore[attr-defined]
-    prior = [v for v in values if v is not None and (v.end_lineno or v.lineno) < line  # type: ignore[attr-defined]
-             and not (isinstance(v, ast.Constant) and v.value is None)]
-    return prior[-1] if prior else None
 
 
 _JOINS = frozenset({"concatenate", "cat", "concat", "vstack", "hstack"})

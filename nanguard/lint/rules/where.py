@@ -255,7 +255,7 @@ def check_where(ctx: Analysis, oc: OpCall) -> None:
                 finite = next((v for k, v in c.finite.items() if k.split("@", 1)[0] == s.via), None) \
                     if s.via is not None else None
                 by_result = finite is not None and (finite[0] != finite[1]) != kept_when_true
-                point = float("inf") * sign(inp)  # exp(-x) overflows as x -> -inf
+                point = float("inf") * sign(ctx, inp)  # exp(-x) overflows as x -> -inf
                 if not (by_result or discards(c, inp_names, (point,), kept_when_true)):
                     continue
             elif s.label in ("acos", "asin", "atanh"):

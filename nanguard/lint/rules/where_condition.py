@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.dataflow import tagged_names
+from nanguard.lint.dataflow import names_in, tagged_names
 from nanguard.lint.patterns import local_constant
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
@@ -137,7 +137,7 @@ def condition_names(ctx: Analysis, cond: ast.expr, depth: int = 1, negated: bool
     return out
 
 
-def sign(expr: ast.expr) -> float:
+def sign(ctx: Analysis, expr: ast.expr) -> float:
     """-1 when `expr` is visibly a negation of its variables (`-x`, `-2 * x`, `x.neg()`,
     `torch.neg(x)`, `-dr / decay`, `-1.0 * p * (r - 1)`), else +1."""
     direction = 1.0
@@ -153,13 +153,13 @@ def sign(expr: ast.expr) -> float:
         else:
             break
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
-        if isinstance(expr.op, ast.Div) and _names(expr.left) & _names(expr.right):
+        if isinstance(expr.op, ast.Div) and names_in(ctx, expr.left, expand=False) & names_in(ctx, expr.right, expand=False):
             # `-(d ** 2) / ((1 - d) * (1 + d))`: the variable's sign in the divisor decides, not the
             # numerator's negation (SpookyNet's envelope overflows as d -> 1 from above)
             return direction * _constant_sign(expr)
         for side in (expr.left, expr.right):
             v = const_value(side)
-            direction *= (-1.0 if v < 0 else 1.0) if v is not None else sign(side)  # `-dr / decay`
+            direction *= (-1.0 if v < 0 else 1.0) if v is not None else sign(ctx, side)  # `-dr / decay`
     return direction
 
 
@@ -167,10 +167,6 @@ def _constant_sign(expr: ast.BinOp) -> float:
     """The sign of the negative numbers among the factors of a product or ratio."""
     negative = [const_value(side) for side in (expr.left, expr.right)]
     return -1.0 if sum(1 for v in negative if v is not None and v < 0) % 2 else 1.0
-
-
-def _names(expr: ast.expr) -> set[str]:
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
 
 
 def discards(cond: Condition, names: set[str], points: tuple[float, ...], kept_when_true: bool,
