@@ -23,7 +23,7 @@ from nanguard.lint.rules.division_counts import (
 from nanguard.lint.rules.division_guards import (
     at_least_a_checked_part, count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
 )
-from nanguard.lint.rules.sequence_totals import total_of_frames, total_of_lengths, total_over_collected
+from nanguard.lint.rules.sequence_totals import total_filled_by_data, total_of_lengths
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import NUMBER_WRAPPERS, has_tensor_op, python_number, shape_owner, unpacked_shape_of
 from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors, spelled_out_call
@@ -315,11 +315,9 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
             if whole_one_hot(ctx, oc, mask):
                 continue  # `reduce_sum(one_hot(index, depth))`: one per index, 0 only for no index
             if (is_mask_like(ctx, mask) or oc.op == "count_nonzero") and not counts_at_least_one(ctx, mask):
-                if total_of_frames(ctx, oc, mask):  # `/ x_mask.sum()`: every sequence empty (module docstring)
-                    return "totals the frames of the whole batch, 0 only when every sequence is empty", POSSIBLE
-                if total_over_collected(ctx, oc, mask):  # `(np.concatenate(gt_list) != ignore).sum()`
-                    return "totals a mask over every batch collected, 0 only for a dataset with nothing selected", \
-                        POSSIBLE
+                filled = total_filled_by_data(ctx, oc, mask)  # `/ x_mask.sum()`, MAE's `/ mask.sum()`...
+                if filled is not None:
+                    return filled, POSSIBLE
                 return "counts a mask and is 0 when nothing is selected", None  # count_nonzero(y): 0 for zeros
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" \
                 and "len" not in ctx.imports.aliases and len(c.args) == 1 \

@@ -18,7 +18,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.blocks import dominates
 from nanguard.lint.patterns import positions_from_zero, source_of
 from nanguard.lint.rules.division_counts import holds_a_ones_block
-from nanguard.lint.rules.passed_masks import every_value_keeps_rows, under_none_test
+from nanguard.lint.rules.passed_masks import called_in_module, every_value_keeps_rows, under_none_test
 from nanguard.lint.scope import Scope
 from nanguard.lint.syntax import bounded_walk, callee_name, const_value
 
@@ -126,6 +126,22 @@ def _fills_outside_a_ones_block(ctx: Analysis, cond: ast.expr) -> bool:
             and not kept.args:
         kept = kept.func.value  # `~mask.bool()`
     return kept is not None and holds_a_ones_block(ctx, kept)
+
+
+def defaults_to_kept_rows(ctx: Analysis, mask: ast.AST | None) -> bool:
+    """Is `mask` read from a parameter that the function itself, given None, replaces with a mask
+    keeping every row (`if attn_mask is None: attn_mask = TriangularCausalMask(B, L)`, the
+    Informer family's attention), while no call in this module passes it? Then a mask that empties a
+    row can only come from another module's caller: possible, not certain (README)."""
+    base = _base_name(mask) if isinstance(mask, ast.expr) else None
+    if base is None:
+        return False
+    owner, values = ctx.lookup(base.id, ctx.scope)
+    if owner is None or values.count(None) != 1 or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    made = [v for v in values if v is not None]
+    return bool(made) and all(under_none_test(ctx, owner.node, v, base.id, ast.Is) and _keeps_in(ctx, v, owner, 3)
+                              for v in made) and not called_in_module(ctx, owner)
 
 
 def _filled_only_if_given(ctx: Analysis, base: ast.Name, mask: ast.expr) -> bool:

@@ -7,11 +7,11 @@ import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.dataflow import repaired_after_a_nan_test
-from nanguard.lint.model import VALUE, Rule
+from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
 from nanguard.lint.rules.base import checks
-from nanguard.lint.rules.kept_rows import keeps_every_row
+from nanguard.lint.rules.kept_rows import defaults_to_kept_rows, keeps_every_row
 from nanguard.lint.rules.where import where_parts
 from nanguard.lint.rules.where_singular import prior_values
 from nanguard.lint.scope import name_key
@@ -298,8 +298,10 @@ def check_masked_softmax(ctx: Analysis, oc: OpCall) -> None:
         return
     where = f" (filled on line {source.lineno})" if source.lineno != oc.node.lineno else ""  # type: ignore
     fn = "nanguard.log_softmax" if oc.op == "log_softmax" else "nanguard.softmax"
+    # `if attn_mask is None: attn_mask = TriangularCausalMask(B, L)`: another module's mask, if any
+    confidence = POSSIBLE if defaults_to_kept_rows(ctx, _fill_mask(ctx, source)) else None
     ctx.report(NEG_INF_SOFTMAX, oc.node, f"`{oc.op}` over scores masked with -inf{where}", "softmax_masked_row",
-               op=oc.op, fn=fn)
+               op=oc.op, fn=fn, confidence=confidence)
 
 
 ON_CALL = {"softmax": [check_masked_softmax], "log_softmax": [check_masked_softmax]}

@@ -154,6 +154,15 @@ def _defaults_to_none(func: ast.AST, param: str) -> bool:
     return isinstance(default, ast.Constant) and default.value is None
 
 
+def called_in_module(ctx: Analysis, owner: Scope) -> bool:
+    """Does any code of this module call the function (or method) of scope `owner`?"""
+    func, enclosing = owner.node, owner.parent
+    method = enclosing is not None and isinstance(enclosing.node, ast.ClassDef)
+    name = enclosing.node.name if method else func.name  # type: ignore[union-attr,attr-defined]
+    return any(_calls(ctx, call, scope, name, func.name if method else None)  # type: ignore[attr-defined]
+               for call, scope, _nograd in ctx.calls)
+
+
 def _calls(ctx: Analysis, call: ast.Call, scope: Scope, owner: str, method: str | None) -> bool:
     """Is `call` a call of the function `owner`, or of the method `method` of an instance of the
     class `owner` (`att(x)` for `forward`, `layer.forward_with_attention(x)` for another)?"""

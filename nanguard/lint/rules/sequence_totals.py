@@ -9,9 +9,22 @@ batch whose labels are all ignored (a prompt truncated before its answer) is ord
 
 A mask counts as a sequence's frames when its name or key says so (`x_mask`, `y_mask`, `mel_mask`,
 `text_mask`, `dur_mask`, `src_mask`, `frame_mask`, an `attention_mask` of the inputs' tokens or
-patches, `kwargs.get("attention_mask")`...) or when it is built from lengths in view
+patches, `kwargs.get("attention_mask")`, NATSpeech's `nonpadding` and `word_nonpadding`...) or when it is built from lengths in view
 (`sequence_mask(lengths)`, `get_mask_from_lengths(x, lens)`, `~make_pad_mask(lens)`); a total
 of lengths (`input_lens.sum()`) is the same number.
+
+A total of an input's tokens that are not padding (`tf.reduce_sum(tf.not_equal(input, pad))`)
+stays certain: seed 003's mean pooling of one input, which can be all padding.
+
+Two kinds of code total masks the data fills whatever they are called:
+* pretraining, where every token of a packed batch is a label: a module named `pretrain*.py`
+  (Megatron's `pretrain_gpt.py`), one whose masks come from Megatron's
+  `get_ltor_masks_and_position_ids`, or a function named for it (`pt_loss`, `get_lmpt_loss`,
+  `pretrain_step`). The same spelling in fine-tuning code, where a truncated prompt can leave a
+  batch without one label, stays certain;
+* masked-patch pretraining (MAE and its copies): in a module that masks patches at random
+  (a `random_masking` function, a `mask_ratio` parameter), `(loss * mask).sum() / mask.sum()`
+  counts the patches hidden, `int(L * mask_ratio)` of every sample: 0 only for a ratio of 0.
 
 The same holds one level up, for a total over what an evaluation collected from every batch
 (`gt = np.concatenate(gt_list)`, then `(gt != ignore).sum()`: SoftGroup's accuracy): 0 only for
@@ -27,22 +40,51 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import OpCall
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
+from nanguard.lint.module_kind import path_parts
 from nanguard.lint.syntax import callee_name, last_identifier
 
 # The frames or tokens of an input sequence, as speech, TTS and translation code names them.
 _FRAME_MASK = re.compile(
     r"^(x|y|z|mel|mels|spec|text|txt|dur|durs|frame|frames|feat|feats|audio|speech|wav|src|"
-    r"phone|phones|phn|phoneme|enc|dec|seq|input|attention|attn)_?masks?$", re.IGNORECASE)
+    r"phone|phones|phn|phoneme|enc|dec|seq|input|attention|attn)_?masks?$"
+    # NATSpeech's spelling (FastSpeech 2, DiffSinger, diff-svc): `nonpadding = (mel2ph > 0).float()`
+    r"|^(\w+_)?non_?pad(ding)?$", re.IGNORECASE)
 # Helpers that turn lengths into a mask of the valid frames (or, `make_pad_mask`, of the padding).
 _FROM_LENGTHS = re.compile(
     r"^(get_)?(sequence|seq|len|lens|length|lengths)_?(to_)?mask$|^(get_)?mask_from_(len|lens|length|lengths)$|"
     r"^make_(non_)?pad_mask$", re.IGNORECASE)
 _LENGTHS = re.compile(r"(^|_)(len|lens|length|lengths)$", re.IGNORECASE)
+# Where every token of a batch is a label: pretraining (module docstring).
+_PRETRAINING_FUNCTION = re.compile(r"(^|_)(pt|lmpt|pretrain|pretraining)(_|$)", re.IGNORECASE)
+_PRETRAINING_MASKS = frozenset({"get_ltor_masks_and_position_ids"})
+# Masked-patch pretraining: a random masking of a fixed share of the patches (module docstring).
+_RANDOM_MASKING = re.compile(r"^_?random_(patch_)?masking$", re.IGNORECASE)
+_MASK_RATIO = frozenset({"mask_ratio", "masking_ratio", "mask_rate"})
+
+
+def _flat(e: ast.expr | None) -> bool:
+    """`m.view(-1)`, `m.reshape(-1)`, `m.flatten()`: one dimension left."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)):
+        return False
+    if e.func.attr == "flatten":
+        return not e.args and not e.keywords
+    return e.func.attr in ("view", "reshape") and len(e.args) == 1 and _int_of(e.args[0]) == -1
+
+
+def _int_of(e: ast.expr | None) -> int | None:
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        inner = _int_of(e.operand)
+        return None if inner is None else -inner
+    return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
 
 
 def _whole_total(oc: OpCall) -> bool:
-    """`m.sum()`, `torch.sum(m)`, `np.sum(m)`, `tf.reduce_sum(m)`: no dimension, one number."""
-    return oc.op == "sum" and oc.operand(1, "dim", "axis") is None
+    """`m.sum()`, `torch.sum(m)`, `np.sum(m)`, `tf.reduce_sum(m)`: no dimension, one number; so is
+    a sum of a flattened mask over its one dimension (`m.view(-1).sum(-1)`)."""
+    if oc.op != "sum":
+        return False
+    dim = oc.operand(1, "dim", "axis")
+    return dim is None or (_int_of(dim) in (0, -1) and _flat(oc.input))
 
 
 def _keyed(e: ast.expr) -> str | None:
@@ -98,14 +140,47 @@ def _over_collected(ctx: Analysis, mask: ast.expr, depth: int = 2) -> bool:
     return False
 
 
-def total_of_frames(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
-    """Is `oc` a whole-batch total of a mask of the batch's frames (see the module docstring)?"""
-    return _whole_total(oc) and _frames(ctx, mask)
+def _module_facts(ctx: Analysis) -> tuple[bool, bool]:
+    """(masks from Megatron's pretraining helper, a random patch masking) for the whole module."""
+    facts = ctx.memo.get("sequence_totals")
+    if facts is None:
+        megatron = patches = False
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Call) and callee_name(node.func) in _PRETRAINING_MASKS:
+                megatron = True
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args
+                patches = patches or bool(_RANDOM_MASKING.search(node.name)) or any(
+                    a.arg in _MASK_RATIO for a in args.posonlyargs + args.args + args.kwonlyargs)
+        facts = ctx.memo["sequence_totals"] = (megatron, patches)
+    return facts
 
 
-def total_over_collected(ctx: Analysis, oc: OpCall, mask: ast.expr) -> bool:
-    """Is `oc` a total of a mask over what an evaluation collected from every batch?"""
-    return _whole_total(oc) and _over_collected(ctx, mask)
+def _in_pretraining(ctx: Analysis) -> bool:
+    if path_parts(ctx.path)[-1].lower().startswith("pretrain") or _module_facts(ctx)[0]:
+        return True
+    s = ctx.scope
+    while s is not None:
+        if isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _PRETRAINING_FUNCTION.search(s.node.name):
+            return True
+        s = s.parent
+    return False
+
+
+def total_filled_by_data(ctx: Analysis, oc: OpCall, mask: ast.expr) -> str | None:
+    """Why `oc`, a count of `mask`, is a whole-batch total that the data fills (the module
+    docstring's cases), worded for the finding; None for any other count."""
+    if not _whole_total(oc):
+        return None
+    if _frames(ctx, mask):  # `/ x_mask.sum()`
+        return "totals the frames of the whole batch, 0 only when every sequence is empty"
+    if _over_collected(ctx, mask):  # `(np.concatenate(gt_list) != ignore).sum()`
+        return "totals a mask over every batch collected, 0 only for a dataset with nothing selected"
+    if _in_pretraining(ctx):  # Megatron's `loss_mask.sum()` in `pretrain_gpt.py`
+        return "totals a pretraining batch's mask, 0 only when no token of the batch is a label"
+    if _module_facts(ctx)[1]:  # MAE's `(loss * mask).sum() / mask.sum()`
+        return "totals the patches a random masking hides, 0 only for a masking ratio of 0"
+    return None
 
 
 def total_of_lengths(ctx: Analysis, expr: ast.expr) -> bool:

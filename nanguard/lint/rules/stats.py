@@ -75,6 +75,8 @@ def check_std(ctx: Analysis, oc: OpCall) -> None:
         return  # a scaler's `self.std = data.std(0)` later read by `torch.from_numpy(self.std)`: NumPy's, ddof=0
     if oc.method and _annotated_as_an_array(ctx, oc.input):
         return  # `def compute_mean_std(states: np.ndarray, ...)`: NumPy's or JAX's std, ddof=0
+    if oc.method and _numpy_where_torch_is_local(ctx):
+        return  # diff-svc's `cwt.py`: a NumPy module whose other functions `import torch` inside them
     ctx.report(STD_OF_ONE, oc.node, f"`{oc.op}` over dim 0 with Bessel's correction", "std_degenerate",
                confidence=CERTAIN if _callers_batch(ctx, oc.input) else None)
 
@@ -127,6 +129,22 @@ def _kept_as_a_numpy_array(ctx: Analysis, node: ast.AST) -> bool:
 # n - 1, like torch's.
 _ARRAY_TYPES = frozenset({"numpy.ndarray", "numpy.typing.NDArray", "numpy.typing.ArrayLike", "jax.Array",
                           "jax.numpy.ndarray", "jax.numpy.DeviceArray", "jax.numpy.array"})
+
+
+def _numpy_where_torch_is_local(ctx: Analysis) -> bool:
+    """Does the module import NumPy but not torch at its top, and the function around the call
+    import no torch either? Its method calls (`w.std(0)`) are then NumPy's, although another
+    function of the module imports torch inside its body."""
+    roots = {target.split(".", 1)[0] for target in ctx.imports.module_level.values()}
+    if "numpy" not in roots or roots & {"torch", "functorch"}:
+        return False
+    s = ctx.scope
+    while s is not None and not isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        s = s.parent
+    return s is None or not any(
+        isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (a.name if isinstance(n, ast.Import) else (n.module or "")).split(".", 1)[0] == "torch" for a in n.names)
+        for n in ast.walk(s.node))
 
 
 def _annotated_as_an_array(ctx: Analysis, expr: ast.expr | None) -> bool:
