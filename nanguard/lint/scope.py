@@ -41,7 +41,8 @@ CHILD_FIELDS = _child_fields()
 SPECIAL = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.Compare, ast.For,
                       ast.AsyncFor, ast.comprehension, ast.ExceptHandler, ast.With, ast.AsyncWith,
                       ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import,
-                      ast.ImportFrom, ast.Global, ast.Nonlocal, ast.IfExp, ast.If, ast.While})
+                      ast.ImportFrom, ast.Global, ast.Nonlocal, ast.IfExp, ast.If, ast.While, ast.Assert,
+                      ast.Raise})
 
 
 class Scope:

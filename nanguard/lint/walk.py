@@ -244,6 +244,15 @@ class Walk:
             for name in node.names:  # type: ignore[attr-defined]
                 scope.bind(name, None)
             return True
+        elif kind is ast.Assert or kind is ast.Raise:
+            # an assertion's message and a raised exception are only shown: never differentiated
+            shown = [node.msg] if kind is ast.Assert else [node.exc, node.cause]  # type: ignore[attr-defined]
+            for part in shown:
+                if part is not None:
+                    push((part, scope, True))
+            if kind is ast.Assert:
+                push((node.test, scope, nograd))  # type: ignore[attr-defined]
+            return True
         return False
 
     def _function(self, node: ast.AST, kind: type, scope: Scope, nograd: bool, push: Callable) -> None:

@@ -229,3 +229,26 @@ def test_a_torch_std_in_the_function_that_imports_torch_stays_reported():
     source = NUMPY_MODULE.format(local="", tail=".std(0)")
     found = [f for f in lint_source(source, confidence="all") if f.code == "NG801"]
     assert [f.line for f in found] == [10]  # the `return` of `to_tensor`, not `norm_scale`
+
+
+# moshi's copy of denoiser's loudness normalisation: the RMS in an assertion's message is only shown.
+SHOWN = """\
+    def normalize_loudness(wav, gain):
+        output = gain * wav
+        {statement}
+        return output
+"""
+
+
+@pytest.mark.parametrize("statement", [
+    "assert output.isfinite().all(), (gain, wav.pow(2).mean().sqrt())",
+    'raise ValueError(f"rms {wav.pow(2).mean().sqrt()}")',
+    "raise RuntimeError(wav.pow(2).mean().sqrt()) from None",
+])
+def test_a_gradient_hazard_in_an_error_message_is_silent(statement):
+    assert "NG302" not in _codes(SHOWN.format(statement=statement), "all")
+
+
+def test_a_gradient_hazard_in_an_assertions_test_or_the_returned_value_stays():
+    assert "NG302" in _codes(SHOWN.format(statement="output = output / wav.pow(2).mean().sqrt()"), "all")
+    assert "NG302" in _codes(SHOWN.format(statement="assert wav.pow(2).mean().sqrt().requires_grad"), "all")
