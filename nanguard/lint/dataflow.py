@@ -61,13 +61,18 @@ def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
 
 # Grids and fills: a fixed table of values (`torch.arange(-6., 6., .01)`). Literal tensors
 # (`torch.tensor([0., 100.])`) are left out: demos and seeds feed them as data.
-_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "full", "eye"})
+_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "full", "eye", "tensor", "as_tensor", "array",
+                        "asarray", "cat", "concat", "concatenate", "stack"})
+# Calls that only move or copy entries: a fixed value stays fixed (`torch.tensor([.5, .6]).view(2, 1)`).
+_LAYOUT = frozenset({"view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "flatten", "expand",
+                     "repeat", "tile", "float", "double", "to", "clone", "contiguous"})
 
 
-def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3) -> bool:
+def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3, _open: frozenset[str] = frozenset()) -> bool:
     """Is `expr` computed from literals alone (`torch.log(torch.sigmoid(torch.arange(-6., 6., .01)))`,
-    a local bound once to such a value)? Its value is the same on every run, whatever the data:
-    nothing the code accepts can move it onto a singular point."""
+    a local bound once to such a value, or rebound from itself and literals: `q = torch.tensor([.5]);
+    q = torch.cat([q, 1 - q])`)? Its value is the same on every run, whatever the data: nothing the
+    code accepts can move it onto a singular point."""
     stack: list[ast.AST] = [expr]
     seen = 0
     while stack:
@@ -87,8 +92,10 @@ def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3) -> bool:
         if isinstance(n, ast.Call):
             func = n.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            module_call = isinstance(func, ast.Attribute) and name_key(func.value) in ctx.imports.aliases
-            if not (name in _FACTORIES and module_call) and ctx.op(n) is None:
+            # `torch.log(...)`, `torch.nn.functional.kl_div(...)`: a function of an imported module
+            module_call = isinstance(func, ast.Attribute) and ctx.imports.qualname(func.value) is not None
+            layout = name in _LAYOUT and isinstance(func, ast.Attribute) and not module_call
+            if not (name in _FACTORIES and module_call) and not layout and ctx.op(n) is None:
                 return False
             if any(k.arg == "requires_grad" for k in n.keywords):
                 return False  # a leaf made to be trained: its values move
@@ -99,10 +106,12 @@ def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3) -> bool:
             stack.extend(n.args)
             stack.extend(n.keywords)
             continue
+        if isinstance(n, ast.Name) and n.id in _open:
+            continue  # `q = torch.cat([q, q_])`: q's other values decide
         if isinstance(n, ast.Name) and depth > 0:
             _, values = ctx.lookup(n.id)
             if values and all(v is not None for v in values) and \
-                    all(fixed_value(ctx, v, depth - 1) for v in values):  # type: ignore[arg-type]
+                    all(fixed_value(ctx, v, depth - 1, _open | {n.id}) for v in values):  # type: ignore[arg-type]
                 continue
         return False
     return True

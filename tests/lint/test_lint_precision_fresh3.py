@@ -252,3 +252,42 @@ def test_a_gradient_hazard_in_an_error_message_is_silent(statement):
 def test_a_gradient_hazard_in_an_assertions_test_or_the_returned_value_stays():
     assert "NG302" in _codes(SHOWN.format(statement="output = output / wav.pow(2).mean().sqrt()"), "all")
     assert "NG302" in _codes(SHOWN.format(statement="assert wav.pow(2).mean().sqrt().requires_grad"), "all")
+
+
+# tango's `audioldm_eval/metrics/ndb.py`: the zeros of p are left out before the log.
+@pytest.mark.parametrize("body", [
+    "def entropy(p):\n    return -np.sum(p[p > 0] * np.log(p[p > 0]))\n",
+    "def entropy(p):\n    p_pos = p > 0\n    return -np.sum(p[p_pos] * np.log(p[p_pos]))\n",
+    "def kl(p, q):\n    p_pos = p != 0\n    return np.sum(p[p_pos] * np.log(p[p_pos] / q[p_pos]))\n",
+])
+def test_a_product_over_the_positive_entries_only_is_silent(body):
+    assert "NG201" not in _codes(body, "all")
+
+
+@pytest.mark.parametrize("body", [
+    "def entropy(p):\n    return -np.sum(p * np.log(p))\n",
+    "def entropy(p):\n    return -np.sum(p[p >= 0] * np.log(p[p >= 0]))\n",  # 0 is kept
+    "def entropy(p, keep):\n    return -np.sum(p[keep] * np.log(p[keep]))\n",  # another selection
+    "def kl(p, q):\n    pos = q > 0\n    return np.sum(p[pos] * np.log(p[pos] / q[pos]))\n",  # p can be 0
+])
+def test_a_product_that_can_keep_a_zero_stays(body):
+    assert "NG201" in _codes(body, "all")
+
+
+# tango's `audioldm_eval/metrics/kl.py` demo: the same literals on every run, rebound from themselves.
+FIXED = """\
+    p = torch.tensor([0.5, 0.6, 0.7]).view(3, 1)
+    p = torch.cat([p, 1 - p], dim=1).view(-1, 2)
+    q = torch.tensor([0.5, 0.6, 0.7]).view(3, 1)
+    q = torch.cat([q, 1 - q], dim=1).view(-1, 2)
+    kl = torch.nn.functional.kl_div(torch.log({q}), p, reduction="sum")
+"""
+
+
+def test_a_divergence_of_literals_rebound_from_themselves_is_silent():
+    assert "NG201" not in _codes(FIXED.format(q="q"), "all")
+
+
+def test_a_divergence_of_data_stays():
+    body = "def kl(q_in):\n" + textwrap.indent(FIXED.format(q="q_in"), "    ")
+    assert "NG201" in _codes(body, "all")

@@ -136,12 +136,30 @@ def check_reduction(ctx: Analysis, oc: OpCall) -> None:
         p = log_call.input
         if const_value(p) is not None or guarded_positive(ctx, p) or _covered_elsewhere(ctx, p):
             continue
+        if all(_selected_positive(ctx, f) for f in others) and _selected_positive(ctx, _numerator(p)):
+            continue  # `p[p > 0] * log(p[p > 0] / q[p > 0])`: the zeros are left out before the log
         if not (_probability_like(ctx, p) or any(_probability_like(ctx, f) for f in others)):
             continue  # a log-density term such as `order * diag.log()`, not a cross-entropy
         if not _probability_like(ctx, p) and _configured_constant(ctx, p):
             continue  # GPflow's Poisson `Y * log(self.binsize)`: a setting, not a predicted probability
         what = "an entropy term" if any(ast.dump(f) == ast.dump(p) for f in others) else "a cross-entropy term"
         ctx.report(HAND_XENT, product, f"`{describe(product)}`, {what}", "xlogy_zero")
+
+
+def _numerator(e: ast.expr) -> ast.expr:
+    return e.left if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) else e
+
+
+def _selected_positive(ctx: Analysis, e: ast.expr) -> bool:
+    """`p[p > 0]`, `p[pos]` with `pos = p > 0` (or `p != 0`): only the entries that are not 0."""
+    if not isinstance(e, ast.Subscript):
+        return False
+    cond = ctx.value_of(e.slice) if isinstance(e.slice, ast.Name) else e.slice
+    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1 and ast.dump(cond.left) == ast.dump(e.value)):
+        return False
+    bound = const_value(cond.comparators[0])
+    return isinstance(bound, (int, float)) and (
+        isinstance(cond.ops[0], ast.Gt) and bound >= 0 or isinstance(cond.ops[0], ast.NotEq) and bound == 0)
 
 
 _CONSTANT_WRAPPERS = frozenset({"array", "asarray", "float", "tensor", "as_tensor", "constant", "convert_to_tensor"})
