@@ -205,15 +205,21 @@ def _branch_orderings(ctx: Analysis, line: int) -> Iterator[tuple[ast.expr, ast.
 def below_by_enclosing_if(ctx: Analysis, expr: ast.expr, limit: float) -> bool:
     """`x` inside `if x < 18.0:` (or `elif`, or the `else` of `if x > 18.0:`) with the constant at
     most `limit`: PyTensor's softplus branches `elif x < 18.0: np.log1p(np.exp(x))`, where exp
-    cannot overflow."""
+    cannot overflow; also `-x` inside `if x > c:` with -c at most `limit`."""
     line = getattr(expr, "lineno", None)
     if line is None:
         return False
-    key = ast.dump(strip_wrappers(ctx, expr))
+    e = strip_wrappers(ctx, expr)
+    key = ast.dump(e)
+    # `-x` inside `if x > 0:` (elliot's logistic loss `1 + np.exp(-prediction)`): -x < 0
+    negated = ast.dump(e.operand) if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) else None
     for small, big, stmt in _branch_orderings(ctx, line):
-        bound = const_value(big)
+        bound, floor = const_value(big), const_value(small)
         if bound is not None and bound <= limit and ast.dump(small) == key \
                 and not _rebound_between(ctx, small, stmt.lineno, line):
+            return True
+        if floor is not None and -floor <= limit and ast.dump(big) == negated \
+                and not _rebound_between(ctx, big, stmt.lineno, line):
             return True
     return False
 

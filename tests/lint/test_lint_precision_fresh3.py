@@ -36,14 +36,15 @@ MEGATRON_LOSS = """\
 """
 
 
-@pytest.mark.parametrize("path", ["pretrain_gpt.py", "examples/pretrain_base.py"])
+@pytest.mark.parametrize("path", ["pretrain_gpt.py", "examples/pretrain_base.py", "engine_for_pretraining.py",
+                                  "main_pretrain.py", "run_pretraining.py"])
 def test_a_total_of_the_loss_mask_in_a_pretraining_module_is_possible(path):
     assert "NG401" not in _codes(MEGATRON_LOSS, path=path)
     found = [f for f in _findings(MEGATRON_LOSS, "all", path) if f.code == "NG401"]
     assert found and "pretraining batch" in found[0].message
 
 
-@pytest.mark.parametrize("path", ["finetune.py", "train_sft.py", "<string>"])
+@pytest.mark.parametrize("path", ["finetune.py", "train_sft.py", "<string>", "load_pretrained.py", "pretrained_lm.py"])
 def test_the_same_total_in_other_modules_stays_certain(path):
     assert "NG401" in _codes(MEGATRON_LOSS, path=path)
 
@@ -291,3 +292,24 @@ def test_a_divergence_of_literals_rebound_from_themselves_is_silent():
 def test_a_divergence_of_data_stays():
     body = "def kl(q_in):\n" + textwrap.indent(FIXED.format(q="q_in"), "    ")
     assert "NG201" in _codes(body, "all")
+
+
+# elliot's MF2020: a logistic loss split on the sign of the prediction, each branch with exp(<= 0).
+SPLIT_LOSS = """\
+    def loss(prediction, rating):
+        if {test}:
+            one_plus_exp_minus_pred = 1.0 + np.exp(-prediction)
+            return np.log(one_plus_exp_minus_pred) + (1.0 - rating) * prediction
+        else:
+            exp_pred = np.exp(prediction)
+            return np.log(1.0 + exp_pred) - rating * prediction
+"""
+
+
+def test_exp_of_minus_x_where_x_is_positive_is_silent():
+    assert "NG104" not in _codes(SPLIT_LOSS.format(test="prediction > 0"), "all")
+
+
+@pytest.mark.parametrize("test", ["prediction < 0", "rating > 0", "prediction > -100.0"])
+def test_exp_of_minus_x_under_another_test_stays(test):
+    assert "NG104" in _codes(SPLIT_LOSS.format(test=test), "all")

@@ -17,8 +17,8 @@ A total of an input's tokens that are not padding (`tf.reduce_sum(tf.not_equal(i
 stays certain: seed 003's mean pooling of one input, which can be all padding.
 
 Two kinds of code total masks the data fills whatever they are called:
-* pretraining, where every token of a packed batch is a label: a module named `pretrain*.py`
-  (Megatron's `pretrain_gpt.py`), one whose masks come from Megatron's
+* pretraining, where every token of a packed batch is a label: a module named for it
+  (Megatron's `pretrain_gpt.py`, MAE's `main_pretrain.py`, VideoMAE's `engine_for_pretraining.py`), one whose masks come from Megatron's
   `get_ltor_masks_and_position_ids`, or a function named for it (`pt_loss`, `get_lmpt_loss`,
   `pretrain_step`). The same spelling in fine-tuning code, where a truncated prompt can leave a
   batch without one label, stays certain;
@@ -57,6 +57,7 @@ _LENGTHS = re.compile(r"(^|_)(len|lens|length|lengths)$", re.IGNORECASE)
 # Where every token of a batch is a label: pretraining (module docstring).
 _PRETRAINING_FUNCTION = re.compile(r"(^|_)(pt|lmpt|pretrain|pretraining)(_|$)", re.IGNORECASE)
 _PRETRAINING_MASKS = frozenset({"get_ltor_masks_and_position_ids"})
+_PRETRAINING_MODULE = re.compile(r"(^|_)pre_?train(ing)?(_|\.py$)", re.IGNORECASE)
 # Masked-patch pretraining: a random masking of a fixed share of the patches (module docstring).
 _RANDOM_MASKING = re.compile(r"^_?random_(patch_)?masking$", re.IGNORECASE)
 _MASK_RATIO = frozenset({"mask_ratio", "masking_ratio", "mask_rate"})
@@ -157,7 +158,7 @@ def _module_facts(ctx: Analysis) -> tuple[bool, bool]:
 
 
 def _in_pretraining(ctx: Analysis) -> bool:
-    if path_parts(ctx.path)[-1].lower().startswith("pretrain") or _module_facts(ctx)[0]:
+    if _PRETRAINING_MODULE.search(path_parts(ctx.path)[-1]) or _module_facts(ctx)[0]:
         return True
     s = ctx.scope
     while s is not None:
