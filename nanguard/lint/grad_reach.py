@@ -95,19 +95,37 @@ def _unpacked_every_time(scope: Scope | None, key: str, values: list[ast.expr | 
 _DATA_OBJECTS = frozenset({"data", "batch", "pyg_batch", "graph", "sample"})
 
 
-def _input_data(ctx: Analysis, node: ast.Attribute) -> bool:
-    """An attribute of a batch passed in as a parameter: input data, outside autograd unless
-    the module asks for a gradient with respect to its inputs (`pos.requires_grad_()`,
-    `torch.autograd.grad(energy, pos)`: a force field)."""
+def _input_data(ctx: Analysis, node: ast.Attribute | ast.Subscript) -> bool:
+    """An attribute or a string-keyed entry of a batch passed in as a parameter (`pyg_batch.pos`,
+    `batch["all_atom_positions"]`): input data, outside autograd unless the module asks for a
+    gradient with respect to its inputs (`pos.requires_grad_()`, `torch.autograd.grad(energy,
+    pos)`: a force field)."""
     base = node.value
+    if isinstance(node, ast.Subscript) and not (
+            isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+        return False
     if not (isinstance(base, ast.Name) and base.id in _DATA_OBJECTS and ctx.parameter_scope(base) is not None):
         return False
     if "asks_input_gradients" not in ctx.memo:
-        ctx.memo["asks_input_gradients"] = any(
-            (isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_", "grad"))
-            or (isinstance(n, ast.keyword) and n.arg == "requires_grad")
-            for n in ast.walk(ctx.tree))
+        ctx.memo["asks_input_gradients"] = any(_asks_for_gradients(n) for n in ast.walk(ctx.tree))
     return not ctx.memo["asks_input_gradients"]
+
+
+def _asks_for_gradients(n: ast.AST) -> bool:
+    """`x.requires_grad_()`, `x.requires_grad = True`, `requires_grad=True`, `torch.autograd.grad`,
+    `x.grad`; not a freeze (`requires_grad_(False)`, `requires_grad=False`) or a read of the flag
+    (`filter(lambda p: p.requires_grad, params)`)."""
+    if isinstance(n, ast.keyword) and n.arg == "requires_grad":
+        return not _false(n.value)  # `requires_grad=False` makes a constant
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_":
+        return not n.args or not _false(n.args[0])
+    if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets):
+        return not _false(n.value)
+    return isinstance(n, ast.Attribute) and n.attr == "grad"
+
+
+def _false(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and e.value in (False, 0)
 
 
 _NUMBER_CASTS = frozenset({"float", "int", "bool", "round"})
@@ -236,6 +254,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
         if isinstance(n, ast.IfExp):
             stack.extend((n.body, n.orelse))  # the test picks a value, it is not one
             continue
+        if isinstance(n, ast.Subscript) and _input_data(ctx, n):
+            continue  # `batch["pseudo_beta"]`: a batch's data, as its attributes are
         if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Subscript, ast.Tuple,
                           ast.List, ast.Starred)):
             stack.extend(ast.iter_child_nodes(n))

@@ -313,3 +313,33 @@ def test_exp_of_minus_x_where_x_is_positive_is_silent():
 @pytest.mark.parametrize("test", ["prediction < 0", "rating > 0", "prediction > -100.0"])
 def test_exp_of_minus_x_under_another_test_stays(test):
     assert "NG104" in _codes(SPLIT_LOSS.format(test=test), "all")
+
+
+# AlphaFlow's AlphaFold: distances between the input's own coordinates, read from the batch by key.
+INPUT_DISTANCES = """\
+    class Model(nn.Module):
+        def forward(self, batch, prev_outputs=None):
+            z = batch["pair"].new_zeros((4, 4), requires_grad=False)
+            extra = pseudo_beta_fn(batch["aatype"], batch["extra_all_atom_positions"], None)
+            dists = torch.sum((extra.unsqueeze(-2) - extra.unsqueeze(-3)) ** 2, dim=-1) ** 0.5
+            {extra_line}
+            return z + self.embed(dists)
+"""
+
+
+@pytest.mark.parametrize("extra_line", ["pass", "self.esm.requires_grad_(False)",
+                                        "params = [p for p in self.parameters() if p.requires_grad]"])
+def test_distances_of_a_batchs_entries_are_not_differentiated(extra_line):
+    assert "NG302" not in _codes(INPUT_DISTANCES.format(extra_line=extra_line), "all")
+
+
+@pytest.mark.parametrize("extra_line", ['batch["extra_all_atom_positions"].requires_grad_()',
+                                        "forces = torch.autograd.grad(dists.sum(), extra)",
+                                        "batch['pos'].requires_grad = True"])
+def test_distances_of_inputs_the_module_differentiates_stay(extra_line):
+    assert "NG302" in _codes(INPUT_DISTANCES.format(extra_line=extra_line), "all")
+
+
+def test_distances_of_a_non_string_entry_stay():
+    body = INPUT_DISTANCES.format(extra_line="pass").replace('batch["extra_all_atom_positions"]', "batch[k]")
+    assert "NG302" in _codes(body, "all")
