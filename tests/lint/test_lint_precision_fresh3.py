@@ -343,3 +343,38 @@ def test_distances_of_inputs_the_module_differentiates_stay(extra_line):
 def test_distances_of_a_non_string_entry_stay():
     body = INPUT_DISTANCES.format(extra_line="pass").replace('batch["extra_all_atom_positions"]', "batch[k]")
     assert "NG302" in _codes(body, "all")
+
+
+# lmms-eval's VBVR evaluator: the count is tested spelled out, then kept in a name and divided by.
+CHECKED_COUNT = """\
+    def score(gen, gt):
+        scores = []
+        {test}
+            inter = np.sum((gen > 0) & (gt > 0))
+            area = np.sum(gt > 0)
+            scores.append(inter / area)
+        return scores
+"""
+
+
+def test_a_count_tested_spelled_out_then_named_is_silent():
+    assert "NG401" not in _codes(CHECKED_COUNT.format(test="if np.sum(gt > 0) > 0:"), "all")
+
+
+@pytest.mark.parametrize("test", ["if np.sum(gen > 0) > 0:", "if gt.any() or True:"])
+def test_a_name_of_another_count_stays(test):
+    assert "NG401" in _codes(CHECKED_COUNT.format(test=test), "all")
+
+
+# Megatron-DeepSpeed's `pretrain_vision_inpaint.py`: the masked pixels of an inpainting batch.
+def test_a_count_nonzero_total_in_a_pretraining_module_is_possible():
+    body = """\
+    def loss_func(images, masks, outputs):
+        mask_count = torch.count_nonzero(masks)
+        loss = F.mse_loss(outputs.masked_fill((1 - masks).bool(), 0), images, reduction="sum")
+        return loss / mask_count
+    """
+    assert "NG401" not in _codes(body, path="pretrain_vision_inpaint.py")
+    assert "NG401" in _codes(body, path="finetune_vision_inpaint.py")
+    assert "NG401" in _codes(body.replace("torch.count_nonzero(masks)", "torch.count_nonzero(masks, dim=1)"),
+                             path="pretrain_vision_inpaint.py")

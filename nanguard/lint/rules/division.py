@@ -301,8 +301,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         value = ctx.value_of(d)
         if value is not None:
             value = strip_wrappers(ctx, value)
-            if guarded_positive(ctx, value):
-                return None
+            if guarded_positive(ctx, value) or _checked_expression(ctx, value):
+                return None  # `if np.sum(gt > 0) > 0:` then `area = np.sum(gt > 0)`, `... / area`
             candidates.append(value)
     for c in candidates:
         oc = ctx.op(c)

@@ -80,9 +80,10 @@ def _int_of(e: ast.expr | None) -> int | None:
 
 
 def _whole_total(oc: OpCall) -> bool:
-    """`m.sum()`, `torch.sum(m)`, `np.sum(m)`, `tf.reduce_sum(m)`: no dimension, one number; so is
+    """`m.sum()`, `torch.sum(m)`, `np.sum(m)`, `tf.reduce_sum(m)`, `torch.count_nonzero(m)`: no
+    dimension, one number; so is
     a sum of a flattened mask over its one dimension (`m.view(-1).sum(-1)`)."""
-    if oc.op != "sum":
+    if oc.op not in ("sum", "count_nonzero"):
         return False
     dim = oc.operand(1, "dim", "axis")
     return dim is None or (_int_of(dim) in (0, -1) and _flat(oc.input))
