@@ -249,17 +249,18 @@ def has_tensor_op(ctx: Analysis, expr: ast.expr) -> bool:
 _PY_NUMBER_CALLS = frozenset({"int", "float", "len", "round", "abs"})
 
 
-def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
+def python_number(ctx: Analysis, expr: ast.expr, depth: int = 4, _open: frozenset[str] = frozenset()) -> bool:
     """A Python number, not a tensor: `t.item()`, `int(...)`, `float(...)`, `len(...)`, a literal,
-    an arithmetic of those, or a name last assigned one. Dividing two of them by 0 raises
-    ZeroDivisionError: loud, never a NaN."""
+    `min`/`max` of those, an arithmetic of those, a parameter annotated `int` or `float`, or a name
+    last assigned one (`end_frame = min(end_frame, total - 1)` of an `end_frame: int`). Dividing
+    two of them by 0 raises ZeroDivisionError: loud, never a NaN."""
     e = expr
     if const_value(e) is not None:
         return True
     if isinstance(e, ast.BinOp):
-        return python_number(ctx, e.left, depth) and python_number(ctx, e.right, depth)
+        return python_number(ctx, e.left, depth, _open) and python_number(ctx, e.right, depth, _open)
     if isinstance(e, ast.UnaryOp):
-        return python_number(ctx, e.operand, depth)
+        return python_number(ctx, e.operand, depth, _open)
     if isinstance(e, ast.Call):
         func = e.func
         if isinstance(func, ast.Attribute) and func.attr == "item" and not e.args:
@@ -267,17 +268,33 @@ def python_number(ctx: Analysis, expr: ast.expr, depth: int = 2) -> bool:
         if isinstance(func, ast.Attribute) and func.attr in ("size", "dim", "numel", "nelement") \
                 and ctx.imports.qualname(func) is None:
             return True  # `x.size(1)`, `x.numel()`: Python ints
-        if (ctx.imports.qualname(func) or "").startswith("math.") and e.args:
-            return all(python_number(ctx, a, depth) for a in e.args)  # `math.sqrt(d_k)`
+        if ((ctx.imports.qualname(func) or "").startswith("math.") or isinstance(func, ast.Name) and func.id in (
+                "min", "max") and func.id not in ctx.imports.aliases) and e.args and not e.keywords:
+            return all(python_number(ctx, a, depth, _open) for a in e.args)  # `math.sqrt(d_k)`, `min(n, k)`
         return isinstance(func, ast.Name) and func.id in _PY_NUMBER_CALLS and func.id not in ctx.imports.aliases
     if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
         return True  # `x.shape[1]`
-    if depth > 0 and name_key(e) is not None:
+    key = name_key(e)
+    if key is not None and key in _open:
+        # `start_frame = max(0, start_frame)`: the value before this one decides, the parameter's
+        return isinstance(e, ast.Name) and _annotated_number(ctx, e.id)
+    if depth > 0 and key is not None:
         value = ctx.last_value(e)
         if value is None and isinstance(e, ast.Name):
-            return _unpacked_from_shape(ctx, e.id)
-        return value is not None and python_number(ctx, value, depth - 1)
+            return _unpacked_from_shape(ctx, e.id) or _annotated_number(ctx, e.id)
+        return value is not None and python_number(ctx, value, depth - 1, _open | {key})
     return False
+
+
+def _annotated_number(ctx: Analysis, name: str) -> bool:
+    """A parameter annotated `int` or `float` (`end_frame: int`)."""
+    scope, _ = ctx.lookup(name)
+    fn = scope.node if scope is not None else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = fn.args
+    arg = next((a for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg == name), None)
+    return arg is not None and isinstance(arg.annotation, ast.Name) and arg.annotation.id in ("int", "float")
 
 
 def _unpacked_from_shape(ctx: Analysis, name: str) -> bool:

@@ -378,3 +378,24 @@ def test_a_count_nonzero_total_in_a_pretraining_module_is_possible():
     assert "NG401" in _codes(body, path="finetune_vision_inpaint.py")
     assert "NG401" in _codes(body.replace("torch.count_nonzero(masks)", "torch.count_nonzero(masks, dim=1)"),
                              path="pretrain_vision_inpaint.py")
+
+
+# lmms-eval's LEMONADE video loader: Python ints throughout; a 0 raises ZeroDivisionError, no NaN.
+FRAME_STEP = """\
+    def load_video(video_file: str, start_frame: int, end_frame: int, max_num_frames: {ann} = 8):
+        total_frames = int(cap_frame_count(video_file))
+        start_frame = max(0, start_frame)
+        end_frame = min(end_frame, total_frames - 1)
+        total_valid_frames = end_frame - start_frame + 1
+        num_frames = min(max_num_frames, total_valid_frames)
+        step = total_valid_frames / num_frames
+        return [int(start_frame + i * step) for i in range(num_frames)]
+"""
+
+
+def test_a_division_of_python_ints_from_annotated_parameters_is_silent():
+    assert "NG401" not in _codes(FRAME_STEP.format(ann="int"), "all")
+
+
+def test_the_same_division_with_a_tensor_parameter_stays():
+    assert "NG401" in _codes(FRAME_STEP.format(ann="torch.Tensor"), "all")
