@@ -59,19 +59,20 @@ def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
     return f"{key}@{prior[-1].lineno if prior else 0}"  # type: ignore[attr-defined]
 
 
-# Grids and fills: a fixed table of values (`torch.arange(-6., 6., .01)`). Literal tensors
-# (`torch.tensor([0., 100.])`) are left out: demos and seeds feed them as data.
-_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "full", "eye", "tensor", "as_tensor", "array",
-                        "asarray", "cat", "concat", "concatenate", "stack"})
-# Calls that only move or copy entries: a fixed value stays fixed (`torch.tensor([.5, .6]).view(2, 1)`).
+# Grids and fills: a fixed table of values (`torch.arange(-6., 6., .01)`), and tables joined from
+# them. Literal tensors (`torch.tensor([0., 100.])`) are left out: demos, seeds and the repro
+# snippets of NaN reports feed them as data.
+_FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "full", "eye", "cat", "concat", "concatenate",
+                        "stack"})
+# Calls that only move or copy entries: a fixed value stays fixed (`torch.linspace(.1, .9, 3).view(3, 1)`).
 _LAYOUT = frozenset({"view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "flatten", "expand",
                      "repeat", "tile", "float", "double", "to", "clone", "contiguous"})
 
 
 def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3, _open: frozenset[str] = frozenset()) -> bool:
     """Is `expr` computed from literals alone (`torch.log(torch.sigmoid(torch.arange(-6., 6., .01)))`,
-    a local bound once to such a value, or rebound from itself and literals: `q = torch.tensor([.5]);
-    q = torch.cat([q, 1 - q])`)? Its value is the same on every run, whatever the data: nothing the
+    a local bound once to such a value, or rebound from itself and such values: `q =
+    torch.linspace(.1, .9, 3); q = torch.cat([q, 1 - q])`)? Its value is the same on every run, whatever the data: nothing the
     code accepts can move it onto a singular point."""
     stack: list[ast.AST] = [expr]
     seen = 0

@@ -275,18 +275,25 @@ def test_a_product_that_can_keep_a_zero_stays(body):
     assert "NG201" in _codes(body, "all")
 
 
-# tango's `audioldm_eval/metrics/kl.py` demo: the same literals on every run, rebound from themselves.
+# tango's `audioldm_eval/metrics/kl.py` demo, on a grid: the same values on every run, rebound
+# from themselves.
 FIXED = """\
-    p = torch.tensor([0.5, 0.6, 0.7]).view(3, 1)
+    p = torch.linspace(0.5, 0.7, 3).view(3, 1)
     p = torch.cat([p, 1 - p], dim=1).view(-1, 2)
-    q = torch.tensor([0.5, 0.6, 0.7]).view(3, 1)
+    q = torch.linspace(0.5, 0.7, 3).view(3, 1)
     q = torch.cat([q, 1 - q], dim=1).view(-1, 2)
     kl = torch.nn.functional.kl_div(torch.log({q}), p, reduction="sum")
 """
 
 
-def test_a_divergence_of_literals_rebound_from_themselves_is_silent():
+def test_a_divergence_of_a_grid_rebound_from_itself_is_silent():
     assert "NG201" not in _codes(FIXED.format(q="q"), "all")
+
+
+def test_a_divergence_of_literal_tensors_stays():
+    # the repro snippet of a NaN report feeds its data as literals: `torch.tensor([0.0, 1.0])`
+    assert "NG201" in _codes(FIXED.replace("torch.linspace(0.5, 0.7, 3)", "torch.tensor([0.0, 0.6, 1.0])")
+                             .format(q="q"), "all")
 
 
 def test_a_divergence_of_data_stays():

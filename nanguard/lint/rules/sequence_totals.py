@@ -9,16 +9,17 @@ batch whose labels are all ignored (a prompt truncated before its answer) is ord
 
 A mask counts as a sequence's frames when its name or key says so (`x_mask`, `y_mask`, `mel_mask`,
 `text_mask`, `dur_mask`, `src_mask`, `frame_mask`, an `attention_mask` of the inputs' tokens or
-patches, `kwargs.get("attention_mask")`, NATSpeech's `nonpadding` and `word_nonpadding`...) or when it is built from lengths in view
-(`sequence_mask(lengths)`, `get_mask_from_lengths(x, lens)`, `~make_pad_mask(lens)`); a total
-of lengths (`input_lens.sum()`) is the same number.
+patches, `kwargs.get("attention_mask")`, NATSpeech's `nonpadding` and `word_nonpadding`...) or
+when it is built from lengths in view (`sequence_mask(lengths)`, `get_mask_from_lengths(x,
+lens)`, `~make_pad_mask(lens)`); a total of lengths (`input_lens.sum()`) is the same number.
 
 A total of an input's tokens that are not padding (`tf.reduce_sum(tf.not_equal(input, pad))`)
 stays certain: seed 003's mean pooling of one input, which can be all padding.
 
 Two kinds of code total masks the data fills whatever they are called:
 * pretraining, where every token of a packed batch is a label: a module named for it
-  (Megatron's `pretrain_gpt.py`, MAE's `main_pretrain.py`, VideoMAE's `engine_for_pretraining.py`), one whose masks come from Megatron's
+  (Megatron's `pretrain_gpt.py`, MAE's `main_pretrain.py`, VideoMAE's
+  `engine_for_pretraining.py`), one whose masks come from Megatron's
   `get_ltor_masks_and_position_ids`, or a function named for it (`pt_loss`, `get_lmpt_loss`,
   `pretrain_step`). The same spelling in fine-tuning code, where a truncated prompt can leave a
   batch without one label, stays certain;
@@ -38,9 +39,9 @@ import re
 
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.names import OpCall
+from nanguard.lint.module_kind import path_parts
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
-from nanguard.lint.module_kind import path_parts
 from nanguard.lint.syntax import callee_name, last_identifier
 
 # The frames or tokens of an input sequence, as speech, TTS and translation code names them.
@@ -81,8 +82,8 @@ def _int_of(e: ast.expr | None) -> int | None:
 
 def _whole_total(oc: OpCall) -> bool:
     """`m.sum()`, `torch.sum(m)`, `np.sum(m)`, `tf.reduce_sum(m)`, `torch.count_nonzero(m)`: no
-    dimension, one number; so is
-    a sum of a flattened mask over its one dimension (`m.view(-1).sum(-1)`)."""
+    dimension, one number; so is a sum of a flattened mask over its one dimension
+    (`m.view(-1).sum(-1)`)."""
     if oc.op not in ("sum", "count_nonzero"):
         return False
     dim = oc.operand(1, "dim", "axis")
