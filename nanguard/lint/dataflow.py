@@ -12,6 +12,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from nanguard.lint.names import WRAPPER_METHODS
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import NAN_TESTS, _bounded_walk, callee_name
 
@@ -64,9 +65,6 @@ def _tag(ctx: Analysis, key: str, node: ast.AST) -> str:
 # snippets of NaN reports feed them as data.
 _FACTORIES = frozenset({"arange", "linspace", "logspace", "ones", "full", "eye", "cat", "concat", "concatenate",
                         "stack"})
-# Calls that only move or copy entries: a fixed value stays fixed (`torch.linspace(.1, .9, 3).view(3, 1)`).
-_LAYOUT = frozenset({"view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "flatten", "expand",
-                     "repeat", "tile", "float", "double", "to", "clone", "contiguous"})
 
 
 def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3, _open: frozenset[str] = frozenset()) -> bool:
@@ -95,7 +93,8 @@ def fixed_value(ctx: Analysis, expr: ast.AST, depth: int = 3, _open: frozenset[s
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             # `torch.log(...)`, `torch.nn.functional.kl_div(...)`: a function of an imported module
             module_call = isinstance(func, ast.Attribute) and ctx.imports.qualname(func.value) is not None
-            layout = name in _LAYOUT and isinstance(func, ast.Attribute) and not module_call
+            # `torch.linspace(.1, .9, 3).view(3, 1)`: a dtype, device or shape change keeps it fixed
+            layout = name in WRAPPER_METHODS and isinstance(func, ast.Attribute) and not module_call
             if not (name in _FACTORIES and module_call) and not layout and ctx.op(n) is None:
                 return False
             if any(k.arg == "requires_grad" for k in n.keywords):

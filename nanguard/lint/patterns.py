@@ -123,6 +123,18 @@ _MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.ex
          "sqrt": math.sqrt}
 
 
+def selection_bound(ctx: Analysis, x: ast.expr) -> tuple[ast.cmpop, float] | None:
+    """`x[x > 0]`, or `x[t]` with `t = x < log(0.5)`: the entries of x picked by comparing x itself
+    with a number; (the comparison, the number), else None."""
+    if not isinstance(x, ast.Subscript):
+        return None
+    cond = ctx.value_of(x.slice) if isinstance(x.slice, ast.Name) else x.slice
+    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1 and ast.dump(cond.left) == ast.dump(x.value)):
+        return None
+    bound = local_constant(ctx, cond.comparators[0])
+    return (cond.ops[0], bound) if bound is not None else None
+
+
 def local_constant(ctx: Analysis, expr: ast.expr, depth: int = 3) -> float | None:
     """The value of a number computed from literals, `math.pi`/`math.log(...)` and local
     names bound once to such numbers (`min_log_mel = min_log_hz / linear_step`); else None."""

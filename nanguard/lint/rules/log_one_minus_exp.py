@@ -13,7 +13,7 @@ import ast
 from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import POSSIBLE
 from nanguard.lint.names import OpCall
-from nanguard.lint.patterns import local_constant, strip_wrappers
+from nanguard.lint.patterns import selection_bound, strip_wrappers
 from nanguard.lint.rules.base import checks, via
 from nanguard.lint.rules.exp_log import LOG_ONE_MINUS_SIGMOID, one_minus, op_through_name
 from nanguard.lint.syntax import bounded_walk, callee_name
@@ -46,14 +46,8 @@ def _a_log_probability(ctx: Analysis, x: ast.expr) -> bool:
 
 def _selected_below_zero(ctx: Analysis, x: ast.expr) -> bool:
     """`x[t]` with `t = x < log(0.5)` (a log1mexp by hand): only entries bounded away from 0."""
-    if not isinstance(x, ast.Subscript):
-        return False
-    index = x.slice
-    cond = ctx.value_of(index) if isinstance(index, ast.Name) else index
-    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1 and isinstance(cond.ops[0], (ast.Lt, ast.LtE))):
-        return False
-    bound = local_constant(ctx, cond.comparators[0])
-    return ast.dump(cond.left) == ast.dump(x.value) and bound is not None and bound < 0
+    picked = selection_bound(ctx, x)
+    return picked is not None and isinstance(picked[0], (ast.Lt, ast.LtE)) and picked[1] < 0
 
 
 @checks("NG103")

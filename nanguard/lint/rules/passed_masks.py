@@ -97,12 +97,12 @@ def _passed_for(ctx: Analysis, owner: Scope, param: str, keeps: KeepsRows, depth
     if param not in params:
         return False
     index = params.index(param)
-    owner_name = enclosing.node.name if method else func.name  # type: ignore[union-attr,attr-defined]
+    owner_name, method_name = _callee_of(owner)
     passed: list[tuple[ast.expr, Scope]] = []
     omitted = False
     required = params[:len(params) - len(func.args.defaults)]  # type: ignore[attr-defined]
     for call, scope, _nograd in ctx.calls:
-        if not _calls(ctx, call, scope, owner_name, func.name if method else None):  # type: ignore[attr-defined]
+        if not _calls(ctx, call, scope, owner_name, method_name):
             continue
         if len(call.args) < len(required) and not any(isinstance(a, ast.Starred) for a in call.args) \
                 and not {k.arg for k in call.keywords} >= set(required[len(call.args):]):
@@ -154,13 +154,18 @@ def _defaults_to_none(func: ast.AST, param: str) -> bool:
     return isinstance(default, ast.Constant) and default.value is None
 
 
+def _callee_of(owner: Scope) -> tuple[str, str | None]:
+    """How calls name the function of scope `owner`: (its name, None), or (its class, the method)."""
+    func, enclosing = owner.node, owner.parent
+    if enclosing is not None and isinstance(enclosing.node, ast.ClassDef):
+        return enclosing.node.name, func.name  # type: ignore[attr-defined]
+    return func.name, None  # type: ignore[attr-defined]
+
+
 def called_in_module(ctx: Analysis, owner: Scope) -> bool:
     """Does any code of this module call the function (or method) of scope `owner`?"""
-    func, enclosing = owner.node, owner.parent
-    method = enclosing is not None and isinstance(enclosing.node, ast.ClassDef)
-    name = enclosing.node.name if method else func.name  # type: ignore[union-attr,attr-defined]
-    return any(_calls(ctx, call, scope, name, func.name if method else None)  # type: ignore[attr-defined]
-               for call, scope, _nograd in ctx.calls)
+    name, method = _callee_of(owner)
+    return any(_calls(ctx, call, scope, name, method) for call, scope, _nograd in ctx.calls)
 
 
 def _calls(ctx: Analysis, call: ast.Call, scope: Scope, owner: str, method: str | None) -> bool:

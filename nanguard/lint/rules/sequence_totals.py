@@ -42,7 +42,7 @@ from nanguard.lint.names import OpCall
 from nanguard.lint.module_kind import path_parts
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
-from nanguard.lint.syntax import callee_name, last_identifier
+from nanguard.lint.syntax import callee_name, const_value, last_identifier
 
 # The frames or tokens of an input sequence, as speech, TTS and translation code names them.
 _FRAME_MASK = re.compile(
@@ -70,14 +70,7 @@ def _flat(e: ast.expr | None) -> bool:
         return False
     if e.func.attr == "flatten":
         return not e.args and not e.keywords
-    return e.func.attr in ("view", "reshape") and len(e.args) == 1 and _int_of(e.args[0]) == -1
-
-
-def _int_of(e: ast.expr | None) -> int | None:
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        inner = _int_of(e.operand)
-        return None if inner is None else -inner
-    return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
+    return e.func.attr in ("view", "reshape") and len(e.args) == 1 and const_value(e.args[0]) == -1
 
 
 def _whole_total(oc: OpCall) -> bool:
@@ -87,7 +80,7 @@ def _whole_total(oc: OpCall) -> bool:
     if oc.op not in ("sum", "count_nonzero"):
         return False
     dim = oc.operand(1, "dim", "axis")
-    return dim is None or (_int_of(dim) in (0, -1) and _flat(oc.input))
+    return dim is None or (const_value(dim) in (0, -1) and _flat(oc.input))
 
 
 def _keyed(e: ast.expr) -> str | None:

@@ -9,7 +9,7 @@ from nanguard.lint.analysis import Analysis
 from nanguard.lint.model import VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import PROBABILITY_WORDS, named_like
-from nanguard.lint.patterns import strip_wrappers, tensor_literal
+from nanguard.lint.patterns import selection_bound, strip_wrappers, tensor_literal
 from nanguard.lint.positive import guarded_positive
 from nanguard.lint.rules.base import checks
 from nanguard.lint.rules.masking import neg_inf_source
@@ -152,14 +152,9 @@ def _numerator(e: ast.expr) -> ast.expr:
 
 def _selected_positive(ctx: Analysis, e: ast.expr) -> bool:
     """`p[p > 0]`, `p[pos]` with `pos = p > 0` (or `p != 0`): only the entries that are not 0."""
-    if not isinstance(e, ast.Subscript):
-        return False
-    cond = ctx.value_of(e.slice) if isinstance(e.slice, ast.Name) else e.slice
-    if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1 and ast.dump(cond.left) == ast.dump(e.value)):
-        return False
-    bound = const_value(cond.comparators[0])
-    return isinstance(bound, (int, float)) and (
-        isinstance(cond.ops[0], ast.Gt) and bound >= 0 or isinstance(cond.ops[0], ast.NotEq) and bound == 0)
+    picked = selection_bound(ctx, e)
+    return picked is not None and (isinstance(picked[0], ast.Gt) and picked[1] >= 0
+                                   or isinstance(picked[0], ast.NotEq) and picked[1] == 0)
 
 
 _CONSTANT_WRAPPERS = frozenset({"array", "asarray", "float", "tensor", "as_tensor", "constant", "convert_to_tensor"})
