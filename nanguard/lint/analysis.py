@@ -208,6 +208,10 @@ class Analysis(Walk):
         compares it? (`nanguard.lint.uses`)"""
         return uses.only_reported(self, node)
 
+    def value_only_reported(self, node: ast.AST) -> bool:
+        """The same, for a NaN in the value: `.item()` and `float()` carry it on (`nanguard.lint.uses`)."""
+        return uses.value_only_reported(self, node)
+
     def index_names(self, scope: Scope) -> frozenset[str]:
         """Names that `scope` uses as a subscript index (`nanguard.lint.uses`)."""
         return uses.index_names(self, scope)

@@ -48,6 +48,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from nanguard.lint.analysis import Analysis
     from nanguard.lint.scope import Scope
 
+# Methods a framework runs for a call of the object (`module(x)`, `layer(x)`): their calls
+# in a module do not name them.
+_CALLED_BY_THE_FRAMEWORK = frozenset({"forward", "call", "__call__"})
+
 class _Ref:
     """One use of a name: the enclosing functions and lambdas (innermost last), how sure the spot
     itself is outside autodiff (`level`: 2 under a no-grad context or in a custom rule, 1 in an
@@ -300,6 +304,8 @@ class Autodiff(CallSites):
         if where == "nested":
             return False
         name = fn.name  # type: ignore[attr-defined]
+        if where == "class" and name in _CALLED_BY_THE_FRAMEWORK:
+            return True  # `module(x)` runs `forward`: a call that names no method
         if name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
             return False
         if where == "class":

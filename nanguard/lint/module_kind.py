@@ -52,7 +52,7 @@ _RARELY_DIFFERENTIATED = {
 }
 
 # File names that end like one of the kind's files (`atss_assigner.py`) are of that kind too.
-_SUFFIXED = {"assignment": ("_assigner.py",), "sampling": ("_sampler.py",)}
+_SUFFIXED = {"evaluation": ("_metrics.py",), "assignment": ("_assigner.py",), "sampling": ("_sampler.py",)}
 
 
 def rarely_differentiated_module(path: str) -> str | None:

@@ -75,6 +75,10 @@ def sign_of(ctx: Analysis, expr: ast.expr, depth: int = 5) -> int:
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args \
             and expr.func.attr in ("neg", "negative") and name_key(expr.func.value) not in ctx.imports.aliases:
         return -sign_of(ctx, expr.func.value, depth)  # `x.abs().neg()`
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("mul", "multiply") \
+            and len(expr.args) == 1 and not expr.keywords and name_key(expr.func.value) not in ctx.imports.aliases:
+        # `d.pow(2).mul(-2)` (Wang & Isola's uniformity loss): the sign of a product
+        return sign_of(ctx, expr.func.value, depth - 1) * sign_of(ctx, expr.args[0], depth - 1)
     if isinstance(expr, (ast.Call, ast.Subscript)):
         inner = strip_wrappers(ctx, expr)  # `g.unsqueeze(0)`, `x.float()`, `x[:, None]`: same sign
         if inner is not expr:

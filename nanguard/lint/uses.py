@@ -52,11 +52,14 @@ class _Uses:
     targets each node's value flows to (with the assignment's last line and the loop around it),
     and the nodes returned."""
 
-    __slots__ = ("escaped", "loads", "loop_of", "owner", "returned", "sunk")
+    __slots__ = ("escaped", "loads", "loop_of", "owner", "returned", "shown", "sunk")
 
     def __init__(self, ctx: Analysis, scope_node: ast.AST) -> None:
         self.loads: dict[str, list[ast.Name]] = {}
         self.sunk: set[int] = set()
+        # ... of which, those where a NaN in the value ends too: compared, shown, a shape read (not
+        # `.item()`, a metric logger, argmin or isnan, which carry it on or act on it)
+        self.shown: set[int] = set()
         self.escaped: set[int] = set()  # passed to code that differentiates, runs or keeps it
         self.owner: dict[int, tuple[tuple[str, ...], int, int]] = {}  # -> (targets, last line, id(stmt))
         self.loop_of: dict[int, ast.AST] = {}  # id(assignment) -> the innermost loop around it
@@ -65,7 +68,9 @@ class _Uses:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads.setdefault(n.id, []).append(n)
             elif isinstance(n, (ast.JoinedStr, ast.Compare)):
-                self.sunk.update(id(m) for m in bounded_walk(n, 200))
+                ids = {id(m) for m in bounded_walk(n, 200)}
+                self.sunk.update(ids)
+                self.shown.update(ids)
             elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                 names = _target_names(n)
                 if len(names) == 2 and isinstance(n.value, ast.Call) \
@@ -83,7 +88,9 @@ class _Uses:
             elif isinstance(n, ast.Subscript) and _indices_of(ctx, n):
                 self.sunk.update(id(m) for m in bounded_walk(n.value, 200))  # `d.topk(k)[1]`: integers
             elif isinstance(n, ast.Attribute) and n.attr in _METADATA and isinstance(n.ctx, ast.Load):
-                self.sunk.update(id(m) for m in bounded_walk(n.value, 200))  # `x.shape`: no value of x is read
+                ids = {id(m) for m in bounded_walk(n.value, 200)}  # `x.shape`: no value of x is read
+                self.sunk.update(ids)
+                self.shown.update(ids)
             elif isinstance(n, ast.Call):
                 func = n.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -92,7 +99,10 @@ class _Uses:
                     if isinstance(func, ast.Attribute) and name in _INDEX_OPS | {"item", "tolist", "numpy"}:
                         parts.append(func.value)
                     for part in parts:
-                        self.sunk.update(id(m) for m in bounded_walk(part, 200))
+                        ids = {id(m) for m in bounded_walk(part, 200)}
+                        self.sunk.update(ids)
+                        if name in _SHOWING_CALLS:
+                            self.shown.update(ids)
                 elif name in _ESCAPES or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
                                         and func.value.id == "self" and ctx.op(n) is None):
                     for part in [*n.args, *(k.value for k in n.keywords)]:
@@ -144,11 +154,12 @@ def _uses_of(ctx: Analysis, scope_node: ast.AST) -> _Uses:
     return ctx.memo[memo_key]  # type: ignore[no-any-return]
 
 
-def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, local: bool) -> bool:
+def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, local: bool,
+          value: bool = False) -> bool:
     """Does the value of `node` end, on every path, in a sink: shown, compared, reduced to an
     index, or assigned only to names whose every later read does (transitively, `depth` names)?
     A name never read again ends it too, in a function (`local`): nothing outside sees it."""
-    if id(node) in uses.sunk:
+    if id(node) in (uses.shown if value else uses.sunk):
         return True  # a sink inside an escape ends the value first: `weights.append(w * rmse.item())`
     if id(node) in uses.escaped:
         return False  # `optimizer.minimize(cost)`, `sess.run([train_op, cost])`, `losses.append(d)`
@@ -163,7 +174,7 @@ def _dead(uses: _Uses, node: ast.AST, seen: set[tuple[str, int]], depth: int, lo
         loads = uses.loads_after(key, line, uses.loop_of.get(stmt))
         if not loads and not (local or key.startswith("_")):
             return False
-        if not all(_dead(uses, n, seen, depth - 1, local) for n in loads):
+        if not all(_dead(uses, n, seen, depth - 1, local, value) for n in loads):
             return False
     return True
 
@@ -177,12 +188,19 @@ def only_reported(ctx: Analysis, node: ast.AST) -> bool:
     return _only_reported(ctx, node, ctx.scope, 2)
 
 
-def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int) -> bool:
+def value_only_reported(ctx: Analysis, node: ast.AST) -> bool:
+    """`only_reported` for a NaN in the value itself: only comparisons, shape reads and what is
+    shown (printed, formatted) end it. A conversion or a metric logger (`scores.append(score.item())`,
+    `metrics.log_scalar("nll", x)`) carries the NaN on; argmin picks it and isnan sees it."""
+    return _only_reported(ctx, node, ctx.scope, 2, value=True)
+
+
+def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int, value: bool = False) -> bool:
     local = isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
     uses = _uses_of(ctx, scope.node)
     if id(node) not in uses.owner and id(node) not in uses.sunk:
         if id(node) in uses.returned and calls_depth > 0 and isinstance(scope.node, FUNCS):
-            return _result_only_reported(ctx, scope.node, calls_depth - 1)
+            return _result_only_reported(ctx, scope.node, calls_depth - 1, value)
         return False
     owned = uses.owner.get(id(node))
     if owned is not None:
@@ -190,10 +208,10 @@ def _only_reported(ctx: Analysis, node: ast.AST, scope: Scope, calls_depth: int)
         loads = [n for key in names for n in uses.loads_after(key, line, uses.loop_of.get(stmt))]
         if not loads:
             return False  # the value of the finding itself is never read: dead code, or read elsewhere
-    return _dead(uses, node, set(), 4, local)
+    return _dead(uses, node, set(), 4, local, value)
 
 
-def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int) -> bool:
+def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int, value: bool = False) -> bool:
     """Is every call of the private or nested function `fn` in this module a value that only
     reaches sinks (`dists = distances(p)` then `dists < r`)?"""
     refs = ctx.autodiff.calls_of(fn)
@@ -201,7 +219,7 @@ def _result_only_reported(ctx: Analysis, fn: ast.AST, calls_depth: int) -> bool:
         return False
     for call, caller in refs:
         scope = ctx.scope_of.get(id(caller)) if caller is not None else ctx.module_scope
-        if scope is None or not _only_reported(ctx, call, scope, calls_depth):
+        if scope is None or not _only_reported(ctx, call, scope, calls_depth, value):
             return False
     return True
 
@@ -222,11 +240,12 @@ def index_names(ctx: Analysis, scope: Scope) -> frozenset[str]:
     return ctx.memo[key]  # type: ignore[no-any-return]
 
 
-_SHOWING_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "set_postfix", "set_description", "write"})
+_SHOWING_CALLS = frozenset({"print", "info", "debug", "warning", "warn", "set_postfix", "set_description", "write",
+                            "format"})
 
 
 def shown_in_place(ctx: Analysis, node: ast.AST) -> bool:
-    """Is `node` written where it is only shown: inside an f-string or `str.format`, or an argument
+    """Is `node` written where it is only shown: inside an f-string, `str.format` or a `%` format, or an argument
     of `print`/a logger (`print(f"ratio: {masked.sum() / valid.count_nonzero():.4f}")`)? A NaN
     there is printed, and nothing computes with it."""
     memo_key = f"shown:{id(ctx.scope.node)}"
@@ -236,7 +255,10 @@ def shown_in_place(ctx: Analysis, node: ast.AST) -> bool:
         for n in bounded_walk(ctx.scope.node, 8000):
             if isinstance(n, ast.JoinedStr):
                 shown.update(id(m) for m in bounded_walk(n, 200))
-            elif isinstance(n, ast.Call) and ctx.op(n) is None and callee_name(n.func) in _SHOWING_CALLS | {"format"}:
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and isinstance(n.left, ast.Constant) \
+                    and isinstance(n.left.value, str):
+                shown.update(id(m) for m in bounded_walk(n.right, 200))  # `"Average: %.2f" % (n / m)`
+            elif isinstance(n, ast.Call) and ctx.op(n) is None and callee_name(n.func) in _SHOWING_CALLS:
                 for part in [*n.args, *(k.value for k in n.keywords)]:
                     shown.update(id(m) for m in bounded_walk(part, 200))
         ctx.memo[memo_key] = shown

@@ -22,8 +22,9 @@ from nanguard.lint.rules.division_counts import (
 )
 from nanguard.lint.rules.division_guards import (
     at_least_a_checked_part, count_checked, inside_a_loop_of, only_compared, selected_where_nonzero,
+    union_with_a_tested_part,
 )
-from nanguard.lint.rules.sequence_totals import total_filled_by_data, total_of_lengths
+from nanguard.lint.rules.sequence_totals import total_filled_by_data, total_of_lengths, total_over_batches
 from nanguard.lint.scope import name_key
 from nanguard.lint.shapes import NUMBER_WRAPPERS, has_tensor_op, python_number, shape_owner, unpacked_shape_of
 from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors, spelled_out_call
@@ -339,7 +340,7 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
             return None  # `coords_len = torch.sqrt(torch.sum(c ** 2, dim=1))`: a Euclidean length
         elsewhere = ctx.parameter_scope(d) is not None or _aggregate_of_records(ctx, d) or _held_by_an_owner(d) \
             or (isinstance(d, ast.Name) and counted_in_a_configured_range(ctx, d.id)) \
-            or total_of_lengths(ctx, d)  # `num_frames = batch["input_lens"].sum()`: every sequence empty
+            or total_of_lengths(ctx, d) or total_over_batches(ctx, d)  # `num_frames = batch["input_lens"].sum()`
         return "is a count (0 for an empty sequence)", POSSIBLE if elsewhere else None
     return None
 
@@ -379,7 +380,8 @@ def check_division(ctx: Analysis, target) -> None:
         return  # `print(f"{a / n:.4f}")`: a NaN there is only printed
     found = _count_reason(ctx, num, den)
     if found is None or counts_own_finite_entries(ctx, den, num) or _converted_to_int(ctx, node) \
-            or only_compared(ctx, node) or at_least_a_checked_part(ctx, num, den):
+            or only_compared(ctx, node) or ctx.value_only_reported(node) or at_least_a_checked_part(ctx, num, den) \
+            or union_with_a_tested_part(ctx, den, node):
         return  # a count of the numerator's own non-NaN entries is 0 only where all are NaN already
     if stored_only_where_selected(ctx, node, den) or inside_a_loop_of(ctx, node, den) \
             or selected_where_nonzero(ctx, den):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import conditions_at
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import bounded_walk, callee_name, const_value
@@ -131,3 +132,29 @@ def at_least_a_checked_part(ctx: Analysis, num: ast.expr, den: ast.expr) -> bool
     else:
         return False
     return mask is not None and any(name_key(strip_wrappers(ctx, p)) == mask for p in parts)
+
+
+def union_with_a_tested_part(ctx: Analysis, den: ast.expr, node: ast.AST) -> bool:
+    """`/ union` with `union = logical_or(pred, gt).sum()`, under `if gt.any():` (WinCLIP's
+    per-image IoU): a union holds every entry of its parts, so one part tested non-empty makes it
+    non-empty."""
+    total = ctx.last_value(den) if name_key(den) is not None else den
+    oc = ctx.op(strip_wrappers(ctx, total)) if total is not None else None
+    if oc is None or oc.op not in ("sum", "count_nonzero") or oc.input is None:
+        return False
+    m = strip_wrappers(ctx, oc.input)
+    if isinstance(m, ast.BinOp) and isinstance(m.op, ast.BitOr):
+        parts = [m.left, m.right]
+    elif isinstance(m, ast.Call) and callee_name(m.func) == "logical_or" and len(m.args) == 2:
+        parts = list(m.args)
+    else:
+        return False
+    spelled = {ast.dump(strip_wrappers(ctx, p)) for p in parts}
+    for test, holds in conditions_at(ctx, ctx.scope.node, getattr(node, "lineno", 0)):
+        if not holds:
+            continue
+        for call in bounded_walk(test, 40):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "any" \
+                    and not call.args and ast.dump(strip_wrappers(ctx, call.func.value)) in spelled:
+                return True
+    return False

@@ -114,9 +114,14 @@ _PARAMETER_FACTORIES = frozenset({"Parameter", "Variable", "add_weight", "get_va
 def learned_parameter(ctx: Analysis, expr: ast.expr) -> bool:
     """`self.rho` where the module assigns `self.rho = nn.Parameter(...)` (or a `tf.Variable`,
     `self.add_weight(...)`), registers it (`self.register_parameter("rho", ...)`) or names it
-    `rho` (Bayes by backprop's weight for sigma, often made in a base class): a weight
-    that reaches 88 in an exp only if training drives it there (as NG106's log-scales)."""
+    `rho` (Bayes by backprop's weight for sigma, often made in a base class), or one of its layers
+    applied to a constant (`self.bandwidth(torch.ones(1, 1))`): a weight that reaches 88 in an exp
+    only if training drives it there (as NG106's log-scales)."""
     e = strip_wrappers(ctx, expr)
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+            and e.func.value.id == "self" and e.args and not e.keywords \
+            and all(ctx.gradient_free(a) for a in e.args):
+        return True  # mTAN's `self.bandwidth(torch.ones(1, 1, 1, 1))`: a layer's weights applied to a constant
     if not (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"):
         return False
     if "rho" in re.split(r"[_\d]+", e.attr.lower()):

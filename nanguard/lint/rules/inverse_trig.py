@@ -65,6 +65,20 @@ def _normalised(ctx: Analysis, expr: ast.expr) -> bool:
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and _over_norms(ctx, e.right)
 
 
+def _shrunk_unit(ctx: Analysis, expr: ast.expr) -> bool:
+    """A unit vector scaled by a number in (0, 1) (`x / x.norm(dim=1) * 0.999999`, also held in a
+    name): a dot product with another unit vector stays that far inside (-1, 1)."""
+    value = ctx.last_value(expr) if name_key(expr) is not None else expr
+    e = strip_wrappers(ctx, value) if value is not None else None
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)):
+        return False
+    for factor, other in ((e.left, e.right), (e.right, e.left)):
+        c = local_constant(ctx, factor)
+        if c is not None and 0 < c < 1:
+            return _normalised(ctx, other)
+    return False
+
+
 def _over_norms(ctx: Analysis, denominator: ast.expr) -> bool:
     """Is there a norm or a square root in the denominator, or in the value of the name holding it
     (`length_prod = a.norm(dim=-1) * b.norm(dim=-1)`)?"""
@@ -130,6 +144,9 @@ def _cosine_state(ctx: Analysis, expr: ast.expr, depth: int = 2) -> str | None:
         if oc.op == "sum" and oc.input is not None:
             s = strip_wrappers(ctx, oc.input)
             if isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mult):
+                shrunk = [_shrunk_unit(ctx, f) for f in (s.left, s.right)]
+                if any(shrunk) and all(k or _normalised(ctx, f) for k, f in zip(shrunk, (s.left, s.right))):
+                    return "guarded"  # pytorch-3dunet's angular loss: unit vectors times 0.999999
                 return "raw"
         return None
     if isinstance(e, ast.Call) and _BOUNDING_HELPER.search(callee_name(e.func)):
@@ -207,6 +224,8 @@ def check_acos(ctx: Analysis, oc: OpCall) -> None:
     if state is None and _named_cosine(oc.input):
         state = "raw"  # `cos = (trace - 1) / 2`: a cosine by its name, whatever computed it
     name = "acos" if oc.op == "acos" else "asin"
+    if state == "raw" and ctx.value_only_reported(oc.node):
+        return  # `angle = degrees(arccos(c))` then `if lo < angle < hi:`: a NaN only compared or shown
     if state == "raw":
         confidence = CERTAIN if true_cosine(ctx, oc.input) or _named_cosine(oc.input) else POSSIBLE
         ctx.report(ACOS_COSINE, oc.node, f"`{name}` of a cosine/dot product", f"{name}_domain", hazard=VALUE,

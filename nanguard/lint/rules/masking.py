@@ -6,7 +6,7 @@ import ast
 import re
 
 from nanguard.lint.analysis import Analysis
-from nanguard.lint.dataflow import repaired_after_a_nan_test
+from nanguard.lint.dataflow import nan_handled_next, repaired_after_a_nan_test
 from nanguard.lint.model import POSSIBLE, VALUE, Rule
 from nanguard.lint.names import OpCall
 from nanguard.lint.naming import is_mask_like
@@ -295,6 +295,11 @@ def check_masked_softmax(ctx: Analysis, oc: OpCall) -> None:
         return
     source = neg_inf_source(ctx, x, oc.node)
     if source is None or _row_guarded(ctx, source, oc.node) or repaired_after_a_nan_test(ctx, oc.node):
+        return
+    if not isinstance(source, ast.BinOp) and nan_handled_next(ctx, oc.node):
+        # `attn = softmax(s.masked_fill(m, -inf))`, then `attn = nan_to_num(attn, nan=0.0)`: the value
+        # is cleaned, and the fill passes no gradient to the entries it overwrote. An added
+        # `mask.log()` does: the empty row's NaN gradient reaches the scores (kept).
         return
     where = f" (filled on line {source.lineno})" if source.lineno != oc.node.lineno else ""  # type: ignore
     fn = "nanguard.log_softmax" if oc.op == "log_softmax" else "nanguard.softmax"

@@ -11,7 +11,8 @@ A mask counts as a sequence's frames when its name or key says so (`x_mask`, `y_
 `text_mask`, `dur_mask`, `src_mask`, `frame_mask`, an `attention_mask` of the inputs' tokens or
 patches, `kwargs.get("attention_mask")`, NATSpeech's `nonpadding` and `word_nonpadding`...) or
 when it is built from lengths in view (`sequence_mask(lengths)`, `get_mask_from_lengths(x,
-lens)`, `~make_pad_mask(lens)`); a total of lengths (`input_lens.sum()`) is the same number.
+lens)`, `~make_pad_mask(lens)`, or written out: `arange(T)[None, :] < lengths[:, None]`); a total
+of lengths (`input_lens.sum()`) is the same number.
 
 A total of an input's tokens that are not padding (`tf.reduce_sum(tf.not_equal(input, pad))`)
 stays certain: seed 003's mean pooling of one input, which can be all padding.
@@ -45,9 +46,10 @@ from nanguard.lint.scope import name_key
 from nanguard.lint.syntax import callee_name, const_value, last_identifier
 
 # The frames or tokens of an input sequence, as speech, TTS and translation code names them.
+_FRAMES = (r"(x|y|z|mel|mels|spec|text|txt|dur|durs|frame|frames|feat|feats|audio|speech|wav|src|"
+           r"phone|phones|phn|phoneme|enc|dec|seq|input|attention|attn)")
 _FRAME_MASK = re.compile(
-    r"^(x|y|z|mel|mels|spec|text|txt|dur|durs|frame|frames|feat|feats|audio|speech|wav|src|"
-    r"phone|phones|phn|phoneme|enc|dec|seq|input|attention|attn)_?masks?$"
+    rf"^{_FRAMES}_?masks?$|^masks?_{_FRAMES}$"  # `x_mask`, `seq_mask`; Bailando's `mask_seq`
     # NATSpeech's spelling (FastSpeech 2, DiffSinger, diff-svc): `nonpadding = (mel2ph > 0).float()`
     r"|^(\w+_)?non_?pad(ding)?$", re.IGNORECASE)
 # Helpers that turn lengths into a mask of the valid frames (or, `make_pad_mask`, of the padding).
@@ -99,6 +101,8 @@ def _frames(ctx: Analysis, mask: ast.expr, depth: int = 4) -> bool:
         e = strip_wrappers(ctx, e.operand)  # `~make_pad_mask(lens)`
     if isinstance(e, ast.Call) and _FROM_LENGTHS.search(callee_name(e.func)):
         return True
+    if _positions_below_lengths(e):
+        return True
     ident = last_identifier(e) or _keyed(e)
     if ident is not None and _FRAME_MASK.search(ident):
         return True
@@ -108,6 +112,21 @@ def _frames(ctx: Analysis, mask: ast.expr, depth: int = 4) -> bool:
         value = ctx.value_of(e) or ctx.last_value(e, skip_none=True)
         return value is not None and _frames(ctx, value, depth - 1)
     return False
+
+
+def _positions_below_lengths(e: ast.expr) -> bool:
+    """`arange(T)[None, :] < lengths[:, None]` (or `lengths > arange(T)`): `sequence_mask` written
+    out, the valid frames. Its complement (`>=`: the padding) is not one."""
+    if not (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Lt, ast.Gt))):
+        return False
+    low, high = (e.left, e.comparators[0]) if isinstance(e.ops[0], ast.Lt) else (e.comparators[0], e.left)
+    while isinstance(low, ast.Subscript):
+        low = low.value  # `arange(T)[None, :]`
+    while isinstance(high, ast.Subscript) and not _keyed(high):
+        high = high.value  # `lengths[:, None]`
+    ident = last_identifier(high) or _keyed(high)
+    return isinstance(low, ast.Call) and callee_name(low.func) == "arange" \
+        and ident is not None and bool(_LENGTHS.search(ident))
 
 
 _JOINS = frozenset({"concatenate", "cat", "concat", "vstack", "hstack"})
@@ -191,3 +210,29 @@ def total_of_lengths(ctx: Analysis, expr: ast.expr) -> bool:
         return bool(_LENGTHS.search(lengths.slice.value))  # `batch["input_lens"]`
     ident = last_identifier(lengths)
     return ident is not None and bool(_LENGTHS.search(ident))
+
+
+def total_over_batches(ctx: Analysis, expr: ast.expr) -> bool:
+    """`ntokens = 0`, then in a loop over batches `ntokens += toks.item()`: a Python total of
+    what every batch counted (MLX's LoRA `evaluate`), 0 only when no batch counted anything, as
+    for a total over every batch collected (module docstring)."""
+    if not isinstance(expr, ast.Name):
+        return False
+    scope, values = ctx.lookup(expr.id)
+    grown = scope.augmented.get(expr.id, []) if scope is not None else []
+    if not grown or len(grown) != len(values) - 1 or not all(isinstance(g.op, ast.Add) for g in grown):
+        return False
+    start = next((v for v in values if v is not None), None)
+    if start is None or const_value(start) != 0 or not all(_item_of(g.value) for g in grown):
+        return False
+    loops = [n for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+    return all(any(loop.lineno < g.lineno <= (loop.end_lineno or 0) for loop in loops) for g in grown)
+
+
+def _item_of(e: ast.expr) -> bool:
+    """`toks.item()`, `float(n.item())`, `int(mask.sum())`: one number read off a tensor."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("int", "float") \
+            and len(e.args) == 1:
+        e = e.args[0]
+        return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("item", "sum")
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "item" and not e.args
