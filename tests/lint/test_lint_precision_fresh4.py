@@ -18,12 +18,14 @@ HEADER = ("import math\nimport numpy as np\nimport torch\nimport torch.nn as nn\
           "import torch.nn.functional as F\n")
 
 
-def _findings(body: str, confidence: str = "certain", path: str = "<string>") -> list:
-    return lint_source(HEADER + textwrap.dedent(body), path=path, confidence=confidence)
+def _lint(body: str, confidence: str = "certain", path: str = "<string>") -> list:
+    """The findings for `body` placed after the usual imports, in a module at `path`."""
+    source = HEADER + textwrap.dedent(body)
+    return lint_source(source, path=path, confidence=confidence)
 
 
-def _codes(body: str, confidence: str = "certain", path: str = "<string>") -> list[str]:
-    return [f.code for f in _findings(body, confidence, path)]
+def _codes(body: str, **where: str) -> list[str]:
+    return [f.code for f in _lint(body, **where)]
 
 
 # Bailando's kinematic features: the angle between two bones, only tested against a range. A NaN
@@ -162,7 +164,7 @@ MLX_LOSS = """\
 
 def test_a_whole_batch_total_of_a_written_out_length_mask_is_possible():
     assert "NG401" not in _codes(MLX_LOSS)
-    found = [f for f in _findings(MLX_LOSS, "all") if f.code == "NG401"]
+    found = [f for f in _lint(MLX_LOSS, "all") if f.code == "NG401"]
     assert found and "frames of the whole batch" in found[0].message
 
 
