@@ -143,19 +143,27 @@ class Analysis(Walk):
     def attribute_values(self, key: str) -> list[ast.expr | None]:
         """Every value the methods of the enclosing class assign to `self.x` ([] when a method
         changes it in place)."""
+        return [value for _method, value in self.attribute_bindings(key)]
+
+    def attribute_bindings(self, key: str, changes: bool = False) -> list[tuple[Scope, ast.expr | None]]:
+        """(method scope, value) for every value the methods of the enclosing class assign to
+        `self.x` ([] when a method changes it in place, unless `changes` asks for those too: the
+        value written, `self.betas[0] = 1e-5`, or the in-place call, `self.x.clamp_(0, 1)`)."""
         s = self.scope
         while s is not None and not isinstance(s.node, ast.ClassDef):
             s = s.parent
         if s is None:
             return []
-        values: list[ast.expr | None] = []
+        bound: list[tuple[Scope, ast.expr | None]] = []
         for fn in s.node.body:  # type: ignore[attr-defined]
             method = self.scope_of.get(id(fn)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
             if method is not None:
-                values.extend(method.bindings.get(key, ()))
+                bound.extend((method, v) for v in method.bindings.get(key, ()))
                 if key in method.mutations:
-                    return []
-        return values
+                    if not changes:
+                        return []
+                    bound.extend((method, m) for m in method.mutations[key])  # type: ignore[misc]
+        return bound
 
     def last_value(self, expr: ast.AST, skip_none: bool = False) -> ast.expr | None:
         """The value of the last plain assignment to a name before `expr`'s line, in its scope

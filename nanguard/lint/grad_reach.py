@@ -195,6 +195,35 @@ def _buffers(ctx: Analysis) -> frozenset[str]:
     return ctx.memo[memo_key]  # type: ignore[no-any-return]
 
 
+def _built_without_gradient(ctx: Analysis, key: str) -> bool:
+    """Is every value the class's methods give `self.x` gradient-free where it is assigned? A
+    diffusion schedule (`self.betas = torch.tensor(get_betas())`, then `self.alphas_cumprod =
+    torch.cumprod(1 - self.betas, 0)` in another method) is a table of constants, not a weight."""
+    bound = ctx.attribute_bindings(key, changes=True)
+    if not bound:
+        return False
+    memo_key = f"attribute_free:{id(bound[0][0].parent)}:{key}"
+    known = ctx.memo.get(memo_key)
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    ctx.memo[memo_key] = False  # while it is worked out: `self.x = self.x * 2` reads as unknown
+    saved, free = ctx.scope, True
+    try:
+        for method, value in bound:
+            ctx.scope = method
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                    and name_key(value.func.value) == key:
+                value = ast.Tuple(elts=[*value.args, *(k.value for k in value.keywords)], ctx=ast.Load())
+                # `self.x.clamp_(0, 1)`: the arguments are what it adds
+            if value is None or not gradient_free(ctx, value):
+                free = False
+                break
+    finally:
+        ctx.scope = saved
+    ctx.memo[memo_key] = free
+    return free
+
+
 def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
     """Can no gradient flow through `expr`? True when every leaf is outside autograd: a
     constant, a comparison (a bool tensor: `(x > 0).sum()` counts, it does not
@@ -272,6 +301,8 @@ def gradient_free(ctx: Analysis, expr: ast.AST, depth: int = 0) -> bool:
         s, values = ctx.lookup(key)
         if not values and key.startswith("self.") and _python_numbers(ctx.attribute_values(key)):
             continue  # `self.scale_std = float(scale_std)` in `__init__`: a hyperparameter
+        if not values and key.startswith("self.") and key.count(".") == 1 and _built_without_gradient(ctx, key):
+            continue  # `self.alphas_cumprod = torch.cumprod(1 - self.betas, 0)` of `torch.tensor(...)` betas
         if key.startswith("self.") and key.count(".") == 1 and key[5:] in _buffers(ctx):
             continue  # `self.register_buffer("lats", lats)`: a buffer never receives a gradient
         if s is not None and key in ctx.index_names(s):

@@ -357,3 +357,50 @@ def test_a_union_not_guarded_or_an_intersection_stays_certain(old, new):
     assert old in IOU
     assert "NG401" in _codes(IOU.replace(old, new))
 
+
+
+# DiffRec's Gaussian diffusion: the loss weight of step 0 divides by 1 - alphas_cumprod_prev[0] = 0
+# and a where discards it; the schedule is a table of constants built from `torch.tensor(...)`
+# in two methods, so no gradient reaches the discarded branch.
+SCHEDULE = """\
+    class GaussianDiffusion(nn.Module):
+        def __init__(self, betas, device):
+            super().__init__()
+            self.device = device
+            self.betas = torch.tensor(betas, dtype=torch.float64).to(self.device)
+            self.calculate_for_diffusion()
+
+        def calculate_for_diffusion(self):
+            alphas = 1.0 - self.betas
+            self.alphas_cumprod = torch.cumprod(alphas, axis=0).to(self.device)
+            self.alphas_cumprod_prev = torch.cat([torch.tensor([1.0]).to(self.device), self.alphas_cumprod[:-1]])
+
+        def loss_weight(self, ts):
+            weight = (1 - self.alphas_cumprod[ts]) / ((1 - self.alphas_cumprod_prev[ts]) ** 2 * (1 - self.betas[ts]))
+            return torch.where((ts == 0), 1.0, weight)
+"""
+
+
+def test_a_where_over_a_schedule_of_constants_is_silent():
+    assert "NG501" not in _codes(SCHEDULE, confidence="all")
+
+
+@pytest.mark.parametrize("old,new", [
+    ("torch.tensor(betas, dtype=torch.float64).to(self.device)", "nn.Parameter(torch.as_tensor(betas))"),
+    ("torch.tensor(betas, dtype=torch.float64).to(self.device)", "betas"),  # the caller's tensor
+    ("torch.tensor(betas, dtype=torch.float64)", "torch.tensor(betas, requires_grad=True)"),
+])
+def test_the_same_where_over_a_learned_or_passed_schedule_stays_certain(old, new):
+    assert old in SCHEDULE
+    assert "NG501" in _codes(SCHEDULE.replace(old, new))
+
+
+def test_a_schedule_changed_in_place_by_constants_stays_silent():
+    # DiffRec fixes the first beta: `self.betas[0] = 0.00001`, a constant written into a constant
+    body = SCHEDULE.replace("            self.calculate_for_diffusion()\n",
+                            "            self.betas[0] = 0.00001\n            self.betas.clamp_(0.0, 1.0)\n"
+                            "            self.calculate_for_diffusion()\n")
+    assert "self.betas[0] = 0.00001" in body
+    assert "NG501" not in _codes(body, confidence="all")
+    learned = body.replace("self.betas[0] = 0.00001", "self.betas[0] = self.first_beta")
+    assert "NG501" in _codes(learned)
