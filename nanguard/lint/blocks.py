@@ -100,3 +100,15 @@ def conditions_at(ctx: Analysis, root: ast.AST, line: int) -> list[tuple[ast.exp
                 out.append((p.test, e.field == "body"))
         u = e.parent
     return out
+
+
+def in_a_loop(ctx: Analysis, root: ast.AST, line: int) -> bool:
+    """Is the statement at `line` inside a `for` or `while` of the body of `root` (not counting
+    nested functions, which are scopes of their own)?"""
+    entries = table(ctx, root)
+    u = innermost(entries, line)
+    while u >= 0:
+        u = entries[u].parent
+        if u >= 0 and isinstance(entries[u].stmt, (ast.For, ast.AsyncFor, ast.While)):
+            return True
+    return False

@@ -211,11 +211,11 @@ def _built_without_gradient(ctx: Analysis, key: str) -> bool:
     try:
         for method, value in bound:
             ctx.scope = method
+            parts: list[ast.expr | None] = [value]
             if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
                     and name_key(value.func.value) == key:
-                value = ast.Tuple(elts=[*value.args, *(k.value for k in value.keywords)], ctx=ast.Load())
-                # `self.x.clamp_(0, 1)`: the arguments are what it adds
-            if value is None or not gradient_free(ctx, value):
+                parts = [*value.args, *(k.value for k in value.keywords)]  # `self.x.clamp_(0, 1)`: what it adds
+            if not all(p is not None and gradient_free(ctx, p) for p in parts):
                 free = False
                 break
     finally:

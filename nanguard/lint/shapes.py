@@ -286,6 +286,18 @@ def python_number(ctx: Analysis, expr: ast.expr, depth: int = 4, _open: frozense
     return False
 
 
+def python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
+    """`n = 0` ... `n += len(t)`: a name only ever bound to Python numbers and grown by them."""
+    if not isinstance(expr, ast.Name):
+        return False
+    scope, values = ctx.lookup(expr.id)
+    known = [v for v in values or [] if v is not None]
+    if scope is None or not known or not all(python_number(ctx, v, 0) for v in known):
+        return False
+    grown = [n.value for n in scope.augmented.get(expr.id, ())]
+    return len(known) + len(grown) == len(values) and all(python_number(ctx, g, 1) for g in grown)
+
+
 def _annotated_number(ctx: Analysis, name: str) -> bool:
     """A parameter annotated `int` or `float` (`end_frame: int`)."""
     scope, _ = ctx.lookup(name)

@@ -26,7 +26,9 @@ from nanguard.lint.rules.division_guards import (
 )
 from nanguard.lint.rules.sequence_totals import total_filled_by_data, total_of_lengths, total_over_batches
 from nanguard.lint.scope import name_key
-from nanguard.lint.shapes import NUMBER_WRAPPERS, has_tensor_op, python_number, shape_owner, unpacked_shape_of
+from nanguard.lint.shapes import (
+    NUMBER_WRAPPERS, has_tensor_op, python_accumulator, python_number, shape_owner, unpacked_shape_of,
+)
 from nanguard.lint.syntax import NAN_TESTS, callee_name, const_value, describe, mult_factors, spelled_out_call
 from nanguard.lint.uses import shown_in_place
 
@@ -99,23 +101,11 @@ def _converted_to_int(ctx: Analysis, node: ast.AST) -> bool:
     return id(node) in ctx.memo[key]
 
 
-def _python_accumulator(ctx: Analysis, expr: ast.expr) -> bool:
-    """`n = 0` ... `n += len(t)`: a name only ever bound to Python numbers and grown by them."""
-    if not isinstance(expr, ast.Name):
-        return False
-    scope, values = ctx.lookup(expr.id)
-    known = [v for v in values or [] if v is not None]
-    if scope is None or not known or not all(python_number(ctx, v, 0) for v in known):
-        return False
-    grown = [n.value for n in scope.augmented.get(expr.id, ())]
-    return len(known) + len(grown) == len(values) and all(python_number(ctx, g, 1) for g in grown)
-
-
 def _running_total_of_sizes(ctx: Analysis, expr: ast.expr) -> bool:
     """`n = 0` ... `n += y.shape[0] * y.shape[1]` (an evaluation loop's element count): a Python
     total grown only by the sizes of whole tensors is 0 only when no non-empty batch came, an
     empty dataset, as `_sizes_only` is for one tensor. Sizes of a selection (`len(x[mask])`) are not."""
-    if not _python_accumulator(ctx, expr):
+    if not python_accumulator(ctx, expr):
         return False
     scope, _ = ctx.lookup(expr.id)  # type: ignore[attr-defined]
     grown = [n.value for n in scope.augmented.get(expr.id, ())] if scope is not None else []  # type: ignore[attr-defined]
@@ -287,8 +277,8 @@ def _count_reason(ctx: Analysis, numerator: ast.expr, denominator: ast.expr) -> 
         return None  # `x.sum((1, 2)) / (x.size(1) * x.size(2))`: a mean by hand, 0 only for an empty tensor
     if _sized_by(ctx, numerator, d):
         return None  # `jnp.ones((n,)) / n`: uniform weights, an empty array when n is 0
-    python = python_number(ctx, denominator) or _python_accumulator(ctx, d)
-    if python and (python_number(ctx, numerator) or _python_accumulator(ctx, strip_wrappers(ctx, numerator))
+    python = python_number(ctx, denominator) or python_accumulator(ctx, d)
+    if python and (python_number(ctx, numerator) or python_accumulator(ctx, strip_wrappers(ctx, numerator))
                    or not has_tensor_op(ctx, numerator)):
         return None  # `correct.item() / mask.sum().item()`: Python raises ZeroDivisionError, no NaN
     if _checked_expression(ctx, d):

@@ -39,10 +39,12 @@ import ast
 import re
 
 from nanguard.lint.analysis import Analysis
+from nanguard.lint.blocks import in_a_loop
 from nanguard.lint.names import OpCall
 from nanguard.lint.module_kind import path_parts
 from nanguard.lint.patterns import strip_wrappers
 from nanguard.lint.scope import name_key
+from nanguard.lint.shapes import python_accumulator
 from nanguard.lint.syntax import callee_name, const_value, last_identifier
 
 # The frames or tokens of an input sequence, as speech, TTS and translation code names them.
@@ -216,17 +218,14 @@ def total_over_batches(ctx: Analysis, expr: ast.expr) -> bool:
     """`ntokens = 0`, then in a loop over batches `ntokens += toks.item()`: a Python total of
     what every batch counted (MLX's LoRA `evaluate`), 0 only when no batch counted anything, as
     for a total over every batch collected (module docstring)."""
-    if not isinstance(expr, ast.Name):
+    if not python_accumulator(ctx, expr):
         return False
-    scope, values = ctx.lookup(expr.id)
-    grown = scope.augmented.get(expr.id, []) if scope is not None else []
-    if not grown or len(grown) != len(values) - 1 or not all(isinstance(g.op, ast.Add) for g in grown):
-        return False
-    start = next((v for v in values if v is not None), None)
-    if start is None or const_value(start) != 0 or not all(_item_of(g.value) for g in grown):
-        return False
-    loops = [n for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
-    return all(any(loop.lineno < g.lineno <= (loop.end_lineno or 0) for loop in loops) for g in grown)
+    scope, values = ctx.lookup(expr.id)  # type: ignore[attr-defined]
+    grown = scope.augmented.get(expr.id, []) if scope is not None else []  # type: ignore[attr-defined]
+    start = [v for v in values if v is not None]
+    return bool(grown) and len(start) == 1 and const_value(start[0]) == 0 and all(
+        isinstance(g.op, ast.Add) and _item_of(g.value) and in_a_loop(ctx, scope.node, g.lineno)  # type: ignore[union-attr]
+        for g in grown)
 
 
 def _item_of(e: ast.expr) -> bool:
